@@ -1,0 +1,40 @@
+//! Lexical metric throughput on real WMT21 pairs (`../shared/data`).
+//!
+//! `cargo bench --bench lexical`. The playground re-scores one pair per
+//! keystroke, so the per-pair cost of each metric is what matters.
+
+use blindspot::metrics::{MetricOptions, Segment, create, registry};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+fn load_pairs() -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/wmt21_de_en.jsonl");
+    let text = std::fs::read_to_string(path).expect("../shared/data/wmt21_de_en.jsonl is readable");
+    text.lines()
+        .take(200)
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).expect("valid JSONL");
+            (row["ref_a"].as_str().unwrap().to_string(), row["ref_b"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+fn bench_sentence(c: &mut Criterion) {
+    let pairs = load_pairs();
+    let mut group = c.benchmark_group("sentence_200_pairs");
+    for info in registry() {
+        let metric = create(info.id, MetricOptions::default()).unwrap();
+        group.bench_function(info.id, |b| {
+            b.iter(|| {
+                for (hyp, reference) in &pairs {
+                    let refs = [reference.as_str()];
+                    let seg = Segment { hyp, refs: &refs, src: None };
+                    std::hint::black_box(metric.sentence_score(&seg).unwrap());
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_sentence);
+criterion_main!(benches);

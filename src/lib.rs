@@ -1,0 +1,17 @@
+//! Blindspot: stress-test text-generation metrics.
+//!
+//! The core is a pipeline of independent stages, each in its own module:
+//!
+//! 1. [`text`]: text processing with the exact string semantics the reference
+//!    implementations rely on (Python whitespace, NLTK's Porter stemmer).
+//! 2. [`metrics`]: lexical metrics (BLEU, chrF, ROUGE) behind one [`metrics::Metric`]
+//!    trait and a registry of ids.
+//!
+//! The CLI (`src/main.rs`) and the browser bindings (`web`, wasm only) are thin
+//! shells over this core.
+
+pub mod metrics;
+pub mod text;
+
+#[cfg(target_arch = "wasm32")]
+pub mod web;

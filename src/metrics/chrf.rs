@@ -1,0 +1,182 @@
+//! chrF (Popović, 2015) exactly as sacrebleu 2.6 computes it.
+//!
+//! Defaults follow sacrebleu: character n-grams up to order 6, no word
+//! n-grams (chrF, not chrF++), beta = 2, whitespace removed, sacrebleu's
+//! effective-order averaging (not eps smoothing). With several references the
+//! one with the best segment F-score is used. Corpus chrF comes from summed
+//! statistics.
+
+use std::collections::HashMap;
+
+use super::bleu::uniform_nrefs;
+use super::{
+    CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
+    VERSION, require_references,
+};
+use crate::text::python_split;
+
+/// Registry entry.
+pub static INFO: MetricInfo = MetricInfo {
+    id: "chrf",
+    name: "chrF",
+    description: "character n-gram F-score (sacrebleu 2.6 defaults: order 6, beta 2)",
+    higher_is_better: true,
+    needs_reference: true,
+    needs_source: false,
+    scale: Scale::Percent,
+    corpus: CorpusAggregation::SummedStatistics,
+};
+
+/// Character n-gram order (sacrebleu `CHRF.CHAR_ORDER`).
+pub const CHAR_ORDER: usize = 6;
+/// Recall weight (sacrebleu `CHRF.BETA`, from Popović 2016, WMT16 metrics task).
+pub const BETA: f64 = 2.0;
+
+/// chrF with its options.
+#[derive(Debug, Clone)]
+pub struct Chrf {
+    /// Lowercase before extracting n-grams (default false).
+    pub lowercase: bool,
+    /// Recall weight (default [`BETA`]).
+    pub beta: f64,
+}
+
+impl Default for Chrf {
+    fn default() -> Self {
+        Self { lowercase: false, beta: BETA }
+    }
+}
+
+/// Per-order `[hyp n-grams, ref n-grams, matches]`.
+pub type ChrfStats = [[usize; 3]; CHAR_ORDER];
+
+/// Removes all whitespace (sacrebleu's `''.join(line.split())`).
+fn strip_whitespace(text: &str) -> String {
+    python_split(text).collect()
+}
+
+/// Character n-gram counts per order, borrowing from `text`.
+fn char_ngrams(text: &str) -> Vec<HashMap<&str, u32>> {
+    // Byte offsets of each char boundary, so n-grams are slices of `text`.
+    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let nchars = bounds.len() - 1;
+    (1..=CHAR_ORDER)
+        .map(|n| super::count((0..(nchars + 1).saturating_sub(n)).map(|i| &text[bounds[i]..bounds[i + n]])))
+        .collect()
+}
+
+impl Chrf {
+    fn preprocess(&self, text: &str) -> String {
+        strip_whitespace(&if self.lowercase { text.to_lowercase() } else { text.to_string() })
+    }
+
+    /// sacrebleu's `_compute_f_score` (effective-order averaging).
+    pub fn f_score(&self, stats: &ChrfStats) -> f64 {
+        let factor = self.beta * self.beta;
+        let (mut avg_prec, mut avg_rec, mut effective) = (0.0, 0.0, 0usize);
+        for &[n_hyp, n_ref, n_match] in stats {
+            if n_hyp > 0 && n_ref > 0 {
+                avg_prec += n_match as f64 / n_hyp as f64;
+                avg_rec += n_match as f64 / n_ref as f64;
+                effective += 1;
+            }
+        }
+        if effective == 0 {
+            return 0.0;
+        }
+        avg_prec /= effective as f64;
+        avg_rec /= effective as f64;
+        if avg_prec + avg_rec == 0.0 {
+            return 0.0;
+        }
+        let score = (1.0 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
+        100.0 * score
+    }
+
+    /// Statistics of one hypothesis against its best-matching reference.
+    pub fn segment_stats(&self, hyp: &str, refs: &[&str]) -> ChrfStats {
+        let hyp = self.preprocess(hyp);
+        let hyp_grams = char_ngrams(&hyp);
+        let mut best: (f64, ChrfStats) = (-1.0, [[0; 3]; CHAR_ORDER]);
+        for reference in refs {
+            let reference = self.preprocess(reference);
+            let ref_grams = char_ngrams(&reference);
+            let mut stats = [[0; 3]; CHAR_ORDER];
+            for (n, (h, r)) in hyp_grams.iter().zip(&ref_grams).enumerate() {
+                let matches: u32 = h.iter().map(|(g, &c)| c.min(r.get(g).copied().unwrap_or(0))).sum();
+                stats[n] = [
+                    h.values().sum::<u32>() as usize,
+                    r.values().sum::<u32>() as usize,
+                    matches as usize,
+                ];
+            }
+            let f = self.f_score(&stats);
+            if f > best.0 {
+                best = (f, stats);
+            }
+        }
+        best.1
+    }
+
+    fn to_score(&self, stats: &ChrfStats, level: Level, nrefs: Option<usize>) -> Score {
+        let (mut prec, mut rec, mut eff) = (0.0, 0.0, 0.0);
+        for &[h, r, m] in stats {
+            if h > 0 && r > 0 {
+                prec += m as f64 / h as f64;
+                rec += m as f64 / r as f64;
+                eff += 1.0;
+            }
+        }
+        let avg = |x: f64| if eff > 0.0 { 100.0 * x / eff } else { 0.0 };
+        Score {
+            metric: INFO.id,
+            value: self.f_score(stats),
+            parts: vec![
+                ScorePart { name: "char_precision", value: avg(prec) },
+                ScorePart { name: "char_recall", value: avg(rec) },
+            ],
+            signature: self.signature_for(level, nrefs),
+        }
+    }
+
+    fn signature_for(&self, _level: Level, nrefs: Option<usize>) -> String {
+        format!(
+            "chrf|nrefs:{}|case:{}|eff:yes|nc:{CHAR_ORDER}|nw:0|space:no|ref:sacrebleu-2.6.0|v:{VERSION}{}",
+            nrefs.map_or("var".to_string(), |n| n.to_string()),
+            if self.lowercase { "lc" } else { "mixed" },
+            if self.beta == BETA { String::new() } else { format!("|beta:{}", self.beta) },
+        )
+    }
+}
+
+impl Metric for Chrf {
+    fn info(&self) -> &'static MetricInfo {
+        &INFO
+    }
+
+    fn signature(&self, level: Level, nrefs: usize) -> String {
+        self.signature_for(level, Some(nrefs))
+    }
+
+    fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
+        require_references(INFO.id, std::slice::from_ref(segment))?;
+        let stats = self.segment_stats(segment.hyp, segment.refs);
+        Ok(self.to_score(&stats, Level::Sentence, Some(segment.refs.len())))
+    }
+
+    fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
+        if segments.is_empty() {
+            return Err(MetricError::EmptyCorpus { metric: INFO.id });
+        }
+        require_references(INFO.id, segments)?;
+        let mut sum: ChrfStats = [[0; 3]; CHAR_ORDER];
+        for s in segments {
+            for (acc, st) in sum.iter_mut().zip(self.segment_stats(s.hyp, s.refs)) {
+                for k in 0..3 {
+                    acc[k] += st[k];
+                }
+            }
+        }
+        Ok(self.to_score(&sum, Level::Corpus, uniform_nrefs(segments)))
+    }
+}

@@ -1,0 +1,224 @@
+//! ROUGE-N and ROUGE-L (Lin, 2004) exactly as Google's rouge-score 0.1.2.
+//!
+//! Tokens: lowercase, every run of characters outside `[a-z0-9]` becomes a
+//! separator, optional NLTK Porter stemming of tokens longer than 3
+//! characters. `score(target, prediction)`: precision is over the hypothesis
+//! (prediction), recall over the reference (target). With several references
+//! the one with the highest F-measure wins (`score_multi`). rouge-score has no
+//! corpus statistic: the corpus score here is the mean of segment scores.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{
+    CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
+    VERSION, require_references,
+};
+use crate::text::porter;
+
+/// Registry entry for ROUGE-1.
+pub static ROUGE1_INFO: MetricInfo = info("rouge1", "ROUGE-1", "unigram overlap F-measure (rouge-score 0.1.2)");
+/// Registry entry for ROUGE-2.
+pub static ROUGE2_INFO: MetricInfo = info("rouge2", "ROUGE-2", "bigram overlap F-measure (rouge-score 0.1.2)");
+/// Registry entry for ROUGE-L.
+pub static ROUGEL_INFO: MetricInfo =
+    info("rougeL", "ROUGE-L", "longest-common-subsequence F-measure (rouge-score 0.1.2)");
+
+const fn info(id: &'static str, name: &'static str, description: &'static str) -> MetricInfo {
+    MetricInfo {
+        id,
+        name,
+        description,
+        higher_is_better: true,
+        needs_reference: true,
+        needs_source: false,
+        scale: Scale::Unit,
+        corpus: CorpusAggregation::MeanOfSegments,
+    }
+}
+
+/// Which ROUGE variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RougeKind {
+    /// n-gram overlap of order n.
+    N(usize),
+    /// Longest common subsequence (sentence-level ROUGE-L, not `rougeLsum`).
+    Lcs,
+}
+
+/// ROUGE with its options.
+#[derive(Debug, Clone)]
+pub struct Rouge {
+    kind: RougeKind,
+    stemmer: bool,
+}
+
+/// Precision, recall and F-measure, as rouge-score's `Score` tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Prf {
+    /// Share of hypothesis units matched.
+    pub precision: f64,
+    /// Share of reference units matched.
+    pub recall: f64,
+    /// Harmonic mean of the two.
+    pub fmeasure: f64,
+}
+
+impl Prf {
+    fn new(precision: f64, recall: f64) -> Self {
+        let fmeasure = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
+        Self { precision, recall, fmeasure }
+    }
+}
+
+static NON_ALPHANUM: LazyLock<Regex> = LazyLock::new(|| Regex::new("[^a-z0-9]+").expect("valid pattern"));
+
+/// rouge-score's `tokenize.tokenize`.
+pub fn tokenize(text: &str, stemmer: bool) -> Vec<String> {
+    let lower = text.to_lowercase();
+    NON_ALPHANUM
+        .replace_all(&lower, " ")
+        .split(' ')
+        .filter(|t| !t.is_empty())
+        .map(|t| if stemmer && t.len() > 3 { porter::stem(t) } else { t.to_string() })
+        .collect()
+}
+
+fn lcs_length(a: &[String], b: &[String]) -> usize {
+    let mut prev = vec![0usize; b.len() + 1];
+    let mut cur = vec![0usize; b.len() + 1];
+    for x in a {
+        for (j, y) in b.iter().enumerate() {
+            cur[j + 1] = if x == y { prev[j] + 1 } else { prev[j + 1].max(cur[j]) };
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+fn ngram_counts(tokens: &[String], n: usize) -> HashMap<&[String], u32> {
+    super::count(tokens.windows(n))
+}
+
+impl Rouge {
+    /// A ROUGE variant, with or without the Porter stemmer.
+    pub fn new(kind: RougeKind, stemmer: bool) -> Self {
+        Self { kind, stemmer }
+    }
+
+    fn info_ref(&self) -> &'static MetricInfo {
+        match self.kind {
+            RougeKind::N(1) => &ROUGE1_INFO,
+            RougeKind::N(_) => &ROUGE2_INFO,
+            RougeKind::Lcs => &ROUGEL_INFO,
+        }
+    }
+
+    /// rouge-score's `score(target, prediction)` for one reference.
+    pub fn score_pair(&self, target: &str, prediction: &str) -> Prf {
+        let t = tokenize(target, self.stemmer);
+        let p = tokenize(prediction, self.stemmer);
+        match self.kind {
+            RougeKind::Lcs => {
+                if t.is_empty() || p.is_empty() {
+                    return Prf::default();
+                }
+                let lcs = lcs_length(&t, &p) as f64;
+                Prf::new(lcs / p.len() as f64, lcs / t.len() as f64)
+            }
+            RougeKind::N(n) => {
+                let tc = ngram_counts(&t, n);
+                let pc = ngram_counts(&p, n);
+                let overlap: u32 = tc.iter().map(|(g, &c)| c.min(pc.get(g).copied().unwrap_or(0))).sum();
+                let t_total: u32 = tc.values().sum();
+                let p_total: u32 = pc.values().sum();
+                Prf::new(overlap as f64 / p_total.max(1) as f64, overlap as f64 / t_total.max(1) as f64)
+            }
+        }
+    }
+
+    /// rouge-score's `score_multi`: the reference with the highest F-measure
+    /// (the first one on ties, as `np.argmax`).
+    pub fn score_multi(&self, targets: &[&str], prediction: &str) -> Prf {
+        let mut best: Option<Prf> = None;
+        for t in targets {
+            let s = self.score_pair(t, prediction);
+            if best.is_none_or(|b| s.fmeasure > b.fmeasure) {
+                best = Some(s);
+            }
+        }
+        best.unwrap_or_default()
+    }
+
+    fn to_score(&self, prf: Prf, level: Level, nrefs: usize) -> Score {
+        Score {
+            metric: self.info_ref().id,
+            value: prf.fmeasure,
+            parts: vec![
+                ScorePart { name: "precision", value: prf.precision },
+                ScorePart { name: "recall", value: prf.recall },
+                ScorePart { name: "fmeasure", value: prf.fmeasure },
+            ],
+            signature: self.signature(level, nrefs),
+        }
+    }
+}
+
+impl Metric for Rouge {
+    fn info(&self) -> &'static MetricInfo {
+        self.info_ref()
+    }
+
+    fn signature(&self, level: Level, nrefs: usize) -> String {
+        format!(
+            "{}|nrefs:{nrefs}|multi:max-f|stem:{}|agg:{}|ref:rouge-score-0.1.2|v:{VERSION}",
+            self.info_ref().id,
+            if self.stemmer { "porter" } else { "no" },
+            if level == Level::Corpus { "mean" } else { "none" },
+        )
+    }
+
+    fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
+        require_references(self.info_ref().id, std::slice::from_ref(segment))?;
+        let prf = self.score_multi(segment.refs, segment.hyp);
+        Ok(self.to_score(prf, Level::Sentence, segment.refs.len()))
+    }
+
+    fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
+        if segments.is_empty() {
+            return Err(MetricError::EmptyCorpus { metric: self.info_ref().id });
+        }
+        require_references(self.info_ref().id, segments)?;
+        let mut sum = Prf::default();
+        for s in segments {
+            let prf = self.score_multi(s.refs, s.hyp);
+            sum.precision += prf.precision;
+            sum.recall += prf.recall;
+            sum.fmeasure += prf.fmeasure;
+        }
+        let n = segments.len() as f64;
+        let mean = Prf { precision: sum.precision / n, recall: sum.recall / n, fmeasure: sum.fmeasure / n };
+        let nrefs = segments[0].refs.len();
+        Ok(self.to_score(mean, Level::Corpus, nrefs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenizer_drops_non_alphanumerics_and_stems_long_tokens() {
+        assert_eq!(tokenize("The Cats' running-dogs, 3.5!", false), ["the", "cats", "running", "dogs", "3", "5"]);
+        assert_eq!(tokenize("The Cats' running-dogs", true), ["the", "cat", "run", "dog"]);
+        assert_eq!(tokenize("Ünïcode café", false), ["n", "code", "caf"]);
+    }
+
+    #[test]
+    fn lcs_example_from_rouge_paper() {
+        let r = Rouge::new(RougeKind::Lcs, false).score_pair("police killed the gunman", "police kill the gunman");
+        assert!((r.recall - 0.75).abs() < 1e-12 && (r.precision - 0.75).abs() < 1e-12);
+    }
+}

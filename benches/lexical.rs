@@ -7,13 +7,19 @@ use blindspot::metrics::{MetricOptions, Segment, create, registry};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn load_pairs() -> Vec<(String, String)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/wmt21_de_en.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/wmt21_de_en.jsonl"
+    );
     let text = std::fs::read_to_string(path).expect("../shared/data/wmt21_de_en.jsonl is readable");
     text.lines()
         .take(200)
         .map(|line| {
             let row: serde_json::Value = serde_json::from_str(line).expect("valid JSONL");
-            (row["ref_a"].as_str().unwrap().to_string(), row["ref_b"].as_str().unwrap().to_string())
+            (
+                row["ref_a"].as_str().unwrap().to_string(),
+                row["ref_b"].as_str().unwrap().to_string(),
+            )
         })
         .collect()
 }
@@ -27,7 +33,11 @@ fn bench_sentence(c: &mut Criterion) {
             b.iter(|| {
                 for (hyp, reference) in &pairs {
                     let refs = [reference.as_str()];
-                    let seg = Segment { hyp, refs: &refs, src: None };
+                    let seg = Segment {
+                        hyp,
+                        refs: &refs,
+                        src: None,
+                    };
                     std::hint::black_box(metric.sentence_score(&seg).unwrap());
                 }
             })

@@ -1,0 +1,46 @@
+# Blindspot: the two set-up commands are `make serve` and `make test`.
+# The cargo target dir lives outside the clone so rebuilds (and CI) reuse it.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/blindspot/target
+export CARGO_TERM_COLOR ?= never
+BIN := $(CARGO_TARGET_DIR)/debug/blindspot
+
+.PHONY: serve test test-native test-browser build-web pkg bench golden lint
+
+## Serve the playground at http://127.0.0.1:8080 (installs what it needs).
+serve:
+	scripts/setup.sh serve
+	trunk serve
+
+## Run every test: native (metrics, golden parity, CLI) and headless Chromium.
+test: 
+	scripts/setup.sh test
+	$(MAKE) test-native
+	$(MAKE) test-browser
+
+test-native:
+	cargo test --all-targets
+
+build-web:
+	trunk build
+
+test-browser: build-web
+	cargo build --bin blindspot
+	BLINDSPOT_BIN=$(BIN) node --test --test-concurrency=1 tests/browser/
+
+## wasm-bindgen --target web output for JS users, in pkg/.
+pkg:
+	scripts/setup.sh serve
+	cargo build --lib --release --no-default-features --target wasm32-unknown-unknown
+	wasm-bindgen --target web --out-dir pkg $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/blindspot.wasm
+
+bench:
+	cargo bench --bench lexical
+
+## Regenerate tests/golden/*.json (needs the Python venv, see README).
+golden:
+	$(HOME)/.cache/blindspot-py/bin/python scripts/golden_lexical.py
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --lib --target wasm32-unknown-unknown --no-default-features -- -D warnings

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what Blindspot needs, idempotently. Usage: scripts/setup.sh serve|test
+#   serve: Rust wasm target, wasm-bindgen-cli (version from Cargo.lock), trunk 0.21.14
+#   test:  the above plus Debian chromium + chromium-driver and the npm packages
+# Everything comes from crates.io, Debian or npm; nothing downloads a browser or binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-serve}"
+
+log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock. Installed
+# without --locked: the registry here lacks one of its pinned dependencies.
+bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$bindgen_version" ]; then
+  log "installing wasm-bindgen-cli $bindgen_version"
+  cargo install wasm-bindgen-cli --version "$bindgen_version" --force
+fi
+
+# trunk 0.22 needs a newer rustc than this toolchain; 0.21.14 builds with --locked.
+if [ "$(trunk --version 2>/dev/null | awk '{print $2}')" != "0.21.14" ]; then
+  log "installing trunk 0.21.14"
+  cargo install trunk --version 0.21.14 --locked --force
+fi
+
+if [ "$mode" = "test" ]; then
+  if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    log "installing Debian chromium and chromium-driver"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver
+  fi
+  if [ ! -d node_modules/playwright-core ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "installing npm packages"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
+fi

@@ -1,0 +1,178 @@
+//! Command-line interface: argument parsing and dispatch.
+
+mod input;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use blindspot::metrics::{self, Level, MetricOptions, Segment};
+use input::Pairs;
+
+/// Stress-test text-generation metrics from the command line.
+#[derive(Parser)]
+#[command(name = "blindspot", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Score hypotheses against references, one line per pair plus a corpus summary.
+    Score(ScoreArgs),
+    /// List the registered metrics.
+    Metrics {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+}
+
+/// Arguments of `blindspot score`.
+#[derive(clap::Args)]
+struct ScoreArgs {
+    /// Comma-separated metric ids (see `blindspot metrics`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
+    )]
+    metrics: Vec<String>,
+    /// Reference file, one text per line; repeat for several references per pair. `-` is stdin.
+    #[arg(long = "refs", conflicts_with = "input")]
+    refs: Vec<String>,
+    /// Hypothesis file, one text per line. `-` is stdin.
+    #[arg(long, conflicts_with = "input", required_unless_present = "input")]
+    hyps: Option<String>,
+    /// Source file, one text per line (optional). `-` is stdin.
+    #[arg(long, conflicts_with = "input")]
+    srcs: Option<String>,
+    /// JSONL file with `ref` (string or list), `hyp` and optional `src` per line. `-` is stdin.
+    #[arg(long)]
+    input: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = output::Format::Table)]
+    format: output::Format,
+    /// Apply the Porter stemmer before ROUGE matching (rouge-score `use_stemmer=True`).
+    #[arg(long)]
+    rouge_stemmer: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ListFormat {
+    Table,
+    Json,
+}
+
+/// A user-facing failure: printed as one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Problem with an input file or its contents.
+    #[error(transparent)]
+    Input(#[from] input::InputError),
+    /// Problem raised by a metric.
+    #[error(transparent)]
+    Metric(#[from] metrics::MetricError),
+    /// Writing the output failed (closed pipe and the like).
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Parses arguments, runs the command and maps errors to exit code 2.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Score(args) => score(&args),
+        Command::Metrics { format } => list_metrics(format),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn score(args: &ScoreArgs) -> Result<(), CliError> {
+    let options = MetricOptions {
+        rouge_stemmer: args.rouge_stemmer,
+    };
+    let metrics = args
+        .metrics
+        .iter()
+        .map(|id| metrics::create(id.trim(), options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let pairs = match &args.input {
+        Some(path) => Pairs::from_jsonl(path)?,
+        None => Pairs::from_line_files(
+            args.hyps.as_deref().unwrap_or("-"),
+            &args.refs,
+            args.srcs.as_deref(),
+        )?,
+    };
+    let refs: Vec<Vec<&str>> = pairs
+        .refs
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let segments: Vec<Segment> = pairs
+        .hyps
+        .iter()
+        .zip(&refs)
+        .zip(&pairs.srcs)
+        .map(|((hyp, refs), src)| Segment {
+            hyp,
+            refs,
+            src: src.as_deref(),
+        })
+        .collect();
+    for m in &metrics {
+        if m.info().needs_source && segments.iter().any(|s| s.src.is_none()) {
+            return Err(input::InputError::MissingSource(m.info().id).into());
+        }
+    }
+    let rows = segments
+        .iter()
+        .map(|s| {
+            metrics
+                .iter()
+                .map(|m| m.sentence_score(s))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let corpus = metrics
+        .iter()
+        .map(|m| m.corpus_score(&segments))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ids: Vec<&str> = metrics.iter().map(|m| m.info().id).collect();
+    let nrefs = refs.first().map_or(1, Vec::len);
+    let sentence_signatures: Vec<String> = metrics
+        .iter()
+        .map(|m| m.signature(Level::Sentence, nrefs))
+        .collect();
+    output::write_scores(args.format, &ids, &rows, &corpus, &sentence_signatures)?;
+    Ok(())
+}
+
+fn list_metrics(format: ListFormat) -> Result<(), CliError> {
+    use std::io::Write;
+    let registry = metrics::registry();
+    let mut out = std::io::stdout().lock();
+    match format {
+        ListFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&registry).expect("serialisable")
+        )?,
+        ListFormat::Table => {
+            for m in registry {
+                writeln!(out, "{:<8} {:<8} {}", m.id, m.name, m.description)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Browser bindings (wasm only): convert between JS values and core types.
+//!
+//! No metric logic lives here: every number comes from [`crate::metrics`].
+//! Errors reach JavaScript as `Error` objects with a readable message.
+
+mod gpu;
+
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::*;
+
+use crate::metrics::{self, MetricOptions, Score, Segment};
+
+/// Installs the panic hook so a bug shows a readable console message.
+#[wasm_bindgen(start)]
+pub fn start() {
+    console_error_panic_hook::set_once();
+}
+
+/// The crate version, shown in the page footer and signatures.
+#[wasm_bindgen]
+pub fn version() -> String {
+    metrics::VERSION.to_string()
+}
+
+/// Every registered metric (`MetricInfo` objects), in display order.
+#[wasm_bindgen(js_name = metricRegistry)]
+pub fn metric_registry() -> Result<JsValue, JsError> {
+    to_js(&metrics::registry())
+}
+
+/// What the page asks to score.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ScoreRequest {
+    hypothesis: String,
+    /// References; blank ones are ignored (an empty text box means "no reference").
+    references: Vec<String>,
+    #[serde(default)]
+    source: Option<String>,
+    metrics: Vec<String>,
+    #[serde(default)]
+    rouge_stemmer: bool,
+}
+
+/// One metric's outcome: a score, or the reason there is none.
+#[derive(Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+enum ScoreOutcome {
+    Ok { score: Score },
+    Error { metric: String, message: String },
+}
+
+/// Scores one pair with each requested metric.
+///
+/// Takes `{hypothesis, references: [..], source?, metrics: [ids], rougeStemmer?}`
+/// and returns one `{status: "ok", score}` or `{status: "error", metric, message}`
+/// per metric, in the requested order.
+#[wasm_bindgen(js_name = scorePair)]
+pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
+    let request: ScoreRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
+    let refs: Vec<&str> = request.references.iter().map(String::as_str).filter(|r| !r.trim().is_empty()).collect();
+    let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
+    let segment = Segment { hyp: &request.hypothesis, refs: &refs, src: source };
+    let options = MetricOptions { rouge_stemmer: request.rouge_stemmer };
+    let outcomes: Vec<ScoreOutcome> = request
+        .metrics
+        .iter()
+        .map(|id| match metrics::create(id, options).and_then(|m| m.sentence_score(&segment)) {
+            Ok(score) => ScoreOutcome::Ok { score },
+            Err(e) => ScoreOutcome::Error { metric: id.clone(), message: e.to_string() },
+        })
+        .collect();
+    to_js(&outcomes)
+}
+
+/// Runs a small matrix product on WebGPU through burn-wgpu and checks it
+/// against the same product on the CPU. Resolves to
+/// `{ok, backend, maxAbsDiff, shape, millis}` or rejects with the reason
+/// WebGPU is unavailable.
+#[wasm_bindgen(js_name = webgpuSelfTest)]
+pub async fn webgpu_self_test() -> Result<JsValue, JsError> {
+    let report = gpu::matmul_self_test().await.map_err(|e| JsError::new(&e))?;
+    to_js(&report)
+}
+
+fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsError::new(&format!("cannot convert result: {e}")))
+}

@@ -1,0 +1,299 @@
+//! The `blindspot` binary end to end: outputs agree with the reference
+//! implementations, and bad input gives one-line errors with exit code 2.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_blindspot"))
+}
+
+/// A scratch directory unique to one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blindspot-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &std::path::Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn assert_user_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "stderr: {stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(!stderr.contains("panicked"));
+}
+
+/// Golden single-reference WMT21 pairs, rebuilt from ../shared/data.
+fn golden_pairs(n: usize) -> Vec<(String, String, Value)> {
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string("tests/golden/lexical.json").unwrap())
+            .unwrap();
+    let data: Vec<Value> = std::fs::read_to_string("../shared/data/wmt21_de_en.jsonl")
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["file"] == "wmt21_de_en.jsonl"
+                && c["refs"].as_array().unwrap().len() == 1
+                && c.get("transform").is_none()
+        })
+        .take(n)
+        .map(|c| {
+            let row = &data[c["line"].as_u64().unwrap() as usize];
+            let system = c["hyp"].as_str().unwrap().strip_prefix("systems/").unwrap();
+            let hyp = row["systems"][system].as_str().unwrap().to_string();
+            (
+                hyp,
+                row["ref_a"].as_str().unwrap().to_string(),
+                c["expected"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn jsonl_scores_match_sacrebleu_and_rouge_score() {
+    let dir = scratch("jsonl");
+    let pairs = golden_pairs(40);
+    let hyps: String = pairs.iter().map(|(h, _, _)| format!("{h}\n")).collect();
+    let refs: String = pairs.iter().map(|(_, r, _)| format!("{r}\n")).collect();
+    let (h, r) = (
+        write(&dir, "h.txt", hyps.as_bytes()),
+        write(&dir, "r.txt", refs.as_bytes()),
+    );
+    let out = run(
+        bin().args([
+            "score",
+            "--metrics",
+            "bleu,chrf,rougeL",
+            "--hyps",
+            &h,
+            "--refs",
+            &r,
+            "--format",
+            "jsonl",
+        ]),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), pairs.len() + 1);
+    for (line, (_, _, expected)) in lines.iter().zip(&pairs) {
+        let close = |a: &Value, b: &Value| (a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-6;
+        assert!(
+            close(&line["bleu"], &expected["bleu"]),
+            "{line} vs {expected}"
+        );
+        assert!(close(&line["chrf"], &expected["chrf"]));
+        assert!(close(&line["rougeL"], &expected["rougeL_plain"][2]));
+    }
+    let corpus = &lines.last().unwrap()["corpus"];
+    assert!(
+        corpus["bleu"]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("bleu|nrefs:1|case:mixed|eff:no|tok:13a")
+    );
+    assert!(corpus["bleu"]["value"].as_f64().unwrap() > 0.0);
+    // The same pairs through --input JSONL on stdin give identical lines.
+    let jsonl: String = pairs
+        .iter()
+        .map(|(h, r, _)| format!("{}\n", serde_json::json!({"hyp": h, "ref": r})))
+        .collect();
+    let out2 = run(
+        bin().args([
+            "score",
+            "--metrics",
+            "bleu,chrf,rougeL",
+            "--input",
+            "-",
+            "--format",
+            "jsonl",
+        ]),
+        Some(&jsonl),
+    );
+    let first: Vec<Value> = String::from_utf8(out2.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(first, lines);
+}
+
+#[test]
+fn csv_and_table_formats_carry_every_metric_and_the_corpus_row() {
+    let dir = scratch("formats");
+    let h = write(&dir, "h.txt", b"The cat sat on the mat.\nA dog barked.\n");
+    let r = write(&dir, "r.txt", b"The cat is on the mat.\nThe dog barked.\n");
+    let r2 = write(&dir, "r2.txt", b"A cat sat on a mat.\nA dog was barking.\n");
+    let out = run(
+        bin().args([
+            "score", "--hyps", &h, "--refs", &r, "--refs", &r2, "--format", "csv",
+        ]),
+        None,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows[0], "pair,bleu,chrf,rouge1,rouge2,rougeL");
+    assert_eq!(rows.len(), 4);
+    assert!(rows[3].starts_with("corpus,"));
+    let out = run(
+        bin().args(["score", "--hyps", &h, "--refs", &r, "--refs", &r2]),
+        None,
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("corpus") && table.contains("bleu|nrefs:2|"),
+        "{table}"
+    );
+}
+
+#[test]
+fn stemmer_flag_changes_rouge_signature_and_value() {
+    let dir = scratch("stem");
+    let h = write(&dir, "h.txt", b"the runners were running\n");
+    let r = write(&dir, "r.txt", b"the runner runs\n");
+    let score = |extra: &[&str]| {
+        let mut cmd = bin();
+        cmd.args([
+            "score",
+            "--metrics",
+            "rouge1",
+            "--hyps",
+            &h,
+            "--refs",
+            &r,
+            "--format",
+            "jsonl",
+        ])
+        .args(extra);
+        let out = String::from_utf8(run(&mut cmd, None).stdout).unwrap();
+        let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        first["rouge1"].as_f64().unwrap()
+    };
+    assert!(score(&["--rouge-stemmer"]) > score(&[]));
+}
+
+#[test]
+fn bad_input_gives_one_line_errors_and_exit_2() {
+    let dir = scratch("errors");
+    let h = write(&dir, "h.txt", b"one\ntwo\n");
+    let short = write(&dir, "short.txt", b"one\n");
+    let bad = write(&dir, "bad.txt", b"fine\nbro\xffken\n");
+    let empty = write(&dir, "empty.txt", b"");
+    let missing = dir.join("missing.txt").to_string_lossy().into_owned();
+    assert_user_error(
+        &run(
+            bin().args(["score", "--hyps", &h, "--refs", &missing]),
+            None,
+        ),
+        "cannot read",
+    );
+    assert_user_error(
+        &run(bin().args(["score", "--hyps", &h, "--refs", &short]), None),
+        "has 1 lines but",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["score", "--hyps", &h, "--refs", &h, "--metrics", "bleurt"]),
+            None,
+        ),
+        "unknown metric 'bleurt'",
+    );
+    assert_user_error(
+        &run(bin().args(["score", "--hyps", &bad, "--refs", &bad]), None),
+        "invalid UTF-8 on line 2",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["score", "--hyps", &empty, "--refs", &empty]),
+            None,
+        ),
+        "no input pairs",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["score", "--hyps", "-", "--refs", "-"]),
+            Some("x\n"),
+        ),
+        "stdin",
+    );
+    assert_user_error(
+        &run(bin().args(["score", "--hyps", &h]), None),
+        "no references",
+    );
+    let jsonl = "{\"hyp\": \"a\", \"ref\": \"a\"}\n{\"hyp\": 3, \"ref\": \"b\"}\n";
+    assert_user_error(
+        &run(bin().args(["score", "--input", "-"]), Some(jsonl)),
+        "line 2: field 'hyp' must be a string",
+    );
+    assert_user_error(
+        &run(bin().args(["score", "--input", "-"]), Some("{not json\n")),
+        "line 1: invalid JSON",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["score", "--input", "-"]),
+            Some("{\"hyp\": \"a\"}\n"),
+        ),
+        "missing field 'ref'",
+    );
+}
+
+#[test]
+fn metrics_lists_the_registry_as_json() {
+    let out = run(bin().args(["metrics", "--format", "json"]), None);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]);
+    assert_eq!(list[0]["higher_is_better"], true);
+}

@@ -1,0 +1,278 @@
+// Blindspot playground: wires the text areas to the wasm scoring core.
+//
+// Every number on the page comes from the wasm module (src/web); this file
+// only schedules work, renders results and keeps state across reloads.
+
+import { EXAMPLES } from "./examples.js";
+
+const STORAGE_KEY = "blindspot.playground.v1";
+const $ = (id) => document.getElementById(id);
+const fields = { source: $("source"), reference: $("reference"), hypothesis: $("hypothesis") };
+
+/** Resolves with the wasm bindings once Trunk's loader has initialised them. */
+function wasmReady() {
+  if (window.wasmBindings) return Promise.resolve(window.wasmBindings);
+  return new Promise((resolve) =>
+    addEventListener("TrunkApplicationStarted", () => resolve(window.wasmBindings), { once: true }));
+}
+
+const state = {
+  wasm: null,
+  registry: [],
+  pinned: null, // { hypothesis, scores: {metricId: value} }
+  latest: {},   // metricId -> outcome
+  frame: 0,
+};
+
+function loadSaved() {
+  try {
+    return JSON.parse(localStorage.getItem(STORAGE_KEY)) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function save() {
+  const data = {
+    source: fields.source.value,
+    reference: fields.reference.value,
+    hypothesis: fields.hypothesis.value,
+    example: $("example").value,
+    rougeStemmer: $("rouge-stemmer").checked,
+    pinned: state.pinned,
+  };
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
+  } catch {
+    // Storage can be full or disabled (private mode); the page still works.
+  }
+}
+
+function words(text) {
+  const n = text.trim() ? text.trim().split(/\s+/).length : 0;
+  return `${n} word${n === 1 ? "" : "s"}`;
+}
+
+function formatValue(info, value) {
+  return info.scale === "percent" ? value.toFixed(2) : value.toFixed(4);
+}
+
+function formatDelta(info, delta) {
+  const digits = info.scale === "percent" ? 2 : 4;
+  const threshold = info.scale === "percent" ? 0.005 : 0.00005;
+  if (Math.abs(delta) < threshold) return { text: "±0 vs original", cls: "same" };
+  const better = info.higher_is_better ? delta > 0 : delta < 0;
+  const arrow = delta > 0 ? "▲" : "▼";
+  const sign = delta > 0 ? "+" : "−";
+  return { text: `${arrow} ${sign}${Math.abs(delta).toFixed(digits)} vs original`, cls: better ? "up" : "down" };
+}
+
+function partsText(score) {
+  return score.parts
+    .filter((p) => !["sys_len", "ref_len", "fmeasure"].includes(p.name))
+    .map((p) => `${p.name} ${Number.isInteger(p.value) ? p.value : p.value.toFixed(p.value > 1.5 ? 1 : 3)}`)
+    .join(" · ");
+}
+
+function buildCards() {
+  const container = $("score-cards");
+  container.replaceChildren();
+  for (const info of state.registry) {
+    const card = document.createElement("article");
+    card.className = "card";
+    card.dataset.metric = info.id;
+    card.innerHTML = `
+      <header><h3></h3><span class="scale"></span></header>
+      <div class="value" data-role="value">–</div>
+      <div class="delta" data-role="delta"></div>
+      <div class="parts" data-role="parts"></div>
+      <details><summary>Signature</summary><code data-role="signature"></code></details>`;
+    card.querySelector("h3").textContent = info.name;
+    card.querySelector(".scale").textContent = info.scale === "percent" ? "0–100" : "0–1";
+    card.title = info.description;
+    container.append(card);
+  }
+}
+
+function render() {
+  for (const info of state.registry) {
+    const card = document.querySelector(`.card[data-metric="${info.id}"]`);
+    const outcome = state.latest[info.id];
+    const value = card.querySelector('[data-role="value"]');
+    const delta = card.querySelector('[data-role="delta"]');
+    const parts = card.querySelector('[data-role="parts"]');
+    const signature = card.querySelector('[data-role="signature"]');
+    if (!outcome) continue;
+    if (outcome.status === "error") {
+      card.classList.add("unavailable");
+      value.textContent = "–";
+      delta.textContent = outcome.message;
+      delta.className = "delta message";
+      parts.textContent = "";
+      signature.textContent = "";
+      continue;
+    }
+    card.classList.remove("unavailable");
+    const score = outcome.score;
+    value.textContent = formatValue(info, score.value);
+    value.dataset.raw = String(score.value);
+    const base = state.pinned?.scores?.[info.id];
+    if (base === undefined) {
+      delta.textContent = "";
+      delta.className = "delta";
+      delete delta.dataset.raw;
+    } else {
+      const d = formatDelta(info, score.value - base);
+      delta.textContent = d.text;
+      delta.className = `delta ${d.cls}`;
+      delta.dataset.raw = String(score.value - base);
+    }
+    parts.textContent = partsText(score);
+    signature.textContent = score.signature;
+  }
+}
+
+function scoreNow() {
+  state.frame = 0;
+  if (!state.wasm) return;
+  const started = performance.now();
+  let outcomes;
+  try {
+    outcomes = state.wasm.scorePair({
+      hypothesis: fields.hypothesis.value,
+      references: [fields.reference.value],
+      source: fields.source.value,
+      metrics: state.registry.map((m) => m.id),
+      rougeStemmer: $("rouge-stemmer").checked,
+    });
+  } catch (err) {
+    $("timing").textContent = `Scoring failed: ${err.message ?? err}`;
+    return;
+  }
+  state.latest = Object.fromEntries(
+    outcomes.map((o) => [o.status === "ok" ? o.score.metric : o.metric, o]));
+  render();
+  $("timing").textContent = `scored in ${(performance.now() - started).toFixed(1)} ms`;
+  for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
+  save();
+}
+
+/** Coalesces edits: at most one scoring pass per animation frame. */
+function schedule() {
+  if (!state.frame) state.frame = requestAnimationFrame(scoreNow);
+}
+
+function currentValues() {
+  return Object.fromEntries(Object.entries(state.latest)
+    .filter(([, o]) => o.status === "ok")
+    .map(([id, o]) => [id, o.score.value]));
+}
+
+function updatePinInfo() {
+  $("restore").disabled = !state.pinned;
+  $("pin-info").textContent = state.pinned
+    ? `Original pinned (${words(state.pinned.hypothesis)}); deltas compare against it.`
+    : "No original pinned: deltas appear once you pin one.";
+}
+
+function pin() {
+  scoreNow();
+  state.pinned = { hypothesis: fields.hypothesis.value, scores: currentValues() };
+  updatePinInfo();
+  render();
+  save();
+}
+
+function restore() {
+  if (!state.pinned) return;
+  fields.hypothesis.value = state.pinned.hypothesis;
+  scoreNow();
+}
+
+function loadExample(id) {
+  const ex = EXAMPLES.find((e) => e.id === id);
+  if (!ex) return;
+  fields.source.value = ex.source;
+  fields.reference.value = ex.reference;
+  fields.hypothesis.value = ex.hypothesis;
+  state.pinned = null;
+  scoreNow();
+  pin();
+}
+
+async function checkWebGpu(wasm) {
+  const el = $("gpu-status");
+  if (!navigator.gpu) {
+    el.textContent = "WebGPU: not available in this browser (lexical metrics need none)";
+    el.className = "pill pill-off";
+    return;
+  }
+  try {
+    const report = await wasm.webgpuSelfTest();
+    el.textContent = report.ok ? "WebGPU: ready" : "WebGPU: self-test mismatch";
+    el.className = `pill ${report.ok ? "pill-ok" : "pill-bad"}`;
+    el.title = `burn-wgpu matmul ${report.shape.join("×")} vs CPU: max |diff| ${report.maxAbsDiff.toExponential(2)}`;
+    el.dataset.maxAbsDiff = String(report.maxAbsDiff);
+  } catch (err) {
+    el.textContent = "WebGPU: unavailable (lexical metrics need none)";
+    el.className = "pill pill-off";
+    el.title = String(err.message ?? err);
+  }
+}
+
+async function main() {
+  const select = $("example");
+  for (const ex of EXAMPLES) select.append(new Option(ex.title, ex.id));
+  select.append(new Option("Your own text", "custom"));
+
+  const saved = loadSaved();
+  const wasm = await wasmReady();
+  state.wasm = wasm;
+  state.registry = wasm.metricRegistry();
+  $("version").textContent = wasm.version();
+  $("engine-status").textContent = "Engine ready";
+  $("engine-status").className = "pill pill-ok";
+  buildCards();
+
+  if (saved) {
+    fields.source.value = saved.source ?? "";
+    fields.reference.value = saved.reference ?? "";
+    fields.hypothesis.value = saved.hypothesis ?? "";
+    $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
+    select.value = saved.example ?? "custom";
+    state.pinned = saved.pinned ?? null;
+    updatePinInfo();
+    scoreNow();
+  } else {
+    select.value = EXAMPLES[0].id;
+    loadExample(EXAMPLES[0].id);
+  }
+
+  for (const el of Object.values(fields)) {
+    el.addEventListener("input", () => {
+      if (select.value !== "custom" && el !== fields.hypothesis) select.value = "custom";
+      schedule();
+    });
+  }
+  select.addEventListener("change", () => loadExample(select.value));
+  $("rouge-stemmer").addEventListener("change", () => {
+    // Pinned ROUGE values were computed with the other tokenizer: re-pin.
+    if (state.pinned) {
+      const hyp = fields.hypothesis.value;
+      fields.hypothesis.value = state.pinned.hypothesis;
+      scoreNow();
+      state.pinned.scores = currentValues();
+      fields.hypothesis.value = hyp;
+    }
+    scoreNow();
+  });
+  $("pin").addEventListener("click", pin);
+  $("restore").addEventListener("click", restore);
+  document.body.dataset.ready = "true";
+  checkWebGpu(wasm);
+}
+
+main().catch((err) => {
+  $("engine-status").textContent = `Engine failed to load: ${err.message ?? err}`;
+  $("engine-status").className = "pill pill-bad";
+});

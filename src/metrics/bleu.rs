@@ -67,7 +67,10 @@ pub struct Bleu {
 
 impl Default for Bleu {
     fn default() -> Self {
-        Self { lowercase: false, smoothing: Smoothing::Exp }
+        Self {
+            lowercase: false,
+            smoothing: Smoothing::Exp,
+        }
     }
 }
 
@@ -125,15 +128,21 @@ fn closest_ref_len(hyp_len: usize, ref_lens: &[usize]) -> usize {
 
 impl Bleu {
     fn preprocess(&self, text: &str) -> String {
-        let text = if self.lowercase { text.to_lowercase() } else { text.to_string() };
+        let text = if self.lowercase {
+            text.to_lowercase()
+        } else {
+            text.to_string()
+        };
         tokenize_13a(python_rstrip(&text))
     }
 
     /// Statistics of one hypothesis against its references.
     pub fn segment_stats(&self, hyp: &str, refs: &[&str]) -> BleuStats {
         let ref_texts: Vec<String> = refs.iter().map(|r| self.preprocess(r)).collect();
-        let ref_tokens: Vec<Vec<&str>> =
-            ref_texts.iter().map(|r| crate::text::python_split(r).collect()).collect();
+        let ref_tokens: Vec<Vec<&str>> = ref_texts
+            .iter()
+            .map(|r| crate::text::python_split(r).collect())
+            .collect();
         let mut ref_max: HashMap<&[&str], u32> = HashMap::new();
         for tokens in &ref_tokens {
             for (gram, c) in ngrams(tokens) {
@@ -162,13 +171,21 @@ impl Bleu {
     pub fn compute(&self, stats: &BleuStats, effective_order: bool) -> BleuValue {
         let (sys_len, ref_len) = (stats.sys_len as f64, stats.ref_len as f64);
         let bp = if stats.sys_len < stats.ref_len {
-            if stats.sys_len > 0 { (1.0 - ref_len / sys_len).exp() } else { 0.0 }
+            if stats.sys_len > 0 {
+                (1.0 - ref_len / sys_len).exp()
+            } else {
+                0.0
+            }
         } else {
             1.0
         };
         let mut precisions = [0.0; MAX_ORDER];
         if stats.correct.iter().all(|&c| c == 0) {
-            return BleuValue { score: 0.0, precisions, bp };
+            return BleuValue {
+                score: 0.0,
+                precisions,
+                bp,
+            };
         }
         let mut correct = stats.correct.map(|c| c as f64);
         let mut total = stats.total.map(|t| t as f64);
@@ -204,7 +221,11 @@ impl Bleu {
             .iter()
             .map(|&p| if p == 0.0 { LOG_ZERO } else { p.ln() })
             .sum();
-        BleuValue { score: bp * (log_sum / eff_order as f64).exp(), precisions, bp }
+        BleuValue {
+            score: bp * (log_sum / eff_order as f64).exp(),
+            precisions,
+            bp,
+        }
     }
 
     fn to_score(&self, stats: &BleuStats, level: Level, nrefs: Option<usize>) -> Score {
@@ -214,10 +235,24 @@ impl Bleu {
             .zip(v.precisions)
             .map(|(name, value)| ScorePart { name, value })
             .collect();
-        parts.push(ScorePart { name: "bp", value: v.bp });
-        parts.push(ScorePart { name: "sys_len", value: stats.sys_len as f64 });
-        parts.push(ScorePart { name: "ref_len", value: stats.ref_len as f64 });
-        Score { metric: INFO.id, value: v.score, parts, signature: self.signature_for(level, nrefs) }
+        parts.push(ScorePart {
+            name: "bp",
+            value: v.bp,
+        });
+        parts.push(ScorePart {
+            name: "sys_len",
+            value: stats.sys_len as f64,
+        });
+        parts.push(ScorePart {
+            name: "ref_len",
+            value: stats.ref_len as f64,
+        });
+        Score {
+            metric: INFO.id,
+            value: v.score,
+            parts,
+            signature: self.signature_for(level, nrefs),
+        }
     }
 
     fn signature_for(&self, level: Level, nrefs: Option<usize>) -> String {
@@ -225,7 +260,11 @@ impl Bleu {
             "bleu|nrefs:{}|case:{}|eff:{}|tok:13a|smooth:{}|ref:sacrebleu-2.6.0|v:{VERSION}",
             nrefs.map_or("var".to_string(), |n| n.to_string()),
             if self.lowercase { "lc" } else { "mixed" },
-            if level == Level::Sentence { "yes" } else { "no" },
+            if level == Level::Sentence {
+                "yes"
+            } else {
+                "no"
+            },
             self.smoothing.signature(),
         )
     }
@@ -234,7 +273,10 @@ impl Bleu {
 /// The number of references when every segment has the same count.
 pub(super) fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
     let first = segments.first()?.refs.len();
-    segments.iter().all(|s| s.refs.len() == first).then_some(first)
+    segments
+        .iter()
+        .all(|s| s.refs.len() == first)
+        .then_some(first)
 }
 
 impl Metric for Bleu {
@@ -270,12 +312,22 @@ mod tests {
     use super::*;
 
     fn sentence(hyp: &str, refs: &[&str]) -> f64 {
-        Bleu::default().sentence_score(&Segment { hyp, refs, src: None }).unwrap().value
+        Bleu::default()
+            .sentence_score(&Segment {
+                hyp,
+                refs,
+                src: None,
+            })
+            .unwrap()
+            .value
     }
 
     #[test]
     fn identical_is_100_and_empty_is_0() {
-        assert!((sentence("The cat sat on the mat.", &["The cat sat on the mat."]) - 100.0).abs() < 1e-9);
+        assert!(
+            (sentence("The cat sat on the mat.", &["The cat sat on the mat."]) - 100.0).abs()
+                < 1e-9
+        );
         assert_eq!(sentence("", &["The cat sat on the mat."]), 0.0);
     }
 

@@ -43,7 +43,10 @@ pub struct Chrf {
 
 impl Default for Chrf {
     fn default() -> Self {
-        Self { lowercase: false, beta: BETA }
+        Self {
+            lowercase: false,
+            beta: BETA,
+        }
     }
 }
 
@@ -58,16 +61,28 @@ fn strip_whitespace(text: &str) -> String {
 /// Character n-gram counts per order, borrowing from `text`.
 fn char_ngrams(text: &str) -> Vec<HashMap<&str, u32>> {
     // Byte offsets of each char boundary, so n-grams are slices of `text`.
-    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
     let nchars = bounds.len() - 1;
     (1..=CHAR_ORDER)
-        .map(|n| super::count((0..(nchars + 1).saturating_sub(n)).map(|i| &text[bounds[i]..bounds[i + n]])))
+        .map(|n| {
+            super::count(
+                (0..(nchars + 1).saturating_sub(n)).map(|i| &text[bounds[i]..bounds[i + n]]),
+            )
+        })
         .collect()
 }
 
 impl Chrf {
     fn preprocess(&self, text: &str) -> String {
-        strip_whitespace(&if self.lowercase { text.to_lowercase() } else { text.to_string() })
+        strip_whitespace(&if self.lowercase {
+            text.to_lowercase()
+        } else {
+            text.to_string()
+        })
     }
 
     /// sacrebleu's `_compute_f_score` (effective-order averaging).
@@ -103,7 +118,10 @@ impl Chrf {
             let ref_grams = char_ngrams(&reference);
             let mut stats = [[0; 3]; CHAR_ORDER];
             for (n, (h, r)) in hyp_grams.iter().zip(&ref_grams).enumerate() {
-                let matches: u32 = h.iter().map(|(g, &c)| c.min(r.get(g).copied().unwrap_or(0))).sum();
+                let matches: u32 = h
+                    .iter()
+                    .map(|(g, &c)| c.min(r.get(g).copied().unwrap_or(0)))
+                    .sum();
                 stats[n] = [
                     h.values().sum::<u32>() as usize,
                     r.values().sum::<u32>() as usize,
@@ -132,8 +150,14 @@ impl Chrf {
             metric: INFO.id,
             value: self.f_score(stats),
             parts: vec![
-                ScorePart { name: "char_precision", value: avg(prec) },
-                ScorePart { name: "char_recall", value: avg(rec) },
+                ScorePart {
+                    name: "char_precision",
+                    value: avg(prec),
+                },
+                ScorePart {
+                    name: "char_recall",
+                    value: avg(rec),
+                },
             ],
             signature: self.signature_for(level, nrefs),
         }
@@ -144,7 +168,11 @@ impl Chrf {
             "chrf|nrefs:{}|case:{}|eff:yes|nc:{CHAR_ORDER}|nw:0|space:no|ref:sacrebleu-2.6.0|v:{VERSION}{}",
             nrefs.map_or("var".to_string(), |n| n.to_string()),
             if self.lowercase { "lc" } else { "mixed" },
-            if self.beta == BETA { String::new() } else { format!("|beta:{}", self.beta) },
+            if self.beta == BETA {
+                String::new()
+            } else {
+                format!("|beta:{}", self.beta)
+            },
         )
     }
 }

@@ -162,7 +162,11 @@ pub fn registry() -> [&'static MetricInfo; 5] {
 }
 
 fn known_ids() -> String {
-    registry().iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
+    registry()
+        .iter()
+        .map(|m| m.id)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Builds the metric registered under `id`.
@@ -180,13 +184,18 @@ pub fn create(id: &str, options: MetricOptions) -> Result<Box<dyn Metric>, Metri
 /// Checks that every segment has a reference; returns the first offender.
 fn require_references(metric: &'static str, segments: &[Segment]) -> Result<(), MetricError> {
     match segments.iter().position(|s| s.refs.is_empty()) {
-        Some(i) => Err(MetricError::MissingReference { metric, segment: i + 1 }),
+        Some(i) => Err(MetricError::MissingReference {
+            metric,
+            segment: i + 1,
+        }),
         None => Ok(()),
     }
 }
 
 /// Counts items into a map (Python's `collections.Counter`).
-fn count<K: std::hash::Hash + Eq>(items: impl IntoIterator<Item = K>) -> std::collections::HashMap<K, u32> {
+fn count<K: std::hash::Hash + Eq>(
+    items: impl IntoIterator<Item = K>,
+) -> std::collections::HashMap<K, u32> {
     let mut counts = std::collections::HashMap::new();
     for item in items {
         *counts.entry(item).or_insert(0) += 1;
@@ -215,14 +224,21 @@ mod tests {
     #[test]
     fn unknown_metric_lists_known_ids() {
         let err = create("bleurt", MetricOptions::default()).err().unwrap();
-        assert_eq!(err.to_string(), "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL)");
+        assert_eq!(
+            err.to_string(),
+            "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL)"
+        );
     }
 
     #[test]
     fn missing_reference_is_an_error_not_a_zero() {
         for info in registry() {
             let metric = create(info.id, MetricOptions::default()).unwrap();
-            let seg = Segment { hyp: "a cat", refs: &[], src: None };
+            let seg = Segment {
+                hyp: "a cat",
+                refs: &[],
+                src: None,
+            };
             assert!(matches!(
                 metric.sentence_score(&seg),
                 Err(MetricError::MissingReference { segment: 1, .. })

@@ -19,12 +19,23 @@ use super::{
 use crate::text::porter;
 
 /// Registry entry for ROUGE-1.
-pub static ROUGE1_INFO: MetricInfo = info("rouge1", "ROUGE-1", "unigram overlap F-measure (rouge-score 0.1.2)");
+pub static ROUGE1_INFO: MetricInfo = info(
+    "rouge1",
+    "ROUGE-1",
+    "unigram overlap F-measure (rouge-score 0.1.2)",
+);
 /// Registry entry for ROUGE-2.
-pub static ROUGE2_INFO: MetricInfo = info("rouge2", "ROUGE-2", "bigram overlap F-measure (rouge-score 0.1.2)");
+pub static ROUGE2_INFO: MetricInfo = info(
+    "rouge2",
+    "ROUGE-2",
+    "bigram overlap F-measure (rouge-score 0.1.2)",
+);
 /// Registry entry for ROUGE-L.
-pub static ROUGEL_INFO: MetricInfo =
-    info("rougeL", "ROUGE-L", "longest-common-subsequence F-measure (rouge-score 0.1.2)");
+pub static ROUGEL_INFO: MetricInfo = info(
+    "rougeL",
+    "ROUGE-L",
+    "longest-common-subsequence F-measure (rouge-score 0.1.2)",
+);
 
 const fn info(id: &'static str, name: &'static str, description: &'static str) -> MetricInfo {
     MetricInfo {
@@ -68,12 +79,21 @@ pub struct Prf {
 
 impl Prf {
     fn new(precision: f64, recall: f64) -> Self {
-        let fmeasure = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
-        Self { precision, recall, fmeasure }
+        let fmeasure = if precision + recall > 0.0 {
+            2.0 * precision * recall / (precision + recall)
+        } else {
+            0.0
+        };
+        Self {
+            precision,
+            recall,
+            fmeasure,
+        }
     }
 }
 
-static NON_ALPHANUM: LazyLock<Regex> = LazyLock::new(|| Regex::new("[^a-z0-9]+").expect("valid pattern"));
+static NON_ALPHANUM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("[^a-z0-9]+").expect("valid pattern"));
 
 /// rouge-score's `tokenize.tokenize`.
 pub fn tokenize(text: &str, stemmer: bool) -> Vec<String> {
@@ -82,7 +102,13 @@ pub fn tokenize(text: &str, stemmer: bool) -> Vec<String> {
         .replace_all(&lower, " ")
         .split(' ')
         .filter(|t| !t.is_empty())
-        .map(|t| if stemmer && t.len() > 3 { porter::stem(t) } else { t.to_string() })
+        .map(|t| {
+            if stemmer && t.len() > 3 {
+                porter::stem(t)
+            } else {
+                t.to_string()
+            }
+        })
         .collect()
 }
 
@@ -91,7 +117,11 @@ fn lcs_length(a: &[String], b: &[String]) -> usize {
     let mut cur = vec![0usize; b.len() + 1];
     for x in a {
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = if x == y { prev[j] + 1 } else { prev[j + 1].max(cur[j]) };
+            cur[j + 1] = if x == y {
+                prev[j] + 1
+            } else {
+                prev[j + 1].max(cur[j])
+            };
         }
         std::mem::swap(&mut prev, &mut cur);
     }
@@ -131,10 +161,16 @@ impl Rouge {
             RougeKind::N(n) => {
                 let tc = ngram_counts(&t, n);
                 let pc = ngram_counts(&p, n);
-                let overlap: u32 = tc.iter().map(|(g, &c)| c.min(pc.get(g).copied().unwrap_or(0))).sum();
+                let overlap: u32 = tc
+                    .iter()
+                    .map(|(g, &c)| c.min(pc.get(g).copied().unwrap_or(0)))
+                    .sum();
                 let t_total: u32 = tc.values().sum();
                 let p_total: u32 = pc.values().sum();
-                Prf::new(overlap as f64 / p_total.max(1) as f64, overlap as f64 / t_total.max(1) as f64)
+                Prf::new(
+                    overlap as f64 / p_total.max(1) as f64,
+                    overlap as f64 / t_total.max(1) as f64,
+                )
             }
         }
     }
@@ -157,9 +193,18 @@ impl Rouge {
             metric: self.info_ref().id,
             value: prf.fmeasure,
             parts: vec![
-                ScorePart { name: "precision", value: prf.precision },
-                ScorePart { name: "recall", value: prf.recall },
-                ScorePart { name: "fmeasure", value: prf.fmeasure },
+                ScorePart {
+                    name: "precision",
+                    value: prf.precision,
+                },
+                ScorePart {
+                    name: "recall",
+                    value: prf.recall,
+                },
+                ScorePart {
+                    name: "fmeasure",
+                    value: prf.fmeasure,
+                },
             ],
             signature: self.signature(level, nrefs),
         }
@@ -176,7 +221,11 @@ impl Metric for Rouge {
             "{}|nrefs:{nrefs}|multi:max-f|stem:{}|agg:{}|ref:rouge-score-0.1.2|v:{VERSION}",
             self.info_ref().id,
             if self.stemmer { "porter" } else { "no" },
-            if level == Level::Corpus { "mean" } else { "none" },
+            if level == Level::Corpus {
+                "mean"
+            } else {
+                "none"
+            },
         )
     }
 
@@ -188,7 +237,9 @@ impl Metric for Rouge {
 
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
         if segments.is_empty() {
-            return Err(MetricError::EmptyCorpus { metric: self.info_ref().id });
+            return Err(MetricError::EmptyCorpus {
+                metric: self.info_ref().id,
+            });
         }
         require_references(self.info_ref().id, segments)?;
         let mut sum = Prf::default();
@@ -199,7 +250,11 @@ impl Metric for Rouge {
             sum.fmeasure += prf.fmeasure;
         }
         let n = segments.len() as f64;
-        let mean = Prf { precision: sum.precision / n, recall: sum.recall / n, fmeasure: sum.fmeasure / n };
+        let mean = Prf {
+            precision: sum.precision / n,
+            recall: sum.recall / n,
+            fmeasure: sum.fmeasure / n,
+        };
         let nrefs = segments[0].refs.len();
         Ok(self.to_score(mean, Level::Corpus, nrefs))
     }
@@ -211,14 +266,21 @@ mod tests {
 
     #[test]
     fn tokenizer_drops_non_alphanumerics_and_stems_long_tokens() {
-        assert_eq!(tokenize("The Cats' running-dogs, 3.5!", false), ["the", "cats", "running", "dogs", "3", "5"]);
-        assert_eq!(tokenize("The Cats' running-dogs", true), ["the", "cat", "run", "dog"]);
+        assert_eq!(
+            tokenize("The Cats' running-dogs, 3.5!", false),
+            ["the", "cats", "running", "dogs", "3", "5"]
+        );
+        assert_eq!(
+            tokenize("The Cats' running-dogs", true),
+            ["the", "cat", "run", "dog"]
+        );
         assert_eq!(tokenize("Ünïcode café", false), ["n", "code", "caf"]);
     }
 
     #[test]
     fn lcs_example_from_rouge_paper() {
-        let r = Rouge::new(RougeKind::Lcs, false).score_pair("police killed the gunman", "police kill the gunman");
+        let r = Rouge::new(RougeKind::Lcs, false)
+            .score_pair("police killed the gunman", "police kill the gunman");
         assert!((r.recall - 0.75).abs() < 1e-12 && (r.precision - 0.75).abs() < 1e-12);
     }
 }

@@ -26,7 +26,10 @@ static RULES: LazyLock<[(Regex, &'static str); 4]> = LazyLock::new(|| {
 
 /// Tokenizes a segment exactly as sacrebleu's `Tokenizer13a`.
 pub fn tokenize_13a(line: &str) -> String {
-    let mut line = line.replace("<skipped>", "").replace("-\n", "").replace('\n', " ");
+    let mut line = line
+        .replace("<skipped>", "")
+        .replace("-\n", "")
+        .replace('\n', " ");
     if line.contains('&') {
         line = line
             .replace("&quot;", "\"")
@@ -49,7 +52,10 @@ mod tests {
 
     #[test]
     fn splits_punctuation_but_not_numbers() {
-        assert_eq!(tokenize_13a("Hello, world! It costs $3.50-4.00."), "Hello , world ! It costs $ 3.50 - 4.00 .");
+        assert_eq!(
+            tokenize_13a("Hello, world! It costs $3.50-4.00."),
+            "Hello , world ! It costs $ 3.50 - 4.00 ."
+        );
         assert_eq!(tokenize_13a("a&amp;b &lt;tag&gt;"), "a & b < tag >");
         assert_eq!(tokenize_13a("1,000 people"), "1,000 people");
         assert_eq!(tokenize_13a(""), "");

@@ -17,7 +17,10 @@ pub async fn webgpu_device() -> Result<Device, String> {
     if let Some(cached) = WEBGPU.with(|d| d.borrow().clone()) {
         return cached;
     }
-    let result = Device::wgpu_options().init_async().await.map_err(|e| format!("WebGPU unavailable: {e}"));
+    let result = Device::wgpu_options()
+        .init_async()
+        .await
+        .map_err(|e| format!("WebGPU unavailable: {e}"));
     WEBGPU.with(|d| *d.borrow_mut() = Some(result.clone()));
     result
 }
@@ -41,7 +44,9 @@ pub struct SelfTestReport {
 pub const TOLERANCE: f32 = 1e-4;
 
 fn matrix(rows: usize, cols: usize, salt: usize) -> Vec<f32> {
-    (0..rows * cols).map(|i| (((i * 7 + salt * 13) % 23) as f32 - 11.0) / 11.0).collect()
+    (0..rows * cols)
+        .map(|i| (((i * 7 + salt * 13) % 23) as f32 - 11.0) / 11.0)
+        .collect()
 }
 
 /// Multiplies a 37x96 by a 96x29 matrix on WebGPU and compares every entry
@@ -53,8 +58,14 @@ pub async fn matmul_self_test() -> Result<SelfTestReport, String> {
     let device = webgpu_device().await?;
     let ta = Tensor::<2>::from_data(TensorData::new(a.clone(), [m, k]), &device);
     let tb = Tensor::<2>::from_data(TensorData::new(b.clone(), [k, n]), &device);
-    let data = ta.matmul(tb).into_data_async().await.map_err(|e| format!("WebGPU readback failed: {e:?}"))?;
-    let gpu: Vec<f32> = data.try_into_vec::<f32>().map_err(|e| format!("unexpected WebGPU result type: {e:?}"))?;
+    let data = ta
+        .matmul(tb)
+        .into_data_async()
+        .await
+        .map_err(|e| format!("WebGPU readback failed: {e:?}"))?;
+    let gpu: Vec<f32> = data
+        .try_into_vec::<f32>()
+        .map_err(|e| format!("unexpected WebGPU result type: {e:?}"))?;
     let mut max_abs_diff = 0.0f32;
     for i in 0..m {
         for j in 0..n {
@@ -62,5 +73,10 @@ pub async fn matmul_self_test() -> Result<SelfTestReport, String> {
             max_abs_diff = max_abs_diff.max((cpu - gpu[i * n + j]).abs());
         }
     }
-    Ok(SelfTestReport { ok: max_abs_diff <= TOLERANCE, max_abs_diff, shape: [m, k, n], sample: gpu[..4].to_vec() })
+    Ok(SelfTestReport {
+        ok: max_abs_diff <= TOLERANCE,
+        max_abs_diff,
+        shape: [m, k, n],
+        sample: gpu[..4].to_vec(),
+    })
 }

@@ -10,9 +10,25 @@ use wasm_bindgen::prelude::*;
 
 use crate::metrics::{self, MetricOptions, Score, Segment};
 
-/// Installs the panic hook so a bug shows a readable console message.
+unsafe extern "C" {
+    /// Runs the module's static constructors (synthesised by wasm-ld).
+    fn __wasm_call_ctors();
+}
+
+/// Runs once when the module is instantiated: static constructors, then the
+/// panic hook so a bug shows a readable console message.
+///
+/// A dependency (`inventory`, via cubecl) registers static constructors. If no
+/// exported function calls `__wasm_call_ctors`, wasm-ld treats the module as a
+/// "command" and re-runs every constructor at the start of each exported call
+/// (wasm-bindgen's malloc included), which made each JS-to-wasm call cost about
+/// a millisecond. Calling it here, once, opts out of that wrapping; see
+/// <https://docs.rs/inventory/latest/inventory/#webassembly-and-constructors>.
 #[wasm_bindgen(start)]
 pub fn start() {
+    // SAFETY: wasm-bindgen calls the start function exactly once, right after
+    // instantiation and before any other export.
+    unsafe { __wasm_call_ctors() };
     console_error_panic_hook::set_once();
 }
 
@@ -59,17 +75,33 @@ enum ScoreOutcome {
 pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
     let request: ScoreRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
-    let refs: Vec<&str> = request.references.iter().map(String::as_str).filter(|r| !r.trim().is_empty()).collect();
+    let refs: Vec<&str> = request
+        .references
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !r.trim().is_empty())
+        .collect();
     let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
-    let segment = Segment { hyp: &request.hypothesis, refs: &refs, src: source };
-    let options = MetricOptions { rouge_stemmer: request.rouge_stemmer };
+    let segment = Segment {
+        hyp: &request.hypothesis,
+        refs: &refs,
+        src: source,
+    };
+    let options = MetricOptions {
+        rouge_stemmer: request.rouge_stemmer,
+    };
     let outcomes: Vec<ScoreOutcome> = request
         .metrics
         .iter()
-        .map(|id| match metrics::create(id, options).and_then(|m| m.sentence_score(&segment)) {
-            Ok(score) => ScoreOutcome::Ok { score },
-            Err(e) => ScoreOutcome::Error { metric: id.clone(), message: e.to_string() },
-        })
+        .map(
+            |id| match metrics::create(id, options).and_then(|m| m.sentence_score(&segment)) {
+                Ok(score) => ScoreOutcome::Ok { score },
+                Err(e) => ScoreOutcome::Error {
+                    metric: id.clone(),
+                    message: e.to_string(),
+                },
+            },
+        )
         .collect();
     to_js(&outcomes)
 }
@@ -80,7 +112,9 @@ pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
 /// WebGPU is unavailable.
 #[wasm_bindgen(js_name = webgpuSelfTest)]
 pub async fn webgpu_self_test() -> Result<JsValue, JsError> {
-    let report = gpu::matmul_self_test().await.map_err(|e| JsError::new(&e))?;
+    let report = gpu::matmul_self_test()
+        .await
+        .map_err(|e| JsError::new(&e))?;
     to_js(&report)
 }
 

@@ -6,39 +6,19 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
-import { readFile, mkdir } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { execFileSync } from "node:child_process";
-import { extname, join, normalize, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
+import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
-const DIST = join(ROOT, "dist");
 const ARTIFACTS = join(ROOT, "test-artifacts");
 const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
-const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".css": "text/css" };
 
 let server;
 let baseUrl;
 let browser;
-
-/** Static file server for dist/ on a free loopback port. */
-function serveDist() {
-  return new Promise((resolveServer) => {
-    const srv = createServer(async (req, res) => {
-      const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname));
-      const file = join(DIST, path.endsWith("/") ? `${path}index.html` : path);
-      try {
-        const body = await readFile(file);
-        res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
-        res.end(body);
-      } catch {
-        res.writeHead(404).end("not found");
-      }
-    });
-    srv.listen(0, "127.0.0.1", () => resolveServer(srv));
-  });
-}
 
 /** The native CLI's sentence-level scores for one pair. */
 function nativeScores(hyp, ref) {
@@ -71,22 +51,11 @@ const cardValue = (page, id) => page.getAttribute(`.card[data-metric="${id}"] [d
 const cardDelta = (page, id) => page.getAttribute(`.card[data-metric="${id}"] [data-role="delta"]`, "data-raw");
 
 before(async () => {
-  server = await serveDist();
-  baseUrl = `http://127.0.0.1:${server.address().port}/`;
+  ({ server, url: baseUrl } = await serveDist());
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     headless: true,
-    args: [
-      "--no-sandbox",
-      "--enable-unsafe-webgpu",
-      "--enable-features=Vulkan",
-      "--use-angle=swiftshader",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--disable-quic",
-      "--no-first-run",
-    ],
+    args: CHROMIUM_ARGS,
   });
   await mkdir(ARTIFACTS, { recursive: true });
 });

@@ -5,7 +5,7 @@
 //! effective order, as `sacrebleu.sentence_bleu` does; corpus scores do not.
 //! Corpus BLEU is computed from the summed segment statistics.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::tokenizer_13a::tokenize_13a;
 use super::{
@@ -143,7 +143,7 @@ impl Bleu {
             .iter()
             .map(|r| crate::text::python_split(r).collect())
             .collect();
-        let mut ref_max: HashMap<&[&str], u32> = HashMap::new();
+        let mut ref_max: HashMap<&[&str], u32> = HashMap::default();
         for tokens in &ref_tokens {
             for (gram, c) in ngrams(tokens) {
                 let slot = ref_max.entry(gram).or_insert(0);

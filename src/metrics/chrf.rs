@@ -6,7 +6,7 @@
 //! one with the best segment F-score is used. Corpus chrF comes from summed
 //! statistics.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::bleu::uniform_nrefs;
 use super::{

@@ -192,11 +192,12 @@ fn require_references(metric: &'static str, segments: &[Segment]) -> Result<(), 
     }
 }
 
-/// Counts items into a map (Python's `collections.Counter`).
+/// Counts items into a map (Python's `collections.Counter`). FxHash: n-gram
+/// keys are short and numerous, and SipHash dominated the profile.
 fn count<K: std::hash::Hash + Eq>(
     items: impl IntoIterator<Item = K>,
-) -> std::collections::HashMap<K, u32> {
-    let mut counts = std::collections::HashMap::new();
+) -> rustc_hash::FxHashMap<K, u32> {
+    let mut counts = rustc_hash::FxHashMap::default();
     for item in items {
         *counts.entry(item).or_insert(0) += 1;
     }

@@ -7,7 +7,7 @@
 //! the one with the highest F-measure wins (`score_multi`). rouge-score has no
 //! corpus statistic: the corpus score here is the mean of segment scores.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;

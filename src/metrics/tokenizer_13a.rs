@@ -9,12 +9,16 @@ use regex::Regex;
 
 use crate::text::python_split;
 
-/// The punctuation, period/comma and dash rules, applied in order.
-static RULES: LazyLock<[(Regex, &'static str); 4]> = LazyLock::new(|| {
+/// sacrebleu's first rule, `([\{-\~\[-\` -\&\(-\+\:-\@\/])` -> ` \1 `: these
+/// characters always become tokens. A plain character test replaces the regex.
+fn is_13a_punctuation(c: char) -> bool {
+    matches!(c, '{'..='~' | '['..='`' | ' '..='&' | '('..='+' | ':'..='@' | '/')
+}
+
+/// The period/comma and dash rules, applied in order after the first one.
+static RULES: LazyLock<[(Regex, &'static str); 3]> = LazyLock::new(|| {
     let re = |pattern: &str| Regex::new(pattern).expect("13a patterns are valid");
     [
-        // Any punctuation becomes its own token.
-        (re(r"([\{-~\[-` -&\(-\+:-@/])"), " $1 "),
         // Period and comma, unless preceded by a digit.
         (re(r"([^0-9])([\.,])"), "$1 $2 "),
         // Period and comma, unless followed by a digit.
@@ -37,7 +41,17 @@ pub fn tokenize_13a(line: &str) -> String {
             .replace("&lt;", "<")
             .replace("&gt;", ">");
     }
-    let mut line = format!(" {line} ");
+    let mut spaced = String::with_capacity(line.len() * 2 + 2);
+    spaced.push(' ');
+    for c in line.chars() {
+        if is_13a_punctuation(c) {
+            spaced.extend([' ', c, ' ']);
+        } else {
+            spaced.push(c);
+        }
+    }
+    spaced.push(' ');
+    let mut line = spaced;
     for (pattern, replacement) in RULES.iter() {
         if let std::borrow::Cow::Owned(changed) = pattern.replace_all(&line, *replacement) {
             line = changed;

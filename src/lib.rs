@@ -4,12 +4,15 @@
 //!
 //! 1. [`text`]: text processing with the exact string semantics the reference
 //!    implementations rely on (Python whitespace, NLTK's Porter stemmer).
-//! 2. [`metrics`]: lexical metrics (BLEU, chrF, ROUGE) behind one [`metrics::Metric`]
+//! 2. [`inject`]: synthetic errors from the papers, deterministic per seed,
+//!    with changed spans and the noise ratio.
+//! 3. [`metrics`]: lexical metrics (BLEU, chrF, ROUGE) behind one [`metrics::Metric`]
 //!    trait and a registry of ids.
 //!
 //! The CLI (`src/main.rs`) and the browser bindings (`web`, wasm only) are thin
 //! shells over this core.
 
+pub mod inject;
 pub mod metrics;
 pub mod text;
 

@@ -4,7 +4,10 @@
 //! string semantics where a score depends on them (what counts as whitespace,
 //! `str.split()`), plus the NLTK Porter stemmer that rouge-score uses.
 
+pub mod lexicon;
 pub mod porter;
+pub mod sentences;
+pub mod words;
 
 /// True for every character Python's `str.isspace()` accepts.
 ///

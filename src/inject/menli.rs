@@ -1,0 +1,467 @@
+//! MENLI attacks ([MENLI] §3.2, SPEC 2.4) that need no tagger: omission,
+//! jumbling, spelling (typo), number error, pronoun error, and the
+//! number-to-words paraphrase. Addition, the noun/verb/adjective mismatches,
+//! negation, name error and subject-verb disagreement need the tagger.
+
+use std::sync::LazyLock;
+
+use rand::Rng;
+use rand::seq::SliceRandom;
+use rand::seq::index::sample;
+use regex::Regex;
+
+use super::character::{CharOp, edit_word, eligible_words};
+use super::fluency::{random_mask, remove_words};
+use super::{
+    Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
+    info, join,
+};
+use crate::text::lexicon::{self, MONTHS, PRONOUN_SWAPS};
+use crate::text::words::{Word, words};
+
+/// All MENLI injections in this file.
+pub static ALL: [&dyn Injection; 6] = [
+    &Omission,
+    &Jumbling,
+    &Typo,
+    &NumberError,
+    &PronounError,
+    &NumberToWords,
+];
+
+/// Drop a portion of the words (MENLI: 1-20%).
+pub struct Omission;
+static OMISSION: InjectionInfo = info(
+    "omission",
+    "Omission",
+    Family::Menli,
+    LevelKind::Portion,
+    &[0.05, 0.1, 0.2],
+    "Drops ceil(p x length) random words (MENLI uses 1-20%).",
+);
+impl Injection for Omission {
+    fn info(&self) -> &'static InjectionInfo {
+        &OMISSION
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        p: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let w = words(text);
+        if w.len() < 2 {
+            return Err(NotApplicable("fewer than two words".into()));
+        }
+        Ok(remove_words(
+            &w,
+            &random_mask(rng, w.len(), ceil_portion(p, w.len())),
+        ))
+    }
+}
+
+/// Shuffle the word order.
+pub struct Jumbling;
+static JUMBLING: InjectionInfo = InjectionInfo {
+    swap: true,
+    ..info(
+        "jumbling",
+        "Jumbling",
+        Family::Menli,
+        LevelKind::Portion,
+        &[1.0],
+        "Shuffles a portion p of the words among their positions (p = 1: the whole sentence).",
+    )
+};
+impl Injection for Jumbling {
+    fn info(&self) -> &'static InjectionInfo {
+        &JUMBLING
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        p: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let mut w: Vec<&str> = words(text).iter().map(|w| w.text).collect();
+        if w.iter().collect::<std::collections::HashSet<_>>().len() < 2 {
+            return Err(NotApplicable("fewer than two distinct words".into()));
+        }
+        let k = ceil_portion(p, w.len()).max(2);
+        let positions = sample(rng, w.len(), k).into_vec();
+        let mut chosen: Vec<&str> = positions.iter().map(|&i| w[i]).collect();
+        let original = chosen.clone();
+        // A shuffle that changes nothing is retried (bounded: distinct words exist).
+        for _ in 0..16 {
+            chosen.shuffle(rng);
+            if chosen != original {
+                break;
+            }
+        }
+        for (&i, word) in positions.iter().zip(chosen) {
+            w[i] = word;
+        }
+        Ok(join(&w))
+    }
+}
+
+/// One spelling error in each of n words.
+pub struct Typo;
+static TYPO: InjectionInfo = info(
+    "typo",
+    "Spelling error",
+    Family::Menli,
+    LevelKind::Count,
+    &[1.0],
+    "Introduces one typo (swap, substitute, delete or insert a letter) in each of n random words.",
+);
+impl Injection for Typo {
+    fn info(&self) -> &'static InjectionInfo {
+        &TYPO
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
+        let eligible = eligible_words(&w.iter().map(String::as_str).collect::<Vec<_>>());
+        if eligible.is_empty() {
+            return Err(NotApplicable("no word of three or more letters".into()));
+        }
+        let ops = [
+            CharOp::Swap,
+            CharOp::Substitute,
+            CharOp::Delete,
+            CharOp::Insert,
+        ];
+        for i in sample(rng, eligible.len(), (n as usize).min(eligible.len())) {
+            let op = ops[rng.random_range(0..ops.len())];
+            w[eligible[i]] = edit_word(&w[eligible[i]], op, rng);
+        }
+        Ok(join(&w))
+    }
+}
+
+/// A number token: digit groups with optional thousands commas and decimals.
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$").expect("valid pattern"));
+
+/// The number inside a word (`"$3.50,"` -> `3.50`) with its byte range.
+fn number_in(word: &str) -> Option<(usize, usize)> {
+    let start = word.find(|c: char| c.is_ascii_digit())?;
+    let end = word.rfind(|c: char| c.is_ascii_digit())? + 1;
+    NUMBER.is_match(&word[start..end]).then_some((start, end))
+}
+
+/// Dates are left alone: years (1000-2099) and numbers next to a month name.
+fn is_date(w: &[Word], i: usize, number: &str) -> bool {
+    let year = number.len() == 4
+        && number
+            .parse::<u32>()
+            .is_ok_and(|y| (1000..2100).contains(&y));
+    let month_near = [i.wrapping_sub(1), i + 1]
+        .iter()
+        .any(|&j| w.get(j).is_some_and(|n| lexicon::contains(MONTHS, n.text)));
+    year || month_near
+}
+
+/// Replace every non-date number (with probability p) by a random number of the same format.
+pub struct NumberError;
+static NUMBER_ERROR: InjectionInfo = info(
+    "number_error",
+    "Number error",
+    Family::Menli,
+    LevelKind::Portion,
+    &[1.0],
+    "Replaces each non-date number (with probability p) by a random number of the same format.",
+);
+impl Injection for NumberError {
+    fn info(&self) -> &'static InjectionInfo {
+        &NUMBER_ERROR
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        p: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let w = words(text);
+        let mut out: Vec<String> = w.iter().map(|w| w.text.to_string()).collect();
+        let mut found = false;
+        for (i, word) in w.iter().enumerate() {
+            let Some((s, e)) = number_in(word.text) else {
+                continue;
+            };
+            let number = &word.text[s..e];
+            if is_date(&w, i, number) {
+                continue;
+            }
+            found = true;
+            if !rng.random_bool(p) {
+                continue;
+            }
+            let replacement = loop {
+                let mut first = true;
+                let candidate: String = number
+                    .chars()
+                    .map(|c| {
+                        if !c.is_ascii_digit() {
+                            return c;
+                        }
+                        let lo = if first && number.len() > 1 && c != '0' {
+                            1
+                        } else {
+                            0
+                        };
+                        first = false;
+                        char::from(b'0' + rng.random_range(lo..10u8))
+                    })
+                    .collect();
+                if candidate != number {
+                    break candidate;
+                }
+            };
+            out[i] = format!("{}{}{}", &word.text[..s], replacement, &word.text[e..]);
+        }
+        if !found {
+            return Err(NotApplicable("no number outside dates".into()));
+        }
+        Ok(join(&out))
+    }
+}
+
+/// Swap one pronoun for its counterpart (he <-> she, us <-> them...).
+pub struct PronounError;
+static PRONOUN_ERROR: InjectionInfo = info(
+    "pronoun_error",
+    "Pronoun error",
+    Family::Menli,
+    LevelKind::Count,
+    &[1.0],
+    "Swaps n random pronouns for a counterpart with the same syntax (he/she, us/them, our/their...).",
+);
+
+fn swap_pronoun(word: &str) -> Option<String> {
+    let start = word.find(|c: char| c.is_alphabetic())?;
+    let end = word[start..]
+        .find(|c: char| !c.is_alphabetic())
+        .map_or(word.len(), |e| start + e);
+    let core = &word[start..end];
+    let lower = core.to_lowercase();
+    let other = PRONOUN_SWAPS.iter().find_map(|&(a, b)| {
+        if lower == a {
+            Some(b)
+        } else if lower == b && a != "his" {
+            Some(a)
+        } else {
+            None
+        }
+    })?;
+    let mut swapped = if core.chars().next().is_some_and(char::is_uppercase) || core == "I" {
+        let mut c = other.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect())
+            .unwrap_or_default()
+    } else {
+        other.to_string()
+    };
+    if other == "i" {
+        swapped = "I".into();
+    }
+    Some(format!("{}{}{}", &word[..start], swapped, &word[end..]))
+}
+
+impl Injection for PronounError {
+    fn info(&self) -> &'static InjectionInfo {
+        &PRONOUN_ERROR
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
+        let eligible: Vec<usize> = (0..w.len())
+            .filter(|&i| swap_pronoun(&w[i]).is_some())
+            .collect();
+        if eligible.is_empty() {
+            return Err(NotApplicable("no pronoun to swap".into()));
+        }
+        for i in sample(rng, eligible.len(), (n as usize).min(eligible.len())) {
+            let idx = eligible[i];
+            w[idx] = swap_pronoun(&w[idx]).expect("eligible");
+        }
+        Ok(join(&w))
+    }
+}
+
+const ONES: [&str; 20] = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+const TENS: [&str; 10] = [
+    "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
+/// English words for a whole number below one trillion.
+pub fn integer_words(n: u64) -> Option<String> {
+    if n >= 1_000_000_000_000 {
+        return None;
+    }
+    fn below_thousand(n: u64) -> String {
+        let mut parts = Vec::new();
+        if n >= 100 {
+            parts.push(format!("{} hundred", ONES[(n / 100) as usize]));
+        }
+        let rest = n % 100;
+        if rest > 0 || n == 0 {
+            parts.push(if rest < 20 {
+                ONES[rest as usize].to_string()
+            } else if rest % 10 == 0 {
+                TENS[(rest / 10) as usize].to_string()
+            } else {
+                format!(
+                    "{}-{}",
+                    TENS[(rest / 10) as usize],
+                    ONES[(rest % 10) as usize]
+                )
+            });
+        }
+        parts.join(" ")
+    }
+    if n < 1000 {
+        return Some(below_thousand(n));
+    }
+    let mut parts = Vec::new();
+    for (scale, name) in [
+        (1_000_000_000, "billion"),
+        (1_000_000, "million"),
+        (1_000, "thousand"),
+    ] {
+        if n / scale % 1000 > 0 {
+            parts.push(format!("{} {name}", below_thousand(n / scale % 1000)));
+        }
+    }
+    if n % 1000 > 0 {
+        parts.push(below_thousand(n % 1000));
+    }
+    Some(parts.join(" "))
+}
+
+/// Words for a number token (`"1,250.5"` -> "one thousand two hundred fifty point five").
+pub fn number_words(number: &str) -> Option<String> {
+    let (int, frac) = number
+        .split_once('.')
+        .map_or((number, None), |(i, f)| (i, Some(f)));
+    let mut out = integer_words(int.replace(',', "").parse().ok()?)?;
+    if let Some(frac) = frac {
+        out.push_str(" point");
+        for d in frac.chars() {
+            out.push(' ');
+            out.push_str(ONES[d.to_digit(10)? as usize]);
+        }
+    }
+    Some(out)
+}
+
+/// Paraphrase: numbers spelled out as words (the MENLI number test's paraphrase).
+pub struct NumberToWords;
+static NUMBER_TO_WORDS: InjectionInfo = info(
+    "number_to_words",
+    "Numbers as words",
+    Family::Menli,
+    LevelKind::Portion,
+    &[1.0],
+    "Paraphrase: spells out each non-date number as words (with probability p); meaning is kept.",
+);
+impl Injection for NumberToWords {
+    fn info(&self) -> &'static InjectionInfo {
+        &NUMBER_TO_WORDS
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        p: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let w = words(text);
+        let mut out: Vec<String> = w.iter().map(|w| w.text.to_string()).collect();
+        let mut found = false;
+        for (i, word) in w.iter().enumerate() {
+            let Some((s, e)) = number_in(word.text) else {
+                continue;
+            };
+            let Some(spelled) = number_words(&word.text[s..e]) else {
+                continue;
+            };
+            if is_date(&w, i, &word.text[s..e]) {
+                continue;
+            }
+            found = true;
+            if rng.random_bool(p) {
+                out[i] = format!("{}{}{}", &word.text[..s], spelled, &word.text[e..]);
+            }
+        }
+        if !found {
+            return Err(NotApplicable("no number outside dates".into()));
+        }
+        Ok(join(&out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_spell_out() {
+        assert_eq!(number_words("0").unwrap(), "zero");
+        assert_eq!(number_words("42").unwrap(), "forty-two");
+        assert_eq!(
+            number_words("1,250.5").unwrap(),
+            "one thousand two hundred fifty point five"
+        );
+        assert_eq!(number_words("3000000").unwrap(), "three million");
+    }
+
+    #[test]
+    fn pronouns_swap_with_case() {
+        assert_eq!(swap_pronoun("He").unwrap(), "She");
+        assert_eq!(swap_pronoun("them,").unwrap(), "us,");
+        assert_eq!(swap_pronoun("his").unwrap(), "her");
+        assert!(swap_pronoun("table").is_none());
+    }
+
+    #[test]
+    fn dates_are_not_numbers_to_change() {
+        let w = words("On May 5 in 2021 we paid 300 euros");
+        assert!(is_date(&w, 2, "5") && is_date(&w, 4, "2021") && !is_date(&w, 7, "300"));
+    }
+}

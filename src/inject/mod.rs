@@ -1,0 +1,464 @@
+//! Synthetic errors ("injections") applied to a hypothesis.
+//!
+//! Each injection has an id, a family, a level type with the papers' default
+//! levels (../shared/SPEC.md section 2) and a deterministic `perturb` given a
+//! seed. [`apply`] wraps every injection the same way: it validates the
+//! level, runs it, and reports the changed spans (for highlighting) and the
+//! noise ratio (word Levenshtein / gold length, halved for swap types). An
+//! injection that finds nothing to change says so (`applied: false`, with the
+//! reason) instead of returning the input as if it were changed.
+
+pub mod character;
+pub mod consistency;
+pub mod fluency;
+pub mod menli;
+pub mod other;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::text::words::{levenshtein, words};
+
+/// The random stream every injection draws from: ChaCha8, stable across
+/// platforms and crate versions.
+pub type InjectRng = ChaCha8Rng;
+
+/// Paper grouping, as shown in the playground palette.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// [BS] fluency errors.
+    Fluency,
+    /// [BS] consistency errors.
+    Consistency,
+    /// MENLI attacks (one key error each).
+    Menli,
+    /// DeepWordBug character operations ([ADV]).
+    Character,
+    /// Other [BS] tests (repetition, copy-source, prompt injection...).
+    Other,
+}
+
+/// What the level number means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LevelKind {
+    /// Portion p in (0, 1]: each eligible item is hit with probability p, or
+    /// p times the length of the text is affected.
+    Portion,
+    /// A count n of items (sentence pairs, words...).
+    Count,
+    /// k copies.
+    Copies,
+    /// Which of a fixed set of variants (1-based).
+    Variant,
+}
+
+/// Registry information about one injection.
+#[derive(Debug, Clone, Serialize)]
+pub struct InjectionInfo {
+    /// Stable id (`truncation`).
+    pub id: &'static str,
+    /// Display name.
+    pub name: &'static str,
+    /// Paper grouping.
+    pub family: Family,
+    /// What it does, one sentence.
+    pub description: &'static str,
+    /// Meaning of the level.
+    pub level_kind: LevelKind,
+    /// The papers' default levels, low to high.
+    pub default_levels: &'static [f64],
+    /// Swap-type error: the noise ratio is halved (Levenshtein has no swap).
+    pub swap: bool,
+    /// Needs the source text in the [`Context`].
+    pub needs_source: bool,
+    /// Needs other samples in the [`Context`].
+    pub needs_samples: bool,
+}
+
+/// An [`InjectionInfo`] with the common defaults (no swap, no context needs);
+/// override fields with struct-update syntax.
+pub(crate) const fn info(
+    id: &'static str,
+    name: &'static str,
+    family: Family,
+    level_kind: LevelKind,
+    default_levels: &'static [f64],
+    description: &'static str,
+) -> InjectionInfo {
+    InjectionInfo {
+        id,
+        name,
+        family,
+        description,
+        level_kind,
+        default_levels,
+        swap: false,
+        needs_source: false,
+        needs_samples: false,
+    }
+}
+
+/// What some injections need besides the text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// The source (translation input, article).
+    pub source: Option<&'a str>,
+    /// Other samples of the dataset, for sentence replacement.
+    pub samples: &'a [&'a str],
+}
+
+/// How an output span differs from the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditKind {
+    /// New or changed words.
+    Changed,
+    /// Words were deleted here (zero-width span).
+    Deleted,
+}
+
+/// A changed region of the output text, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Edit {
+    /// Start byte in the output.
+    pub start: usize,
+    /// End byte in the output (equal to `start` for deletions).
+    pub end: usize,
+    /// What happened.
+    pub kind: EditKind,
+}
+
+/// The result of applying an injection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Injected {
+    /// The perturbed text (the input unchanged when `applied` is false).
+    pub text: String,
+    /// Whether anything changed.
+    pub applied: bool,
+    /// Why nothing changed, when `applied` is false.
+    pub reason: Option<String>,
+    /// Changed spans of `text`.
+    pub edits: Vec<Edit>,
+    /// Word Levenshtein / number of input words (halved for swap types).
+    pub noise_ratio: f64,
+}
+
+/// Errors from [`apply`] and [`create`].
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum InjectError {
+    /// Unknown id.
+    #[error("unknown injection '{0}' (see `blindspot injections`)")]
+    Unknown(String),
+    /// The level is out of range for the injection's level type.
+    #[error("{id}: level {level} is invalid: {expected}")]
+    InvalidLevel {
+        /// Injection id.
+        id: &'static str,
+        /// The level given.
+        level: f64,
+        /// What is allowed.
+        expected: &'static str,
+    },
+    /// A needed input is missing from the context.
+    #[error("{id} needs {what}")]
+    MissingContext {
+        /// Injection id.
+        id: &'static str,
+        /// What is missing.
+        what: &'static str,
+    },
+}
+
+/// Why an injection could not change the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotApplicable(pub String);
+
+/// One perturbation.
+pub trait Injection: Send + Sync {
+    /// Registry information.
+    fn info(&self) -> &'static InjectionInfo;
+    /// Produces the perturbed text, or the reason it cannot.
+    fn perturb(
+        &self,
+        text: &str,
+        level: f64,
+        rng: &mut InjectRng,
+        ctx: &Context,
+    ) -> Result<String, NotApplicable>;
+}
+
+/// Every registered injection, grouped by family.
+pub fn registry() -> Vec<&'static dyn Injection> {
+    let mut all: Vec<&'static dyn Injection> = Vec::new();
+    all.extend(fluency::ALL.iter().copied());
+    all.extend(consistency::ALL.iter().copied());
+    all.extend(menli::ALL.iter().copied());
+    all.extend(character::ALL.iter().copied());
+    all.extend(other::ALL.iter().copied());
+    all
+}
+
+/// Looks up an injection by id.
+pub fn create(id: &str) -> Result<&'static dyn Injection, InjectError> {
+    registry()
+        .into_iter()
+        .find(|i| i.info().id == id)
+        .ok_or_else(|| InjectError::Unknown(id.to_string()))
+}
+
+fn check_level(info: &'static InjectionInfo, level: f64) -> Result<(), InjectError> {
+    let (ok, expected) = match info.level_kind {
+        LevelKind::Portion => (level > 0.0 && level <= 1.0, "a portion in (0, 1]"),
+        LevelKind::Count | LevelKind::Copies => (
+            level >= 1.0 && level.fract() == 0.0 && level <= 10_000.0,
+            "a whole number from 1",
+        ),
+        LevelKind::Variant => (
+            level >= 1.0 && level.fract() == 0.0 && level <= info.default_levels.len() as f64,
+            "a variant number",
+        ),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(InjectError::InvalidLevel {
+            id: info.id,
+            level,
+            expected,
+        })
+    }
+}
+
+/// Applies `injection` at `level` with `seed`: validated, deterministic, with
+/// edits and noise ratio.
+pub fn apply(
+    injection: &dyn Injection,
+    text: &str,
+    level: f64,
+    seed: u64,
+    ctx: &Context,
+) -> Result<Injected, InjectError> {
+    let info = injection.info();
+    check_level(info, level)?;
+    if info.needs_source && ctx.source.is_none_or(|s| s.trim().is_empty()) {
+        return Err(InjectError::MissingContext {
+            id: info.id,
+            what: "a source text",
+        });
+    }
+    if info.needs_samples && ctx.samples.is_empty() {
+        return Err(InjectError::MissingContext {
+            id: info.id,
+            what: "other samples to draw sentences from",
+        });
+    }
+    let mut rng = InjectRng::seed_from_u64(seed);
+    let unchanged = |reason: String| Injected {
+        text: text.to_string(),
+        applied: false,
+        reason: Some(reason),
+        edits: Vec::new(),
+        noise_ratio: 0.0,
+    };
+    match injection.perturb(text, level, &mut rng, ctx) {
+        Err(NotApplicable(reason)) => Ok(unchanged(reason)),
+        Ok(out) if out == text => Ok(unchanged("nothing to change at this level and seed".into())),
+        Ok(out) => {
+            let (edits, distance) = diff(text, &out);
+            let gold_len = words(text).len().max(1) as f64;
+            let mut noise_ratio = distance as f64 / gold_len;
+            if info.swap {
+                noise_ratio /= 2.0;
+            }
+            Ok(Injected {
+                text: out,
+                applied: true,
+                reason: None,
+                edits,
+                noise_ratio,
+            })
+        }
+    }
+}
+
+/// Word-level alignment of `before` and `after`: the changed spans of
+/// `after` and the word Levenshtein distance.
+pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
+    let a = words(before);
+    let b = words(after);
+    let (n, m) = (a.len(), b.len());
+    // Full table for the backtrace (texts are paragraphs, not books).
+    let mut d = vec![vec![0usize; m + 1]; n + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=m {
+        d[0][j] = j;
+    }
+    for i in 1..=n {
+        for j in 1..=m {
+            let sub = d[i - 1][j - 1] + usize::from(a[i - 1].text != b[j - 1].text);
+            d[i][j] = sub.min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
+        }
+    }
+    let mut edits = Vec::new();
+    let (mut i, mut j) = (n, m);
+    while i > 0 || j > 0 {
+        if i > 0
+            && j > 0
+            && d[i][j] == d[i - 1][j - 1] + usize::from(a[i - 1].text != b[j - 1].text)
+        {
+            if a[i - 1].text != b[j - 1].text {
+                edits.push(Edit {
+                    start: b[j - 1].start,
+                    end: b[j - 1].end,
+                    kind: EditKind::Changed,
+                });
+            }
+            i -= 1;
+            j -= 1;
+        } else if j > 0 && d[i][j] == d[i][j - 1] + 1 {
+            edits.push(Edit {
+                start: b[j - 1].start,
+                end: b[j - 1].end,
+                kind: EditKind::Changed,
+            });
+            j -= 1;
+        } else {
+            let at = if j < m { b[j].start } else { after.len() };
+            edits.push(Edit {
+                start: at,
+                end: at,
+                kind: EditKind::Deleted,
+            });
+            i -= 1;
+        }
+    }
+    edits.reverse();
+    edits.dedup();
+    debug_assert_eq!(
+        d[n][m],
+        levenshtein(
+            &a.iter().map(|w| w.text).collect::<Vec<_>>(),
+            &b.iter().map(|w| w.text).collect::<Vec<_>>()
+        )
+    );
+    (edits, d[n][m])
+}
+
+/// Joins words with single spaces.
+pub(crate) fn join(words: &[impl AsRef<str>]) -> String {
+    words
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Upper-cases the first letter of every sentence ([BS]: after a deletion the
+/// first letter of each sentence is re-capitalised). A word starts a sentence
+/// when it is the first word or follows terminal punctuation that is not an
+/// abbreviation; the case of the following word is not consulted, since the
+/// deletion may just have removed the capitalised one.
+pub(crate) fn recapitalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    let mut at_start = true;
+    for w in words(text) {
+        out.push_str(&text[last..w.start]);
+        match w.text.char_indices().find(|(_, c)| c.is_alphanumeric()) {
+            Some((i, c)) if at_start && c.is_lowercase() => {
+                out.push_str(&w.text[..i]);
+                out.extend(c.to_uppercase());
+                out.push_str(&w.text[i + c.len_utf8()..]);
+            }
+            _ => out.push_str(w.text),
+        }
+        last = w.end;
+        at_start = crate::text::sentences::ends_sentence(w.text);
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+/// `ceil(p * n)` items, at least one when p > 0 and n > 0.
+pub(crate) fn ceil_portion(p: f64, n: usize) -> usize {
+    ((p * n as f64).ceil() as usize).min(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_reports_changed_and_deleted_spans() {
+        let (edits, d) = diff("the cat sat on the mat", "the dog sat the mat");
+        assert_eq!(d, 2);
+        assert_eq!(
+            edits[0],
+            Edit {
+                start: 4,
+                end: 7,
+                kind: EditKind::Changed
+            }
+        );
+        assert_eq!(
+            edits[1],
+            Edit {
+                start: 12,
+                end: 12,
+                kind: EditKind::Deleted
+            }
+        );
+    }
+
+    #[test]
+    fn recapitalize_sentence_starts() {
+        assert_eq!(
+            recapitalize("cat sat. dog ran! \"who?\" ok"),
+            "Cat sat. Dog ran! \"Who?\" Ok"
+        );
+        assert_eq!(
+            recapitalize("see fig. three, Mr. smith"),
+            "See fig. three, Mr. smith"
+        );
+        assert_eq!(recapitalize("the end. Then more."), "The end. Then more.");
+    }
+
+    #[test]
+    fn ids_are_unique_and_levels_valid() {
+        let all = registry();
+        let mut ids: Vec<_> = all.iter().map(|i| i.info().id).collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        for inj in all {
+            for &level in inj.info().default_levels {
+                assert!(
+                    check_level(inj.info(), level).is_ok(),
+                    "{} {level}",
+                    inj.info().id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_levels_and_missing_context_are_errors() {
+        let t = create("truncation").unwrap();
+        assert!(matches!(
+            apply(t, "a b c", 1.5, 0, &Context::default()),
+            Err(InjectError::InvalidLevel { .. })
+        ));
+        let c = create("copy_source").unwrap();
+        assert!(matches!(
+            apply(c, "a b c", 1.0, 0, &Context::default()),
+            Err(InjectError::MissingContext { .. })
+        ));
+        assert!(matches!(create("nope"), Err(InjectError::Unknown(_))));
+    }
+}

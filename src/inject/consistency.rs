@@ -44,10 +44,13 @@ impl Injection for SentenceSwitching {
                 s.len()
             )));
         }
+        // n distinct pairs, so a second swap never undoes the first.
         let movable = s.len() - 1;
-        for _ in 0..n as usize {
-            let pair = sample(rng, movable, 2);
-            s.swap(pair.index(0), pair.index(1));
+        let pairs: Vec<(usize, usize)> = (0..movable)
+            .flat_map(|i| (i + 1..movable).map(move |j| (i, j)))
+            .collect();
+        for k in sample(rng, pairs.len(), (n as usize).min(pairs.len())) {
+            s.swap(pairs[k].0, pairs[k].1);
         }
         Ok(join(&s))
     }

@@ -252,6 +252,10 @@ fn swap_pronoun(word: &str) -> Option<String> {
     let end = word[start..]
         .find(|c: char| !c.is_alphabetic())
         .map_or(word.len(), |e| start + e);
+    // Contractions ("I'm", "he's") would need a different verb form: skip them.
+    if word[end..].starts_with(['\'', '’']) || word[end..].chars().any(char::is_alphanumeric) {
+        return None;
+    }
     let core = &word[start..end];
     let lower = core.to_lowercase();
     let other = PRONOUN_SWAPS.iter().find_map(|&(a, b)| {
@@ -457,6 +461,7 @@ mod tests {
         assert_eq!(swap_pronoun("them,").unwrap(), "us,");
         assert_eq!(swap_pronoun("his").unwrap(), "her");
         assert!(swap_pronoun("table").is_none());
+        assert!(swap_pronoun("I'm").is_none());
     }
 
     #[test]

@@ -1,0 +1,256 @@
+//! Property tests of every rule-based injection over real texts from
+//! ../shared/data: applied means changed, same seed means same output, only
+//! the intended kind of word changes, and noise grows with the level.
+
+use blindspot::inject::{self, Context, Injected, LevelKind, apply, registry};
+use blindspot::text::lexicon::{self, ARTICLES, PREPOSITIONS, STOP_WORDS};
+use blindspot::text::words::words;
+use serde_json::Value;
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
+
+/// English texts of every shape in the data: sentences (WMT21), paragraphs
+/// (TED, WikiText), summaries and articles (SummEval).
+fn texts() -> Vec<String> {
+    let jsonl = |file: &str| -> Vec<Value> {
+        std::fs::read_to_string(format!("{DATA}/{file}"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for row in jsonl("wmt21_de_en.jsonl").iter().step_by(25) {
+        out.push(row["ref_a"].as_str().unwrap().to_string());
+    }
+    for row in jsonl("ted_mt_zh_en.jsonl").iter().step_by(10) {
+        out.push(row["ref_a"].as_str().unwrap().to_string());
+    }
+    for row in jsonl("summeval.jsonl").iter().step_by(10) {
+        out.push(row["ref"].as_str().unwrap().to_string());
+    }
+    let wiki = std::fs::read_to_string(format!("{DATA}/wikitext_a.txt")).unwrap();
+    out.extend(wiki.lines().step_by(100).map(str::to_string));
+    out
+}
+
+fn context<'a>(samples: &'a [&'a str]) -> Context<'a> {
+    Context {
+        source: Some("Der Zug hatte zwei Stunden Verspätung."),
+        samples,
+    }
+}
+
+fn removed_words(before: &str, after: &str) -> Vec<String> {
+    let mut remaining: Vec<String> = words(after)
+        .iter()
+        .map(|w| w.core().to_lowercase())
+        .collect();
+    let mut removed = Vec::new();
+    for w in words(before) {
+        let core = w.core().to_lowercase();
+        match remaining.iter().position(|r| *r == core) {
+            Some(i) => {
+                remaining.remove(i);
+            }
+            None => removed.push(core),
+        }
+    }
+    removed
+}
+
+#[test]
+fn applied_means_changed_and_seeds_are_deterministic() {
+    let texts = texts();
+    let samples: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ctx = context(&samples);
+    for inj in registry() {
+        let info = inj.info();
+        let mut applied = 0;
+        for (i, text) in texts.iter().enumerate() {
+            for &level in info.default_levels {
+                let a = apply(inj, text, level, i as u64, &ctx).unwrap();
+                let b = apply(inj, text, level, i as u64, &ctx).unwrap();
+                assert_eq!(a, b, "{} not deterministic", info.id);
+                if a.applied {
+                    applied += 1;
+                    assert_ne!(a.text, *text, "{} applied but unchanged", info.id);
+                    assert!(a.noise_ratio > 0.0, "{} applied with zero noise", info.id);
+                    assert!(!a.edits.is_empty(), "{} applied without edits", info.id);
+                    for e in &a.edits {
+                        assert!(
+                            e.start <= e.end
+                                && e.end <= a.text.len()
+                                && a.text.is_char_boundary(e.start)
+                        );
+                    }
+                } else {
+                    assert_eq!(a.text, *text);
+                    assert!(
+                        a.reason.is_some(),
+                        "{} not applied without a reason",
+                        info.id
+                    );
+                }
+            }
+        }
+        assert!(applied > 0, "{} never applied on real data", info.id);
+    }
+}
+
+#[test]
+fn only_the_intended_words_change() {
+    let texts = texts();
+    let ctx = context(&[]);
+    let run = |id: &str, text: &str, level: f64, seed: u64| -> Injected {
+        apply(inject::create(id).unwrap(), text, level, seed, &ctx).unwrap()
+    };
+    for (i, text) in texts.iter().enumerate() {
+        let seed = i as u64;
+        for (id, list) in [
+            ("article_removal", ARTICLES),
+            ("preposition_removal", PREPOSITIONS),
+            ("stopword_removal", STOP_WORDS),
+        ] {
+            let out = run(id, text, 1.0, seed);
+            for w in removed_words(text, &out.text) {
+                assert!(
+                    lexicon::contains(list, &w),
+                    "{id} removed '{w}' from {text:?}"
+                );
+            }
+        }
+        let truncated = run("truncation", text, 0.3, seed).text;
+        assert!(text.starts_with(&truncated), "truncation is a prefix");
+        let repeated = run("repetition", text, 10.0, seed).text;
+        assert!(
+            repeated.starts_with(text.trim_end()),
+            "repetition only appends"
+        );
+        // Number errors touch number tokens only, and keep their format.
+        let numbered = run("number_error", text, 1.0, seed);
+        if numbered.applied {
+            let (a, b) = (words(text), words(&numbered.text));
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                if x.text != y.text {
+                    assert!(
+                        x.text.chars().any(|c| c.is_ascii_digit()),
+                        "number_error changed '{}'",
+                        x.text
+                    );
+                    let shape = |s: &str| {
+                        s.chars()
+                            .map(|c| if c.is_ascii_digit() { '9' } else { c })
+                            .collect::<String>()
+                    };
+                    assert_eq!(shape(x.text), shape(y.text));
+                }
+            }
+        }
+        let pron = run("pronoun_error", text, 1.0, seed);
+        if pron.applied {
+            let changed: Vec<_> = words(text)
+                .iter()
+                .zip(words(&pron.text).iter())
+                .filter(|(x, y)| x.text != y.text)
+                .map(|(x, _)| x.core().to_lowercase())
+                .collect();
+            assert_eq!(changed.len(), 1, "one pronoun changes");
+            assert!(
+                lexicon::PRONOUN_SWAPS
+                    .iter()
+                    .any(|(a, b)| *a == changed[0] || *b == changed[0])
+            );
+        }
+        for id in [
+            "char_swap",
+            "char_substitute",
+            "char_delete",
+            "char_insert",
+            "typo",
+        ] {
+            let out = run(id, text, 1.0, seed);
+            let changed = words(text)
+                .iter()
+                .zip(words(&out.text).iter())
+                .filter(|(x, y)| x.text != y.text)
+                .count();
+            assert_eq!(changed, 1, "{id} edits exactly one word of {text:?}");
+        }
+    }
+}
+
+#[test]
+fn noise_ratio_grows_with_level_on_average() {
+    let texts = texts();
+    let samples: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ctx = context(&samples);
+    for inj in registry() {
+        let info = inj.info();
+        if info.level_kind == LevelKind::Variant || info.default_levels.len() < 2 {
+            continue;
+        }
+        let means: Vec<f64> = info
+            .default_levels
+            .iter()
+            .map(|&level| {
+                let total: f64 = (0..5u64)
+                    .flat_map(|seed| texts.iter().map(move |t| (seed, t)))
+                    .map(|(seed, t)| apply(inj, t, level, seed, &ctx).unwrap().noise_ratio)
+                    .sum();
+                total / (5 * texts.len()) as f64
+            })
+            .collect();
+        for pair in means.windows(2) {
+            assert!(
+                pair[1] >= pair[0],
+                "{}: mean noise {means:?} not monotone",
+                info.id
+            );
+        }
+    }
+}
+
+#[test]
+fn menli_number_and_pronoun_attacks_cover_menli_rows() {
+    let mut reader = csv::Reader::from_path(format!("{DATA}/menli_wmt20_de.csv")).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (error, reference, adv) = (col("error"), col("ref"), col("hyp_adv_based"));
+    let mut counts = std::collections::BTreeMap::new();
+    for record in reader.records() {
+        let r = record.unwrap();
+        let id = match &r[error] {
+            "num" => "number_error",
+            "pron" => "pronoun_error",
+            _ => continue,
+        };
+        if r[reference] == r[adv] {
+            continue;
+        }
+        let out = apply(
+            inject::create(id).unwrap(),
+            &r[reference],
+            1.0,
+            0,
+            &Context::default(),
+        )
+        .unwrap();
+        let entry = counts.entry(id).or_insert((0, 0));
+        entry.0 += usize::from(out.applied);
+        entry.1 += 1;
+    }
+    for (id, (ours, theirs)) in &counts {
+        let rate = *ours as f64 / *theirs as f64;
+        println!(
+            "{id}: applies on {ours} of the {theirs} rows MENLI changed ({:.1}%)",
+            100.0 * rate
+        );
+        assert!(
+            rate >= 0.95,
+            "{id} applies on only {:.1}% of MENLI's rows",
+            100.0 * rate
+        );
+    }
+}

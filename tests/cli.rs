@@ -297,3 +297,92 @@ fn metrics_lists_the_registry_as_json() {
     assert_eq!(ids, ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]);
     assert_eq!(list[0]["higher_is_better"], true);
 }
+
+#[test]
+fn inject_is_deterministic_and_reports_edits() {
+    let text = "The committee approved the budget on Tuesday. Then the members went home.\nHe paid 300 euros.\n";
+    let args = [
+        "inject",
+        "--injection",
+        "article_removal",
+        "--level",
+        "1",
+        "--seed",
+        "3",
+        "--format",
+        "jsonl",
+    ];
+    let first = run(bin().args(args), Some(text));
+    let second = run(bin().args(args), Some(text));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(first.stdout, second.stdout);
+    let rows: Vec<Value> = String::from_utf8(first.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows[0]["text"],
+        "Committee approved budget on Tuesday. Then members went home."
+    );
+    assert_eq!(rows[0]["applied"], true);
+    assert!(rows[0]["noise_ratio"].as_f64().unwrap() > 0.0);
+    assert_eq!(rows[1]["applied"], false);
+    assert_eq!(rows[1]["reason"], "no articles to remove");
+    let plain = run(
+        bin().args(["inject", "--injection", "number_to_words"]),
+        Some("He paid 300 euros.\n"),
+    );
+    assert_eq!(
+        String::from_utf8(plain.stdout).unwrap(),
+        "He paid three hundred euros.\n"
+    );
+}
+
+#[test]
+fn inject_errors_are_one_line() {
+    assert_user_error(
+        &run(bin().args(["inject", "--injection", "nope"]), Some("x\n")),
+        "unknown injection 'nope'",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["inject", "--injection", "truncation", "--level", "3"]),
+            Some("x\n"),
+        ),
+        "level 3 is invalid",
+    );
+    assert_user_error(
+        &run(
+            bin().args(["inject", "--injection", "copy_source"]),
+            Some("x\n"),
+        ),
+        "copy_source needs a source text",
+    );
+}
+
+#[test]
+fn injections_lists_every_family() {
+    let out = run(bin().args(["injections", "--format", "json"]), None);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let families: std::collections::BTreeSet<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["family"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        families.into_iter().collect::<Vec<_>>(),
+        ["character", "consistency", "fluency", "menli", "other"]
+    );
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| !i["default_levels"].as_array().unwrap().is_empty())
+    );
+}

@@ -68,7 +68,7 @@ pub struct Pairs {
     pub srcs: Vec<Option<String>>,
 }
 
-fn read_text(path: &str) -> Result<String, InputError> {
+pub fn read_text(path: &str) -> Result<String, InputError> {
     let mut bytes = Vec::new();
     let result = if path == "-" {
         std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())

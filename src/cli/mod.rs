@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing and dispatch.
 
+mod inject;
 mod input;
 mod output;
 
@@ -22,6 +23,14 @@ struct Cli {
 enum Command {
     /// Score hypotheses against references, one line per pair plus a corpus summary.
     Score(ScoreArgs),
+    /// Apply one injection to each input text.
+    Inject(inject::InjectArgs),
+    /// List the registered injections with their families and default levels.
+    Injections {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -72,6 +81,9 @@ pub enum CliError {
     /// Problem with an input file or its contents.
     #[error(transparent)]
     Input(#[from] input::InputError),
+    /// Problem raised by an injection (unknown id, bad level, missing source).
+    #[error(transparent)]
+    Inject(#[from] blindspot::inject::InjectError),
     /// Problem raised by a metric.
     #[error(transparent)]
     Metric(#[from] metrics::MetricError),
@@ -86,6 +98,10 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Score(args) => score(&args),
         Command::Metrics { format } => list_metrics(format),
+        Command::Inject(args) => inject::run_inject(&args),
+        Command::Injections { format } => {
+            inject::list_injections(matches!(format, ListFormat::Json))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

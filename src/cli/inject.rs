@@ -1,0 +1,129 @@
+//! `blindspot inject` and `blindspot injections`.
+
+use std::io::Write;
+
+use blindspot::inject::{self, Context};
+use clap::ValueEnum;
+
+use super::CliError;
+use super::input::{InputError, read_text};
+
+/// Output formats of `blindspot inject`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum InjectFormat {
+    /// The perturbed text, one per line.
+    Text,
+    /// One JSON object per input: text, applied, reason, noise_ratio, edits.
+    Jsonl,
+}
+
+/// Arguments of `blindspot inject`.
+#[derive(clap::Args)]
+pub struct InjectArgs {
+    /// Injection id (see `blindspot injections`).
+    #[arg(long)]
+    injection: String,
+    /// Level (portion, count, copies or variant); default: the first default level.
+    #[arg(long)]
+    level: Option<f64>,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Input: one text per line, or JSONL with `hyp` (and `src`) when the name ends in .jsonl. `-` is stdin.
+    #[arg(long, default_value = "-")]
+    input: String,
+    /// Source text for injections that need one (copy_source), when the input has none.
+    #[arg(long)]
+    source: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = InjectFormat::Text)]
+    format: InjectFormat,
+}
+
+/// Runs `blindspot inject`.
+pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
+    let injection = inject::create(&args.injection)?;
+    let level = args.level.unwrap_or(injection.info().default_levels[0]);
+    let text = read_text(&args.input)?;
+    let mut rows: Vec<(String, Option<String>)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if args.input.ends_with(".jsonl") {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let err = |message: &str| InputError::Jsonl {
+                path: args.input.clone(),
+                line: i + 1,
+                message: message.into(),
+            };
+            let row: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| err(&format!("invalid JSON ({e})")))?;
+            let hyp = row
+                .get("hyp")
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| err("missing string field 'hyp'"))?;
+            rows.push((
+                hyp.to_string(),
+                row.get("src").and_then(|v| v.as_str()).map(str::to_string),
+            ));
+        } else {
+            rows.push((line.to_string(), None));
+        }
+    }
+    let all: Vec<&str> = rows.iter().map(|(t, _)| t.as_str()).collect();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (i, (text, src)) in rows.iter().enumerate() {
+        // Other samples (for sentence replacement) are the other input lines.
+        let samples: Vec<&str> = all
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| *t)
+            .collect();
+        let ctx = Context {
+            source: src.as_deref().or(args.source.as_deref()),
+            samples: &samples,
+        };
+        let result = inject::apply(injection, text, level, args.seed, &ctx)?;
+        match args.format {
+            InjectFormat::Text => writeln!(out, "{}", result.text)?,
+            InjectFormat::Jsonl => {
+                let mut value = serde_json::to_value(&result).expect("serialisable");
+                value["line"] = (i + 1).into();
+                value["injection"] = injection.info().id.into();
+                value["level"] = level.into();
+                value["seed"] = args.seed.into();
+                writeln!(out, "{value}")?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs `blindspot injections`.
+pub fn list_injections(json: bool) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    let infos: Vec<_> = inject::registry().into_iter().map(|i| i.info()).collect();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&infos).expect("serialisable")
+        )?;
+    } else {
+        for i in infos {
+            let levels: Vec<String> = i.default_levels.iter().map(|l| l.to_string()).collect();
+            writeln!(
+                out,
+                "{:<20} {:<12} {:<8} {:<18} {}",
+                i.id,
+                format!("{:?}", i.family).to_lowercase(),
+                format!("{:?}", i.level_kind).to_lowercase(),
+                levels.join(","),
+                i.description
+            )?;
+        }
+    }
+    Ok(())
+}

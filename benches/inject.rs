@@ -7,22 +7,35 @@ use blindspot::inject::{Context, apply, registry};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn sentences() -> Vec<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/wmt21_de_en.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/wmt21_de_en.jsonl"
+    );
     std::fs::read_to_string(path)
         .expect("../shared/data/wmt21_de_en.jsonl is readable")
         .lines()
         .take(200)
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["ref_a"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["ref_a"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
 fn bench_injections(c: &mut Criterion) {
     let texts = sentences();
     let samples: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let ctx = Context { source: Some("Der Zug hatte zwei Stunden Verspätung."), samples: &samples[..20] };
+    let ctx = Context {
+        source: Some("Der Zug hatte zwei Stunden Verspätung."),
+        samples: &samples[..20],
+    };
     let injections = registry();
     let mut group = c.benchmark_group("inject");
-    group.throughput(Throughput::Elements((texts.len() * injections.len()) as u64));
+    group.throughput(Throughput::Elements(
+        (texts.len() * injections.len()) as u64,
+    ));
     group.bench_function("all_rule_based_200_sentences", |b| {
         b.iter(|| {
             for inj in &injections {

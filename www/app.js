@@ -20,6 +20,10 @@ const state = {
   wasm: null,
   registry: [],
   pinned: null, // { hypothesis, scores: {metricId: value} }
+  injections: [],
+  edits: [],    // spans changed by the last injection, UTF-16 offsets into the hypothesis
+  undo: [],     // [{ hypothesis, edits }] before each applied injection
+  redo: [],
   latest: {},   // metricId -> outcome
   frame: 0,
 };
@@ -186,6 +190,125 @@ function pin() {
 function restore() {
   if (!state.pinned) return;
   fields.hypothesis.value = state.pinned.hypothesis;
+  state.edits = [];
+  renderDiff();
+  scoreNow();
+}
+
+const FAMILY_LABELS = {
+  fluency: "Fluency [BS]",
+  consistency: "Consistency [BS]",
+  menli: "MENLI attacks",
+  character: "Character (DeepWordBug)",
+  other: "Other [BS]",
+};
+const LEVEL_PREFIX = { portion: "p = ", count: "n = ", copies: "k = ", variant: "variant " };
+
+function buildPalette() {
+  const select = $("injection");
+  const groups = {};
+  for (const info of state.injections) {
+    if (!groups[info.family]) {
+      groups[info.family] = document.createElement("optgroup");
+      groups[info.family].label = FAMILY_LABELS[info.family] ?? info.family;
+      select.append(groups[info.family]);
+    }
+    groups[info.family].append(new Option(info.name, info.id));
+  }
+  select.addEventListener("change", fillLevels);
+  fillLevels();
+}
+
+function fillLevels() {
+  const info = state.injections.find((i) => i.id === $("injection").value);
+  const level = $("level");
+  level.replaceChildren(...info.default_levels.map((l) => new Option(`${LEVEL_PREFIX[info.level_kind]}${l}`, String(l))));
+  $("injection-description").textContent = info.description;
+}
+
+/** Renders the hypothesis with the last injection's changed spans marked. */
+function renderDiff() {
+  const box = $("hypothesis-diff");
+  if (!state.edits.length) {
+    box.hidden = true;
+    box.replaceChildren();
+    return;
+  }
+  const text = fields.hypothesis.value;
+  const nodes = [];
+  let at = 0;
+  for (const e of state.edits) {
+    nodes.push(document.createTextNode(text.slice(at, e.start)));
+    if (e.kind === "deleted") {
+      const del = document.createElement("span");
+      del.className = "deleted";
+      del.textContent = "⌫";
+      del.title = "words deleted here";
+      del.setAttribute("aria-label", "deleted words");
+      nodes.push(del);
+    } else {
+      const mark = document.createElement("mark");
+      mark.textContent = text.slice(e.start, e.end);
+      nodes.push(mark);
+    }
+    at = e.end;
+  }
+  nodes.push(document.createTextNode(text.slice(at)));
+  box.replaceChildren(...nodes);
+  box.hidden = false;
+}
+
+function updateHistoryButtons() {
+  $("undo").disabled = !state.undo.length;
+  $("redo").disabled = !state.redo.length;
+}
+
+function applyInjection() {
+  const info = state.injections.find((i) => i.id === $("injection").value);
+  const level = Number($("level").value);
+  const seed = Math.max(0, Math.floor(Number($("seed").value) || 0));
+  const current = new Set([fields.reference.value, fields.hypothesis.value]);
+  const samples = EXAMPLES.flatMap((e) => [e.reference, e.hypothesis]).filter((t) => !current.has(t));
+  const out = $("injection-result");
+  let result;
+  try {
+    result = state.wasm.applyInjection({
+      text: fields.hypothesis.value, injection: info.id, level, seed, source: fields.source.value, samples,
+    });
+  } catch (err) {
+    out.textContent = String(err.message ?? err);
+    out.className = "bad";
+    return;
+  }
+  if (!result.applied) {
+    out.textContent = `${info.name} did not apply: ${result.reason}.`;
+    out.className = "bad";
+    return;
+  }
+  if (!state.pinned) pin();
+  state.undo.push({ hypothesis: fields.hypothesis.value, edits: state.edits });
+  state.redo = [];
+  fields.hypothesis.value = result.text;
+  state.edits = result.edits;
+  out.textContent = `${info.name} (${LEVEL_PREFIX[info.level_kind]}${level}, seed ${seed}): noise ratio ${result.noiseRatio.toFixed(3)}`;
+  out.className = "muted";
+  out.dataset.noiseRatio = String(result.noiseRatio);
+  $("example").value = "custom";
+  afterHistoryChange();
+}
+
+function stepHistory(from, to) {
+  const entry = from.pop();
+  if (!entry) return;
+  to.push({ hypothesis: fields.hypothesis.value, edits: state.edits });
+  fields.hypothesis.value = entry.hypothesis;
+  state.edits = entry.edits;
+  afterHistoryChange();
+}
+
+function afterHistoryChange() {
+  renderDiff();
+  updateHistoryButtons();
   scoreNow();
 }
 
@@ -196,6 +319,11 @@ function loadExample(id) {
   fields.reference.value = ex.reference;
   fields.hypothesis.value = ex.hypothesis;
   state.pinned = null;
+  state.edits = [];
+  state.undo = [];
+  state.redo = [];
+  renderDiff();
+  updateHistoryButtons();
   scoreNow();
   pin();
 }
@@ -229,6 +357,8 @@ async function main() {
   const wasm = await wasmReady();
   state.wasm = wasm;
   state.registry = wasm.metricRegistry();
+  state.injections = wasm.injectionRegistry();
+  buildPalette();
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";
@@ -251,9 +381,17 @@ async function main() {
   for (const el of Object.values(fields)) {
     el.addEventListener("input", () => {
       if (select.value !== "custom" && el !== fields.hypothesis) select.value = "custom";
+      if (el === fields.hypothesis && state.edits.length) {
+        // Typed edits move the text under the marks: drop them.
+        state.edits = [];
+        renderDiff();
+      }
       schedule();
     });
   }
+  $("apply-injection").addEventListener("click", applyInjection);
+  $("undo").addEventListener("click", () => stepHistory(state.undo, state.redo));
+  $("redo").addEventListener("click", () => stepHistory(state.redo, state.undo));
   select.addEventListener("change", () => loadExample(select.value));
   $("rouge-stemmer").addEventListener("change", () => {
     // Pinned ROUGE values were computed with the other tokenizer: re-pin.

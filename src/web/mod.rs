@@ -8,6 +8,7 @@ mod gpu;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
+use crate::inject::{self, Context, EditKind};
 use crate::metrics::{self, MetricOptions, Score, Segment};
 
 unsafe extern "C" {
@@ -104,6 +105,84 @@ pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
         )
         .collect();
     to_js(&outcomes)
+}
+
+/// Every registered injection (`InjectionInfo` objects), grouped by family.
+#[wasm_bindgen(js_name = injectionRegistry)]
+pub fn injection_registry() -> Result<JsValue, JsError> {
+    let infos: Vec<_> = inject::registry().into_iter().map(|i| i.info()).collect();
+    to_js(&infos)
+}
+
+/// What the page asks to inject.
+#[derive(Deserialize)]
+struct InjectRequest {
+    text: String,
+    injection: String,
+    level: f64,
+    seed: u64,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    samples: Vec<String>,
+}
+
+/// A changed span in UTF-16 code units, as JavaScript strings index.
+#[derive(Serialize)]
+struct JsEdit {
+    start: usize,
+    end: usize,
+    kind: EditKind,
+}
+
+/// The injection result with JS string offsets.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InjectResponse {
+    text: String,
+    applied: bool,
+    reason: Option<String>,
+    edits: Vec<JsEdit>,
+    noise_ratio: f64,
+}
+
+/// Converts a byte offset of `text` into a UTF-16 offset.
+fn utf16_offset(text: &str, byte: usize) -> usize {
+    text[..byte].encode_utf16().count()
+}
+
+/// Applies one injection: `{text, injection, level, seed, source?, samples?}`
+/// to `{text, applied, reason, edits: [{start, end, kind}], noiseRatio}`,
+/// with offsets in UTF-16 code units. Bad ids, levels or missing context throw.
+#[wasm_bindgen(js_name = applyInjection)]
+pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
+    let request: InjectRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid injection request: {e}")))?;
+    let injection = inject::create(&request.injection).map_err(|e| JsError::new(&e.to_string()))?;
+    let samples: Vec<&str> = request.samples.iter().map(String::as_str).collect();
+    let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
+    let ctx = Context {
+        source,
+        samples: &samples,
+    };
+    let result = inject::apply(injection, &request.text, request.level, request.seed, &ctx)
+        .map_err(|e| JsError::new(&e.to_string()))?;
+    let edits = result
+        .edits
+        .iter()
+        .map(|e| JsEdit {
+            start: utf16_offset(&result.text, e.start),
+            end: utf16_offset(&result.text, e.end),
+            kind: e.kind,
+        })
+        .collect();
+    to_js(&InjectResponse {
+        applied: result.applied,
+        reason: result.reason,
+        edits,
+        noise_ratio: result.noise_ratio,
+        text: result.text,
+    })
 }
 
 /// Runs a small matrix product on WebGPU through burn-wgpu and checks it

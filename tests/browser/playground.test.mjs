@@ -136,3 +136,61 @@ test("burn-wgpu runs a matmul on WebGPU and matches the CPU", async () => {
   await page.waitForFunction(() => document.getElementById("gpu-status").textContent === "WebGPU: ready");
   await context.close();
 });
+
+/** The native CLI's injection result for one text. */
+function nativeInject(injection, level, seed, text) {
+  const out = execFileSync(CLI, ["inject", "--injection", injection, "--level", String(level), "--seed", String(seed), "--format", "jsonl"], { input: `${text}\n` });
+  return JSON.parse(out.toString());
+}
+
+async function applyThroughUi(page, injection, level, seed) {
+  await page.selectOption("#injection", injection);
+  await page.selectOption("#level", String(level));
+  await page.fill("#seed", String(seed));
+  await page.click("#apply-injection");
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+}
+
+test("injections rewrite the hypothesis, mark the changes and move the scores", async () => {
+  const { context, page, errors } = await openPage();
+  const ref = "The council said on 4 May that the new bridge over the river will cost 250 million euros and open in the spring.";
+  const hyp = "On 4 May the council said the new bridge across the river would cost 250 million euros and open in the spring.";
+  await page.selectOption("#example", "custom");
+  await page.fill("#source", "");
+  await setText(page, "reference", ref);
+  await setText(page, "hypothesis", hyp);
+  await page.click("#pin");
+
+  let text = hyp;
+  const steps = [["article_removal", 1, 0], ["number_error", 1, 4], ["local_swap", 0.15, 2]];
+  for (const [id, level, seed] of steps) {
+    const expected = nativeInject(id, level, seed, text);
+    assert.equal(expected.applied, true, `${id} applies natively`);
+    await applyThroughUi(page, id, level, seed);
+    assert.equal(await page.inputValue("#hypothesis"), expected.text, `${id}: page text equals the CLI's`);
+    const changed = expected.edits.filter((e) => e.kind === "changed").length;
+    const deleted = expected.edits.filter((e) => e.kind === "deleted").length;
+    assert.equal(await page.locator("#hypothesis-diff mark").count(), changed, `${id}: marks`);
+    assert.equal(await page.locator("#hypothesis-diff .deleted").count(), deleted, `${id}: deletion markers`);
+    assert.match(await page.textContent("#injection-result"), new RegExp(`noise ratio ${expected.noise_ratio.toFixed(3)}`));
+    const delta = Number(await cardDelta(page, "bleu"));
+    const want = nativeScores(expected.text, ref).bleu - nativeScores(hyp, ref).bleu;
+    assert.ok(Math.abs(delta - want) < 1e-9, `${id}: BLEU delta ${delta} vs native ${want}`);
+    assert.ok(delta < 0, `${id} lowers BLEU`);
+    text = expected.text;
+  }
+  await page.screenshot({ path: join(ARTIFACTS, "playground-injections.png"), fullPage: true });
+
+  const afterTwo = nativeInject("number_error", 1, 4, nativeInject("article_removal", 1, 0, hyp).text).text;
+  await page.click("#undo");
+  assert.equal(await page.inputValue("#hypothesis"), afterTwo);
+  await page.click("#redo");
+  assert.equal(await page.inputValue("#hypothesis"), text);
+
+  // An injection that cannot apply says why and leaves the text alone.
+  await applyThroughUi(page, "pronoun_error", 1, 0);
+  assert.equal(await page.inputValue("#hypothesis"), text);
+  assert.match(await page.textContent("#injection-result"), /did not apply: no pronoun to swap/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

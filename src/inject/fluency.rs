@@ -376,7 +376,7 @@ impl Injection for NoisedPunctuation {
                 .get(i + 1)
                 .is_none_or(|n| n.is_whitespace() || "\"')]”’".contains(*n));
             let replacement = match c {
-                '.' if ends_word && !chars.get(i.wrapping_sub(1)).is_some_and(|c| *c == '.') => {
+                '.' if ends_word && chars.get(i.wrapping_sub(1)).is_none_or(|c| *c != '.') => {
                     Some(',')
                 }
                 ',' if ends_word => Some('.'),

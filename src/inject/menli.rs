@@ -347,7 +347,7 @@ pub fn integer_words(n: u64) -> Option<String> {
         if rest > 0 || n == 0 {
             parts.push(if rest < 20 {
                 ONES[rest as usize].to_string()
-            } else if rest % 10 == 0 {
+            } else if rest.is_multiple_of(10) {
                 TENS[(rest / 10) as usize].to_string()
             } else {
                 format!(
@@ -368,11 +368,11 @@ pub fn integer_words(n: u64) -> Option<String> {
         (1_000_000, "million"),
         (1_000, "thousand"),
     ] {
-        if n / scale % 1000 > 0 {
+        if !(n / scale).is_multiple_of(1000) {
             parts.push(format!("{} {name}", below_thousand(n / scale % 1000)));
         }
     }
-    if n % 1000 > 0 {
+    if !n.is_multiple_of(1000) {
         parts.push(below_thousand(n % 1000));
     }
     Some(parts.join(" "))

@@ -4,25 +4,37 @@
 use std::cell::RefCell;
 
 use burn::tensor::{Device, Tensor, TensorData};
+use futures::FutureExt;
+use futures::future::{LocalBoxFuture, Shared};
 use serde::Serialize;
 
+type DeviceInit = Shared<LocalBoxFuture<'static, Result<Device, String>>>;
+
 thread_local! {
-    /// The initialised device, or the reason initialisation failed.
-    static WEBGPU: RefCell<Option<Result<Device, String>>> = const { RefCell::new(None) };
+    /// The one device initialisation: in flight, done, or failed.
+    static WEBGPU: RefCell<Option<DeviceInit>> = const { RefCell::new(None) };
 }
 
-/// The shared WebGPU device. `init_async` runs on first use only; later calls
-/// reuse the device (or report the same failure).
+/// The shared WebGPU device. `init_async` runs once: callers that arrive while
+/// it is in flight await the same future (a second `init_async` fails with "a
+/// server is still registered"), and later calls get the device or the same
+/// failure.
 pub async fn webgpu_device() -> Result<Device, String> {
-    if let Some(cached) = WEBGPU.with(|d| d.borrow().clone()) {
-        return cached;
-    }
-    let result = Device::wgpu_options()
-        .init_async()
-        .await
-        .map_err(|e| format!("WebGPU unavailable: {e}"));
-    WEBGPU.with(|d| *d.borrow_mut() = Some(result.clone()));
-    result
+    let init = WEBGPU.with(|cell| {
+        cell.borrow_mut()
+            .get_or_insert_with(|| {
+                async {
+                    Device::wgpu_options()
+                        .init_async()
+                        .await
+                        .map_err(|e| format!("WebGPU unavailable: {e}"))
+                }
+                .boxed_local()
+                .shared()
+            })
+            .clone()
+    });
+    init.await
 }
 
 /// Outcome of [`matmul_self_test`].

@@ -185,6 +185,66 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
     })
 }
 
+/// What the page asks to sweep.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SweepRequest {
+    hypothesis: String,
+    references: Vec<String>,
+    #[serde(default)]
+    source: Option<String>,
+    injection: String,
+    metrics: Vec<String>,
+    #[serde(default)]
+    rouge_stemmer: bool,
+    seeds: u64,
+    #[serde(default)]
+    samples: Vec<String>,
+}
+
+/// Applies one injection at each of its default levels (`seeds` seeds per
+/// level) and scores every result: the playground's sweep view. Returns the
+/// [`crate::stress::Sweep`] (base scores, per-level means, noise ratios and
+/// the rank-rule verdict per metric); throws with a readable message when it
+/// cannot run.
+#[wasm_bindgen(js_name = sweepInjection)]
+pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
+    let r: SweepRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid sweep request: {e}")))?;
+    let err = |e: &dyn std::fmt::Display| JsError::new(&e.to_string());
+    let injection = inject::create(&r.injection).map_err(|e| err(&e))?;
+    let options = MetricOptions {
+        rouge_stemmer: r.rouge_stemmer,
+    };
+    let metrics = r
+        .metrics
+        .iter()
+        .map(|id| metrics::create(id, options))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(&e))?;
+    let refs: Vec<&str> = r
+        .references
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    let samples: Vec<&str> = r.samples.iter().map(String::as_str).collect();
+    let ctx = Context {
+        source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
+        samples: &samples,
+    };
+    let sweep = crate::stress::sweep(
+        injection,
+        &r.hypothesis,
+        &refs,
+        &ctx,
+        &metrics,
+        r.seeds.clamp(1, 20),
+    )
+    .map_err(|e| err(&e))?;
+    to_js(&sweep)
+}
+
 /// Runs a small matrix product on WebGPU through burn-wgpu and checks it
 /// against the same product on the CPU. Resolves to
 /// `{ok, backend, maxAbsDiff, shape, millis}` or rejects with the reason

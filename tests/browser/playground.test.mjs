@@ -129,8 +129,12 @@ test("burn-wgpu runs a matmul on WebGPU and matches the CPU", async () => {
   const { context, page } = await openPage();
   const hasGpu = await page.evaluate(() => Boolean(navigator.gpu));
   assert.ok(hasGpu, "navigator.gpu missing: Chromium was not started with WebGPU");
-  const report = await page.evaluate(() => window.wasmBindings.webgpuSelfTest());
+  // Concurrent callers (the page's own check is also in flight) share one
+  // device initialisation instead of racing to initialise twice.
+  const [report, again] = await page.evaluate(() =>
+    Promise.all([window.wasmBindings.webgpuSelfTest(), window.wasmBindings.webgpuSelfTest()]));
   assert.equal(report.ok, true, JSON.stringify(report));
+  assert.equal(again.ok, true, JSON.stringify(again));
   assert.ok(report.maxAbsDiff <= 1e-4);
   assert.deepEqual(report.shape, [37, 96, 29]);
   await page.waitForFunction(() => document.getElementById("gpu-status").textContent === "WebGPU: ready");
@@ -191,6 +195,38 @@ test("injections rewrite the hypothesis, mark the changes and move the scores", 
   await applyThroughUi(page, "pronoun_error", 1, 0);
   assert.equal(await page.inputValue("#hypothesis"), text);
   assert.match(await page.textContent("#injection-result"), /did not apply: no pronoun to swap/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a sweep plots every metric against the noise ratio with a rank-rule badge", async () => {
+  const { context, page, errors } = await openPage();
+  const ref = "The regional council said on Monday that the new bridge across the river will open in the spring.";
+  const hyp = "On Monday the regional council said that the new bridge over the river would open in spring.";
+  await page.selectOption("#example", "custom");
+  await setText(page, "reference", ref);
+  await setText(page, "hypothesis", hyp);
+  await page.selectOption("#injection", "truncation");
+  await page.click("#sweep-injection");
+  await page.waitForSelector("#sweep:not([hidden])");
+  assert.equal(await page.locator("#sweep figure").count(), 5);
+  // BLEU and chrF pass truncation on this pair; ROUGE-2's F-measure rises when the
+  // unmatched tail goes (precision gains outweigh recall losses), the blind spot
+  // [BS] Table 1 reports for ROUGE-2/L under truncation.
+  const expected = { bleu: "pass", chrf: "pass", rouge1: "pass", rouge2: "fail", rougeL: "pass" };
+  for (const [id, verdict] of Object.entries(expected)) {
+    const fig = page.locator(`#sweep figure[data-metric="${id}"]`);
+    assert.equal(await fig.getAttribute("data-verdict"), verdict, id);
+    assert.equal(await fig.locator(".badge").textContent(), verdict === "pass" ? "PASS" : "FAIL");
+    assert.equal(await fig.locator("circle").count(), 6, "the original plus five levels");
+  }
+  // The plotted noise ratios are the CLI's (truncation ignores the seed).
+  const label = await page.locator('#sweep figure[data-metric="bleu"] svg').getAttribute("aria-label");
+  for (const level of [0.1, 0.3, 0.5]) {
+    const native = nativeInject("truncation", level, 0, hyp).noise_ratio;
+    assert.ok(label.includes(`noise ${native.toFixed(2)}`), `${label} lacks ${native}`);
+  }
+  await page.screenshot({ path: join(ARTIFACTS, "playground-sweep.png"), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();
 });

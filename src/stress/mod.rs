@@ -1,0 +1,184 @@
+//! Stress tests ([BS] §2, SPEC 1.1): apply an injection at each level to a
+//! gold hypothesis, score every level, and judge each metric by the rank
+//! rule. This module holds the single-pair sweep the playground shows; the
+//! dataset runner builds on the same verdict.
+
+use serde::Serialize;
+
+use crate::inject::{self, Context, InjectError, Injection};
+use crate::metrics::{Metric, MetricError, Segment};
+
+/// The rank-rule outcome for one metric and one injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every level scores below the base, and scores fall as the level rises.
+    Pass,
+    /// Some level's mean score is not lower than the base score.
+    Fail,
+    /// Below the base throughout, but a higher level scores higher than a lower one.
+    NonMonotone,
+}
+
+/// Judges level means (ordered by increasing level) against the base score,
+/// scores being higher-is-better.
+pub fn verdict(base: f64, level_means: &[f64]) -> Verdict {
+    if level_means.iter().any(|&m| m >= base) {
+        Verdict::Fail
+    } else if level_means.windows(2).any(|w| w[1] > w[0]) {
+        Verdict::NonMonotone
+    } else {
+        Verdict::Pass
+    }
+}
+
+/// One level of a sweep: means over seeds.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepLevel {
+    /// The injection level.
+    pub level: f64,
+    /// Mean noise ratio over the seeds.
+    pub noise_ratio: f64,
+    /// Seeds where the injection applied (the rest kept the text unchanged).
+    pub applied: usize,
+    /// Mean score per metric, in the order of [`Sweep::metrics`].
+    pub scores: Vec<f64>,
+}
+
+/// A whole sweep of one injection over its default levels.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    /// Injection id.
+    pub injection: &'static str,
+    /// Metric ids, in order.
+    pub metrics: Vec<&'static str>,
+    /// Score of the unperturbed hypothesis per metric.
+    pub base: Vec<f64>,
+    /// One entry per default level, increasing.
+    pub levels: Vec<SweepLevel>,
+    /// Rank-rule verdict per metric.
+    pub verdicts: Vec<Verdict>,
+    /// Seeds used at each level.
+    pub seeds: u64,
+}
+
+/// Errors of a sweep.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The injection cannot run (bad context).
+    #[error(transparent)]
+    Inject(#[from] InjectError),
+    /// A metric cannot score (no reference...).
+    #[error(transparent)]
+    Metric(#[from] MetricError),
+    /// The injection changed nothing at any level.
+    #[error("{0} did not apply at any level: {1}")]
+    NeverApplied(&'static str, String),
+}
+
+/// Applies `injection` at each default level with seeds `0..seeds` to `hyp`
+/// and scores every result against `refs` with each metric.
+pub fn sweep(
+    injection: &dyn Injection,
+    hyp: &str,
+    refs: &[&str],
+    ctx: &Context,
+    metrics: &[Box<dyn Metric>],
+    seeds: u64,
+) -> Result<Sweep, SweepError> {
+    let info = injection.info();
+    let score = |text: &str| -> Result<Vec<f64>, MetricError> {
+        let seg = Segment {
+            hyp: text,
+            refs,
+            src: ctx.source,
+        };
+        metrics
+            .iter()
+            .map(|m| m.sentence_score(&seg).map(|s| s.value))
+            .collect()
+    };
+    let base = score(hyp)?;
+    let mut levels = Vec::new();
+    let mut last_reason = String::new();
+    for &level in info.default_levels {
+        let mut sums = vec![0.0; metrics.len()];
+        let (mut noise, mut applied) = (0.0, 0);
+        for seed in 0..seeds {
+            let out = inject::apply(injection, hyp, level, seed, ctx)?;
+            if let Some(reason) = &out.reason {
+                last_reason.clone_from(reason);
+            }
+            applied += usize::from(out.applied);
+            noise += out.noise_ratio;
+            for (sum, v) in sums.iter_mut().zip(score(&out.text)?) {
+                *sum += v;
+            }
+        }
+        let n = seeds as f64;
+        levels.push(SweepLevel {
+            level,
+            noise_ratio: noise / n,
+            applied,
+            scores: sums.iter().map(|s| s / n).collect(),
+        });
+    }
+    if levels.iter().all(|l| l.applied == 0) {
+        return Err(SweepError::NeverApplied(info.id, last_reason));
+    }
+    let verdicts = (0..metrics.len())
+        .map(|m| {
+            verdict(
+                base[m],
+                &levels.iter().map(|l| l.scores[m]).collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    Ok(Sweep {
+        injection: info.id,
+        metrics: metrics.iter().map(|m| m.info().id).collect(),
+        base,
+        levels,
+        verdicts,
+        seeds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{MetricOptions, create};
+
+    #[test]
+    fn rank_rule() {
+        assert_eq!(verdict(50.0, &[40.0, 30.0, 30.0]), Verdict::Pass);
+        assert_eq!(verdict(50.0, &[40.0, 50.0]), Verdict::Fail);
+        assert_eq!(verdict(50.0, &[30.0, 40.0]), Verdict::NonMonotone);
+        assert_eq!(verdict(50.0, &[]), Verdict::Pass);
+    }
+
+    #[test]
+    fn truncation_sweep_lowers_rouge_recall_based_scores() {
+        let metrics: Vec<_> = ["bleu", "rougeL"]
+            .iter()
+            .map(|id| create(id, MetricOptions::default()).unwrap())
+            .collect();
+        let text = "The council said on Monday that the new bridge over the river will open in the spring of next year.";
+        let s = sweep(
+            inject::create("truncation").unwrap(),
+            text,
+            &[text],
+            &Context::default(),
+            &metrics,
+            5,
+        )
+        .unwrap();
+        assert_eq!(s.levels.len(), 5);
+        assert_eq!(s.verdicts, [Verdict::Pass, Verdict::Pass]);
+        assert!(
+            s.levels
+                .windows(2)
+                .all(|w| w[1].noise_ratio > w[0].noise_ratio)
+        );
+    }
+}

@@ -65,7 +65,7 @@ static INSERT: InjectionInfo = info(
 );
 
 /// Words eligible for a character edit: at least three letters.
-pub(crate) fn eligible_words(w: &[&str]) -> Vec<usize> {
+fn eligible_words(w: &[&str]) -> Vec<usize> {
     (0..w.len())
         .filter(|&i| w[i].chars().filter(|c| c.is_alphabetic()).count() >= 3)
         .collect()
@@ -122,6 +122,25 @@ pub(crate) fn edit_word(word: &str, op: CharOp, rng: &mut InjectRng) -> String {
 /// One DeepWordBug operation applied to n random words.
 pub struct CharAttack(CharOp, &'static InjectionInfo);
 
+/// Applies `edit` to `n` random words of three or more letters.
+pub(crate) fn edit_random_words(
+    text: &str,
+    n: usize,
+    rng: &mut InjectRng,
+    mut edit: impl FnMut(&str, &mut InjectRng) -> String,
+) -> Result<String, NotApplicable> {
+    let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
+    let eligible = eligible_words(&w.iter().map(String::as_str).collect::<Vec<_>>());
+    if eligible.is_empty() {
+        return Err(NotApplicable("no word of three or more letters".into()));
+    }
+    for i in sample(rng, eligible.len(), n.min(eligible.len())) {
+        let idx = eligible[i];
+        w[idx] = edit(&w[idx], rng);
+    }
+    Ok(join(&w))
+}
+
 impl Injection for CharAttack {
     fn info(&self) -> &'static InjectionInfo {
         self.1
@@ -133,16 +152,8 @@ impl Injection for CharAttack {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
-        let refs: Vec<&str> = w.iter().map(String::as_str).collect();
-        let eligible = eligible_words(&refs);
-        if eligible.is_empty() {
-            return Err(NotApplicable("no word of three or more letters".into()));
-        }
-        for i in sample(rng, eligible.len(), (n as usize).min(eligible.len())) {
-            let idx = eligible[i];
-            w[idx] = edit_word(&w[idx], self.0, rng);
-        }
-        Ok(join(&w))
+        edit_random_words(text, n as usize, rng, |word, rng| {
+            edit_word(word, self.0, rng)
+        })
     }
 }

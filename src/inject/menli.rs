@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use rand::seq::index::sample;
 use regex::Regex;
 
-use super::character::{CharOp, edit_word, eligible_words};
+use super::character::{CharOp, edit_random_words, edit_word};
 use super::fluency::{random_mask, remove_words};
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
@@ -128,22 +128,16 @@ impl Injection for Typo {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
-        let eligible = eligible_words(&w.iter().map(String::as_str).collect::<Vec<_>>());
-        if eligible.is_empty() {
-            return Err(NotApplicable("no word of three or more letters".into()));
-        }
         let ops = [
             CharOp::Swap,
             CharOp::Substitute,
             CharOp::Delete,
             CharOp::Insert,
         ];
-        for i in sample(rng, eligible.len(), (n as usize).min(eligible.len())) {
+        edit_random_words(text, n as usize, rng, |word, rng| {
             let op = ops[rng.random_range(0..ops.len())];
-            w[eligible[i]] = edit_word(&w[eligible[i]], op, rng);
-        }
-        Ok(join(&w))
+            edit_word(word, op, rng)
+        })
     }
 }
 
@@ -180,6 +174,63 @@ static NUMBER_ERROR: InjectionInfo = info(
     &[1.0],
     "Replaces each non-date number (with probability p) by a random number of the same format.",
 );
+/// Replaces each non-date number (with probability `p`) by `replace(number)`,
+/// keeping any surrounding punctuation or symbols (`"$3.50,"`).
+fn replace_numbers(
+    text: &str,
+    p: f64,
+    rng: &mut InjectRng,
+    mut replace: impl FnMut(&str, &mut InjectRng) -> Option<String>,
+) -> Result<String, NotApplicable> {
+    let w = words(text);
+    let mut out: Vec<String> = w.iter().map(|w| w.text.to_string()).collect();
+    let mut found = false;
+    for (i, word) in w.iter().enumerate() {
+        let Some((s, e)) = number_in(word.text) else {
+            continue;
+        };
+        let number = &word.text[s..e];
+        if is_date(&w, i, number) {
+            continue;
+        }
+        found = true;
+        if rng.random_bool(p)
+            && let Some(replacement) = replace(number, rng)
+        {
+            out[i] = format!("{}{}{}", &word.text[..s], replacement, &word.text[e..]);
+        }
+    }
+    if !found {
+        return Err(NotApplicable("no number outside dates".into()));
+    }
+    Ok(join(&out))
+}
+
+/// A random number with the same digit layout as `number`, different from it.
+fn random_same_format(number: &str, rng: &mut InjectRng) -> String {
+    loop {
+        let mut first = true;
+        let candidate: String = number
+            .chars()
+            .map(|c| {
+                if !c.is_ascii_digit() {
+                    return c;
+                }
+                let lo = if first && number.len() > 1 && c != '0' {
+                    1
+                } else {
+                    0
+                };
+                first = false;
+                char::from(b'0' + rng.random_range(lo..10u8))
+            })
+            .collect();
+        if candidate != number {
+            return candidate;
+        }
+    }
+}
+
 impl Injection for NumberError {
     fn info(&self) -> &'static InjectionInfo {
         &NUMBER_ERROR
@@ -191,48 +242,9 @@ impl Injection for NumberError {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let w = words(text);
-        let mut out: Vec<String> = w.iter().map(|w| w.text.to_string()).collect();
-        let mut found = false;
-        for (i, word) in w.iter().enumerate() {
-            let Some((s, e)) = number_in(word.text) else {
-                continue;
-            };
-            let number = &word.text[s..e];
-            if is_date(&w, i, number) {
-                continue;
-            }
-            found = true;
-            if !rng.random_bool(p) {
-                continue;
-            }
-            let replacement = loop {
-                let mut first = true;
-                let candidate: String = number
-                    .chars()
-                    .map(|c| {
-                        if !c.is_ascii_digit() {
-                            return c;
-                        }
-                        let lo = if first && number.len() > 1 && c != '0' {
-                            1
-                        } else {
-                            0
-                        };
-                        first = false;
-                        char::from(b'0' + rng.random_range(lo..10u8))
-                    })
-                    .collect();
-                if candidate != number {
-                    break candidate;
-                }
-            };
-            out[i] = format!("{}{}{}", &word.text[..s], replacement, &word.text[e..]);
-        }
-        if !found {
-            return Err(NotApplicable("no number outside dates".into()));
-        }
-        Ok(join(&out))
+        replace_numbers(text, p, rng, |number, rng| {
+            Some(random_same_format(number, rng))
+        })
     }
 }
 
@@ -415,28 +427,7 @@ impl Injection for NumberToWords {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let w = words(text);
-        let mut out: Vec<String> = w.iter().map(|w| w.text.to_string()).collect();
-        let mut found = false;
-        for (i, word) in w.iter().enumerate() {
-            let Some((s, e)) = number_in(word.text) else {
-                continue;
-            };
-            let Some(spelled) = number_words(&word.text[s..e]) else {
-                continue;
-            };
-            if is_date(&w, i, &word.text[s..e]) {
-                continue;
-            }
-            found = true;
-            if rng.random_bool(p) {
-                out[i] = format!("{}{}{}", &word.text[..s], spelled, &word.text[e..]);
-            }
-        }
-        if !found {
-            return Err(NotApplicable("no number outside dates".into()));
-        }
-        Ok(join(&out))
+        replace_numbers(text, p, rng, |number, _| number_words(number))
     }
 }
 

@@ -363,6 +363,13 @@ fn inject_errors_are_one_line() {
         ),
         "copy_source needs a source text",
     );
+    assert_user_error(
+        &run(
+            bin().args(["inject", "--injection", "bert_diverge"]),
+            Some("x\n"),
+        ),
+        "needs a masked language model",
+    );
 }
 
 #[test]

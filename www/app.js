@@ -213,7 +213,8 @@ function buildPalette() {
       groups[info.family].label = FAMILY_LABELS[info.family] ?? info.family;
       select.append(groups[info.family]);
     }
-    groups[info.family].append(new Option(info.name, info.id));
+    const label = info.needs_masked_lm ? `${info.name} (needs a masked LM)` : info.name;
+    groups[info.family].append(new Option(label, info.id));
   }
   select.addEventListener("change", fillLevels);
   fillLevels();

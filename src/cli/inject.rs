@@ -83,6 +83,7 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
         let ctx = Context {
             source: src.as_deref().or(args.source.as_deref()),
             samples: &samples,
+            masked_lm: None,
         };
         let result = inject::apply(injection, text, level, args.seed, &ctx)?;
         match args.format {

@@ -11,6 +11,7 @@
 pub mod character;
 pub mod consistency;
 pub mod fluency;
+pub mod masked_lm;
 pub mod menli;
 pub mod other;
 
@@ -76,6 +77,8 @@ pub struct InjectionInfo {
     pub needs_source: bool,
     /// Needs other samples in the [`Context`].
     pub needs_samples: bool,
+    /// Needs a masked language model in the [`Context`].
+    pub needs_masked_lm: bool,
 }
 
 /// An [`InjectionInfo`] with the common defaults (no swap, no context needs);
@@ -98,16 +101,29 @@ pub(crate) const fn info(
         swap: false,
         needs_source: false,
         needs_samples: false,
+        needs_masked_lm: false,
     }
 }
 
 /// What some injections need besides the text.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct Context<'a> {
     /// The source (translation input, article).
     pub source: Option<&'a str>,
     /// Other samples of the dataset, for sentence replacement.
     pub samples: &'a [&'a str],
+    /// A masked language model, for BERT-diverge (provided by the PLM engine).
+    pub masked_lm: Option<&'a dyn masked_lm::MaskedLm>,
+}
+
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("source", &self.source)
+            .field("samples", &self.samples.len())
+            .field("masked_lm", &self.masked_lm.map(|m| m.name()))
+            .finish()
+    }
 }
 
 /// How an output span differs from the input.
@@ -198,6 +214,7 @@ pub fn registry() -> Vec<&'static dyn Injection> {
     all.extend(menli::ALL.iter().copied());
     all.extend(character::ALL.iter().copied());
     all.extend(other::ALL.iter().copied());
+    all.extend(masked_lm::ALL.iter().copied());
     all
 }
 
@@ -253,6 +270,12 @@ pub fn apply(
         return Err(InjectError::MissingContext {
             id: info.id,
             what: "other samples to draw sentences from",
+        });
+    }
+    if info.needs_masked_lm && ctx.masked_lm.is_none() {
+        return Err(InjectError::MissingContext {
+            id: info.id,
+            what: "a masked language model (load one in the PLM engine)",
         });
     }
     let mut rng = InjectRng::seed_from_u64(seed);

@@ -164,6 +164,7 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
     let ctx = Context {
         source,
         samples: &samples,
+        masked_lm: None,
     };
     let result = inject::apply(injection, &request.text, request.level, request.seed, &ctx)
         .map_err(|e| JsError::new(&e.to_string()))?;
@@ -232,6 +233,7 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
     let ctx = Context {
         source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
         samples: &samples,
+        masked_lm: None,
     };
     let sweep = crate::stress::sweep(
         injection,

@@ -11,7 +11,7 @@ use rand::seq::index::sample;
 use regex::Regex;
 
 use super::character::{CharOp, edit_random_words, edit_word};
-use super::fluency::{random_mask, remove_words};
+use super::fluency::TokenDrop;
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
     info, join,
@@ -43,21 +43,15 @@ impl Injection for Omission {
     fn info(&self) -> &'static InjectionInfo {
         &OMISSION
     }
+    /// The same operation as [BS] token drop, at MENLI's rates.
     fn perturb(
         &self,
         text: &str,
         p: f64,
         rng: &mut InjectRng,
-        _: &Context,
+        ctx: &Context,
     ) -> Result<String, NotApplicable> {
-        let w = words(text);
-        if w.len() < 2 {
-            return Err(NotApplicable("fewer than two words".into()));
-        }
-        Ok(remove_words(
-            &w,
-            &random_mask(rng, w.len(), ceil_portion(p, w.len())),
-        ))
+        TokenDrop.perturb(text, p, rng, ctx)
     }
 }
 

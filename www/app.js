@@ -19,7 +19,8 @@ function wasmReady() {
 const state = {
   wasm: null,
   registry: [],
-  pinned: null, // { hypothesis, scores: {metricId: value} }
+  pinned: null, // { hypothesis }: the original that deltas compare against
+  baseline: null, // { key, values: {metricId: value} }: the pinned text's scores for the current inputs
   injections: [],
   edits: [],    // spans changed by the last injection, UTF-16 offsets into the hypothesis
   undo: [],     // [{ hypothesis, edits }] before each applied injection
@@ -120,7 +121,7 @@ function render() {
     const score = outcome.score;
     value.textContent = formatValue(info, score.value);
     value.dataset.raw = String(score.value);
-    const base = state.pinned?.scores?.[info.id];
+    const base = baselineValues()?.[info.id];
     if (base === undefined) {
       delta.textContent = "";
       delta.className = "delta";
@@ -136,25 +137,42 @@ function render() {
   }
 }
 
+/** Every metric's outcome for `hypothesis` against the current reference and source. */
+function scoreText(hypothesis) {
+  const outcomes = state.wasm.scorePair({
+    hypothesis,
+    references: [fields.reference.value],
+    source: fields.source.value,
+    metrics: state.registry.map((m) => m.id),
+    rougeStemmer: $("rouge-stemmer").checked,
+  });
+  return Object.fromEntries(outcomes.map((o) => [o.status === "ok" ? o.score.metric : o.metric, o]));
+}
+
+/** The pinned original's scores, recomputed only when it or the other inputs change. */
+function baselineValues() {
+  if (!state.pinned) return null;
+  const key = JSON.stringify([state.pinned.hypothesis, fields.reference.value, fields.source.value,
+    $("rouge-stemmer").checked]);
+  if (state.baseline?.key !== key) {
+    const outcomes = scoreText(state.pinned.hypothesis);
+    const values = Object.fromEntries(Object.entries(outcomes)
+      .filter(([, o]) => o.status === "ok").map(([id, o]) => [id, o.score.value]));
+    state.baseline = { key, values };
+  }
+  return state.baseline.values;
+}
+
 function scoreNow() {
   state.frame = 0;
   if (!state.wasm) return;
   const started = performance.now();
-  let outcomes;
   try {
-    outcomes = state.wasm.scorePair({
-      hypothesis: fields.hypothesis.value,
-      references: [fields.reference.value],
-      source: fields.source.value,
-      metrics: state.registry.map((m) => m.id),
-      rougeStemmer: $("rouge-stemmer").checked,
-    });
+    state.latest = scoreText(fields.hypothesis.value);
   } catch (err) {
     $("timing").textContent = `Scoring failed: ${err.message ?? err}`;
     return;
   }
-  state.latest = Object.fromEntries(
-    outcomes.map((o) => [o.status === "ok" ? o.score.metric : o.metric, o]));
   render();
   $("timing").textContent = `scored in ${(performance.now() - started).toFixed(1)} ms`;
   for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
@@ -166,12 +184,6 @@ function schedule() {
   if (!state.frame) state.frame = requestAnimationFrame(scoreNow);
 }
 
-function currentValues() {
-  return Object.fromEntries(Object.entries(state.latest)
-    .filter(([, o]) => o.status === "ok")
-    .map(([id, o]) => [id, o.score.value]));
-}
-
 function updatePinInfo() {
   $("restore").disabled = !state.pinned;
   $("pin-info").textContent = state.pinned
@@ -180,11 +192,9 @@ function updatePinInfo() {
 }
 
 function pin() {
-  scoreNow();
-  state.pinned = { hypothesis: fields.hypothesis.value, scores: currentValues() };
+  state.pinned = { hypothesis: fields.hypothesis.value };
   updatePinInfo();
-  render();
-  save();
+  scoreNow();
 }
 
 function restore() {
@@ -409,13 +419,11 @@ function loadExample(id) {
   fields.source.value = ex.source;
   fields.reference.value = ex.reference;
   fields.hypothesis.value = ex.hypothesis;
-  state.pinned = null;
   state.edits = [];
   state.undo = [];
   state.redo = [];
   renderDiff();
   updateHistoryButtons();
-  scoreNow();
   pin();
 }
 
@@ -461,7 +469,7 @@ async function main() {
     fields.hypothesis.value = saved.hypothesis ?? "";
     $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
     select.value = saved.example ?? "custom";
-    state.pinned = saved.pinned ?? null;
+    state.pinned = saved.pinned?.hypothesis === undefined ? null : { hypothesis: saved.pinned.hypothesis };
     updatePinInfo();
     scoreNow();
   } else {
@@ -486,17 +494,7 @@ async function main() {
   $("undo").addEventListener("click", () => stepHistory(state.undo, state.redo));
   $("redo").addEventListener("click", () => stepHistory(state.redo, state.undo));
   select.addEventListener("change", () => loadExample(select.value));
-  $("rouge-stemmer").addEventListener("change", () => {
-    // Pinned ROUGE values were computed with the other tokenizer: re-pin.
-    if (state.pinned) {
-      const hyp = fields.hypothesis.value;
-      fields.hypothesis.value = state.pinned.hypothesis;
-      scoreNow();
-      state.pinned.scores = currentValues();
-      fields.hypothesis.value = hyp;
-    }
-    scoreNow();
-  });
+  $("rouge-stemmer").addEventListener("change", scoreNow);
   $("pin").addEventListener("click", pin);
   $("restore").addEventListener("click", restore);
   document.body.dataset.ready = "true";

@@ -95,6 +95,14 @@ test("typing updates BLEU to the native value, pinning shows deltas", async () =
 
   await page.screenshot({ path: join(ARTIFACTS, "playground.png"), fullPage: true });
 
+  // Deltas compare against the pinned text scored on the current reference.
+  const ref2 = "The committee approved the budget after a debate on Tuesday evening.";
+  await setText(page, "reference", ref2);
+  const delta2 = Number(await cardDelta(page, "chrf"));
+  const want2 = nativeScores(second, ref2).chrf - nativeScores(first, ref2).chrf;
+  assert.ok(Math.abs(delta2 - want2) < 1e-9, `delta after a reference edit: ${delta2} vs ${want2}`);
+  await setText(page, "reference", ref);
+
   await page.click("#restore");
   assert.equal(await page.inputValue("#hypothesis"), first);
   assert.equal(Number(await cardDelta(page, "bleu")), 0);

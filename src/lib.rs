@@ -8,13 +8,16 @@
 //!    with changed spans and the noise ratio.
 //! 3. [`metrics`]: lexical metrics (BLEU, chrF, ROUGE) behind one [`metrics::Metric`]
 //!    trait and a registry of ids.
-//! 4. [`stress`]: stress tests over injection levels and the rank-rule verdict.
+//! 4. [`data`]: loaders for the dataset formats, keeping good rows and
+//!    reporting bad ones by line.
+//! 5. [`stress`]: stress tests over injection levels and the rank-rule verdict.
 //!
 //! The CLI (`src/main.rs`) and the browser bindings (`web`, wasm only) are thin
 //! shells over this core.
 
 #![warn(missing_docs)]
 
+pub mod data;
 pub mod inject;
 pub mod metrics;
 pub mod stress;

@@ -1,0 +1,321 @@
+//! Loaders for the dataset formats Blindspot reads (../shared/data and user
+//! uploads). A malformed row never sinks the file: it is reported with its
+//! line number and what is wrong, and the other rows are kept.
+//!
+//! Conventions from the papers (SPEC 4): in WMT and TED-MT files `ref_a` is
+//! the gold hypothesis and `ref_b` the reference; in SummEval `ref` is the gold
+//! hypothesis and the other `refs` are the references.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A problem with one row, kept alongside the rows that loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowProblem {
+    /// 1-based line number in the file (for CSV, the physical line where the record starts).
+    pub line: usize,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+/// The rows that loaded and the problems with the others.
+#[derive(Debug, Clone, Serialize)]
+pub struct Loaded<T> {
+    /// Rows that parsed, in file order.
+    pub rows: Vec<T>,
+    /// One entry per rejected row.
+    pub problems: Vec<RowProblem>,
+}
+
+/// One stress-test item: a gold hypothesis with its references and source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// Identifier from the file, or the line number.
+    pub id: String,
+    /// The source text, where the format has one.
+    pub src: Option<String>,
+    /// The gold (human-written) hypothesis that injections perturb.
+    pub gold: String,
+    /// The references the metrics compare against.
+    pub refs: Vec<String>,
+}
+
+/// One SummEval system output with its expert scores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemOutput {
+    /// System name (`M0`...).
+    pub system: String,
+    /// The summary.
+    pub summary: String,
+    /// Expert means per dimension (coherence, consistency, fluency, relevance).
+    pub scores: Vec<(String, f64)>,
+}
+
+/// A SummEval document: the stress-test item plus scored system outputs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummEvalDoc {
+    /// Gold hypothesis (the original highlight), references and article.
+    pub item: Item,
+    /// System summaries with human scores.
+    pub systems: Vec<SystemOutput>,
+}
+
+/// One MENLI preference case ([MENLI] §3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MenliCase {
+    /// Error type (`add`, `neg`, `num`...).
+    pub error: String,
+    /// Case id.
+    pub id: String,
+    /// German source.
+    pub source: String,
+    /// Reference.
+    pub reference: String,
+    /// Paraphrase of the reference (the `_fixed` column when present and non-empty).
+    pub paraphrase: String,
+    /// Reference with one key error (reference-based test; `_fixed` preferred).
+    pub adversarial_ref_based: String,
+    /// Second translation with one key error (reference-free test).
+    pub adversarial_ref_free: String,
+}
+
+/// Parses JSON lines with `parse`, collecting problems; blank lines are skipped.
+fn jsonl<T>(text: &str, mut parse: impl FnMut(&Value, usize) -> Result<T, String>) -> Loaded<T> {
+    let mut loaded = Loaded {
+        rows: Vec::new(),
+        problems: Vec::new(),
+    };
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let result = serde_json::from_str::<Value>(line)
+            .map_err(|e| format!("invalid JSON ({e})"))
+            .and_then(|v| parse(&v, i + 1));
+        match result {
+            Ok(row) => loaded.rows.push(row),
+            Err(message) => loaded.problems.push(RowProblem {
+                line: i + 1,
+                message,
+            }),
+        }
+    }
+    loaded
+}
+
+fn string(v: &Value, key: &str) -> Result<String, String> {
+    match v.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(format!("field '{key}' must be a string")),
+        None => Err(format!("missing field '{key}'")),
+    }
+}
+
+fn id_or_line(v: &Value, line: usize) -> String {
+    match v.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => format!("line {line}"),
+    }
+}
+
+/// WMT21 / TED-MT JSONL: `ref_a` is the gold hypothesis, `ref_b` the reference.
+pub fn load_wmt(text: &str) -> Loaded<Item> {
+    jsonl(text, |v, line| {
+        Ok(Item {
+            id: id_or_line(v, line),
+            src: Some(string(v, "src")?),
+            gold: string(v, "ref_a")?,
+            refs: vec![string(v, "ref_b")?],
+        })
+    })
+}
+
+/// Generic JSONL pairs: `hyp`, `ref` (string or non-empty list), optional `src`.
+pub fn load_pairs(text: &str) -> Loaded<Item> {
+    jsonl(text, |v, line| {
+        let refs = match v.get("ref") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|r| r.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("field 'ref' must hold strings only")?,
+            Some(_) => {
+                return Err("field 'ref' must be a string or a non-empty list of strings".into());
+            }
+            None => return Err("missing field 'ref'".into()),
+        };
+        let src = match v.get("src") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(string(v, "src")?),
+        };
+        Ok(Item {
+            id: id_or_line(v, line),
+            src,
+            gold: string(v, "hyp")?,
+            refs,
+        })
+    })
+}
+
+/// SummEval JSONL: `ref` is the gold hypothesis, the other `refs` the references.
+pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
+    jsonl(text, |v, line| {
+        let gold = string(v, "ref")?;
+        let all: Vec<String> = v
+            .get("refs")
+            .and_then(Value::as_array)
+            .ok_or("missing list field 'refs'")?
+            .iter()
+            .map(|r| {
+                r.as_str()
+                    .map(str::to_string)
+                    .ok_or("field 'refs' must hold strings only".to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<String> = all.into_iter().filter(|r| *r != gold).collect();
+        if refs.is_empty() {
+            return Err("no reference besides the gold 'ref'".into());
+        }
+        let mut systems = Vec::new();
+        for (name, out) in v
+            .get("systems")
+            .and_then(Value::as_object)
+            .ok_or("missing object field 'systems'")?
+        {
+            let summary = string(out, "summary").map_err(|e| format!("system {name}: {e}"))?;
+            let scores = out
+                .get("scores")
+                .and_then(Value::as_object)
+                .ok_or(format!("system {name}: missing object field 'scores'"))?
+                .iter()
+                .map(|(k, s)| {
+                    s.as_f64()
+                        .map(|x| (k.clone(), x))
+                        .ok_or(format!("system {name}: score '{k}' is not a number"))
+                })
+                .collect::<Result<_, _>>()?;
+            systems.push(SystemOutput {
+                system: name.clone(),
+                summary,
+                scores,
+            });
+        }
+        Ok(SummEvalDoc {
+            item: Item {
+                id: id_or_line(v, line),
+                src: Some(string(v, "src")?),
+                gold,
+                refs,
+            },
+            systems,
+        })
+    })
+}
+
+/// MENLI adversarial-suite CSV (`error, id, source, ref, r, hyp_para,
+/// hyp_adv_based, hyp_adv_free` and optional `*_fixed` columns).
+pub fn load_menli_csv(text: &str) -> Result<Loaded<MenliCase>, RowProblem> {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|e| RowProblem {
+            line: 1,
+            message: format!("unreadable header ({e})"),
+        })?
+        .clone();
+    let column = |name: &str| headers.iter().position(|h| h == name);
+    let required = [
+        "error",
+        "id",
+        "source",
+        "ref",
+        "hyp_para",
+        "hyp_adv_based",
+        "hyp_adv_free",
+    ];
+    if let Some(missing) = required.iter().find(|c| column(c).is_none()) {
+        return Err(RowProblem {
+            line: 1,
+            message: format!("missing column '{missing}'"),
+        });
+    }
+    let col = |name: &str| column(name).expect("checked above");
+    let mut loaded = Loaded {
+        rows: Vec::new(),
+        problems: Vec::new(),
+    };
+    for record in reader.records() {
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line() as usize);
+                loaded.problems.push(RowProblem {
+                    line,
+                    message: format!("unreadable row ({e})"),
+                });
+                continue;
+            }
+        };
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.len() != headers.len() {
+            loaded.problems.push(RowProblem {
+                line,
+                message: format!(
+                    "{} fields where the header has {}",
+                    record.len(),
+                    headers.len()
+                ),
+            });
+            continue;
+        }
+        let fixed_or = |name: &str| {
+            column(&format!("{name}_fixed"))
+                .map(|i| &record[i])
+                .filter(|s| !s.is_empty())
+                .unwrap_or(&record[col(name)])
+                .to_string()
+        };
+        loaded.rows.push(MenliCase {
+            error: record[col("error")].to_string(),
+            id: record[col("id")].to_string(),
+            source: record[col("source")].to_string(),
+            reference: record[col("ref")].to_string(),
+            paraphrase: fixed_or("hyp_para"),
+            adversarial_ref_based: fixed_or("hyp_adv_based"),
+            adversarial_ref_free: record[col("hyp_adv_free")].to_string(),
+        });
+    }
+    Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_rows_are_reported_and_the_rest_kept() {
+        let text = "{\"hyp\": \"a\", \"ref\": \"b\"}\n\n{\"hyp\": 1, \"ref\": \"b\"}\nnot json\n{\"hyp\": \"c\", \"ref\": [\"d\", \"e\"], \"src\": \"s\"}\n";
+        let loaded = load_pairs(text);
+        assert_eq!(loaded.rows.len(), 2);
+        assert_eq!(loaded.rows[1].refs, ["d", "e"]);
+        assert_eq!(
+            loaded.problems[0],
+            RowProblem {
+                line: 3,
+                message: "field 'hyp' must be a string".into()
+            }
+        );
+        assert_eq!(loaded.problems[1].line, 4);
+        assert!(loaded.problems[1].message.starts_with("invalid JSON"));
+    }
+
+    #[test]
+    fn menli_csv_needs_its_columns() {
+        let err = load_menli_csv("error,id\nadd,1\n").unwrap_err();
+        assert_eq!(err.message, "missing column 'source'");
+    }
+}

@@ -165,51 +165,25 @@ impl Pairs {
         })
     }
 
-    /// Reads JSONL with `hyp`, `ref` (string or list of strings) and optional `src`.
+    /// Reads JSONL with `hyp`, `ref` (string or list of strings) and optional
+    /// `src`. The CLI is strict: the first malformed line is an error.
     pub fn from_jsonl(path: &str) -> Result<Self, InputError> {
-        let text = read_text(path)?;
-        let mut pairs = Self::default();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let err = |message: String| InputError::Jsonl {
+        let loaded = blindspot::data::load_pairs(&read_text(path)?);
+        if let Some(problem) = loaded.problems.into_iter().next() {
+            return Err(InputError::Jsonl {
                 path: display(path),
-                line: i + 1,
-                message,
-            };
-            let row: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| err(format!("invalid JSON ({e})")))?;
-            let text_field = |key: &str| -> Result<Option<String>, InputError> {
-                match row.get(key) {
-                    None | Some(serde_json::Value::Null) => Ok(None),
-                    Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-                    Some(_) => Err(err(format!("field '{key}' must be a string"))),
-                }
-            };
-            let hyp = text_field("hyp")?.ok_or_else(|| err("missing field 'hyp'".into()))?;
-            let refs = match row.get("ref") {
-                Some(serde_json::Value::String(s)) => vec![s.clone()],
-                Some(serde_json::Value::Array(items)) if !items.is_empty() => items
-                    .iter()
-                    .map(|v| v.as_str().map(str::to_string))
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| {
-                        err("field 'ref' must be a string or a list of strings".into())
-                    })?,
-                None => return Err(err("missing field 'ref'".into())),
-                Some(_) => {
-                    return Err(err(
-                        "field 'ref' must be a string or a non-empty list of strings".into(),
-                    ));
-                }
-            };
-            pairs.srcs.push(text_field("src")?);
-            pairs.hyps.push(hyp);
-            pairs.refs.push(refs);
+                line: problem.line,
+                message: problem.message,
+            });
         }
-        if pairs.hyps.is_empty() {
+        if loaded.rows.is_empty() {
             return Err(InputError::Empty(display(path)));
+        }
+        let mut pairs = Self::default();
+        for item in loaded.rows {
+            pairs.hyps.push(item.gold);
+            pairs.refs.push(item.refs);
+            pairs.srcs.push(item.src);
         }
         Ok(pairs)
     }

@@ -1,0 +1,60 @@
+// The sweep view's charts: SVG drawn by hand, one small multiple per metric.
+// Pure rendering: the numbers and verdicts come from the wasm core (src/stress).
+
+const VERDICT_TEXT = { pass: "PASS", fail: "FAIL", non_monotone: "NON-MONOTONE" };
+const VERDICT_HELP = {
+  pass: "every level scores below the original, and more noise scores lower",
+  fail: "some level does not score below the original",
+  non_monotone: "more noise sometimes scores higher",
+};
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function svgEl(name, attrs, text) {
+  const el = document.createElementNS(SVG_NS, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+/**
+ * One small chart: score against noise ratio, the original as a dashed line,
+ * with the rank-rule badge. `fmt` formats a score on the metric's scale.
+ */
+export function sweepChart(info, base, points, verdict, fmt) {
+  const [w, h, left, right, top, bottom] = [220, 120, 42, 8, 8, 22];
+  const xs = points.map((p) => p.x);
+  const ys = [base, ...points.map((p) => p.y)];
+  const xMax = Math.max(...xs, 1e-9);
+  let [yMin, yMax] = [Math.min(...ys), Math.max(...ys)];
+  if (yMax - yMin < 1e-9) [yMin, yMax] = [yMin - 1, yMax + 1];
+  const X = (x) => left + (x / xMax) * (w - left - right);
+  const Y = (y) => top + (1 - (y - yMin) / (yMax - yMin)) * (h - top - bottom);
+  const svg = svgEl("svg", { viewBox: `0 0 ${w} ${h}`, role: "img" });
+  svg.setAttribute("aria-label", `${info.name}: ${VERDICT_TEXT[verdict]}. Original ${fmt(base)}; ` +
+    points.map((p) => `noise ${p.x.toFixed(2)}: ${fmt(p.y)}`).join("; "));
+  svg.append(
+    svgEl("line", { class: "axis", x1: left, y1: h - bottom, x2: w - right, y2: h - bottom }),
+    svgEl("line", { class: "axis", x1: left, y1: top, x2: left, y2: h - bottom }),
+    svgEl("line", { class: "base", x1: left, y1: Y(base), x2: w - right, y2: Y(base) }),
+    svgEl("text", { x: left - 3, y: top + 8, "text-anchor": "end" }, fmt(yMax)),
+    svgEl("text", { x: left - 3, y: h - bottom, "text-anchor": "end" }, fmt(yMin)),
+    svgEl("text", { x: left, y: h - 6 }, "0"),
+    svgEl("text", { x: w - right, y: h - 6, "text-anchor": "end" }, `noise ${xMax.toFixed(2)}`),
+  );
+  const all = [{ x: 0, y: base }, ...points];
+  svg.append(svgEl("polyline", { class: "curve", points: all.map((p) => `${X(p.x)},${Y(p.y)}`).join(" ") }));
+  for (const p of all) svg.append(svgEl("circle", { class: "point", cx: X(p.x), cy: Y(p.y), r: 3 }));
+  const figure = document.createElement("figure");
+  figure.dataset.metric = info.id;
+  figure.dataset.verdict = verdict;
+  const caption = document.createElement("figcaption");
+  const name = document.createElement("span");
+  name.textContent = info.name;
+  const badge = document.createElement("span");
+  badge.className = `badge ${verdict}`;
+  badge.textContent = VERDICT_TEXT[verdict];
+  badge.title = VERDICT_HELP[verdict];
+  caption.append(name, badge);
+  figure.append(caption, svg);
+  return figure;
+}

@@ -257,3 +257,29 @@ fn menli_number_and_pronoun_attacks_cover_menli_rows() {
         );
     }
 }
+
+#[test]
+fn extreme_levels_never_panic() {
+    let texts = ["", "One.", "Two words", "A b. C d. E f.", "12 3.5 May 2020"];
+    let samples = ["Another sample sentence. And one more."];
+    let ctx = context(&samples);
+    for inj in registry().into_iter().filter(|i| !i.info().needs_masked_lm) {
+        let info = inj.info();
+        let levels: &[f64] = match info.level_kind {
+            LevelKind::Portion => &[1e-9, 0.5, 1.0],
+            LevelKind::Count | LevelKind::Copies => &[1.0, 7.0, 500.0],
+            LevelKind::Variant => info.default_levels,
+        };
+        for text in texts {
+            for &level in levels {
+                let out = apply(inj, text, level, 9, &ctx).unwrap();
+                assert_eq!(
+                    out.applied,
+                    out.text != text,
+                    "{} at {level} on {text:?}",
+                    info.id
+                );
+            }
+        }
+    }
+}

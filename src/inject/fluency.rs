@@ -59,6 +59,12 @@ impl Injection for Truncation {
         if drop == 0 {
             return Err(too_short(w.len(), p));
         }
+        if drop >= w.len() {
+            return Err(NotApplicable(format!(
+                "p = {p} would remove all {} words",
+                w.len()
+            )));
+        }
         Ok(text[..w[w.len() - drop - 1].end].to_string())
     }
 }
@@ -420,6 +426,8 @@ mod tests {
             ),
             "one two three four five six seven"
         );
+        let all = apply(&Truncation, "Hi there", 1.0, 0, &Context::default()).unwrap();
+        assert!(!all.applied && all.reason.unwrap().contains("remove all 2 words"));
         let short = apply(&Truncation, "Hi there", 0.1, 0, &Context::default()).unwrap();
         assert!(!short.applied && short.reason.unwrap().contains("2 words"));
     }

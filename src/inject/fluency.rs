@@ -118,7 +118,7 @@ static STOPWORD_REMOVAL: LexiconSpec = LexiconSpec {
 
 /// Removes the words at `drop`, moving trailing punctuation of a removed word
 /// onto the previous kept word, and re-capitalises sentence starts.
-pub(crate) fn remove_words(all: &[Word], drop: &[bool]) -> String {
+fn remove_words(all: &[Word], drop: &[bool]) -> String {
     let mut kept: Vec<String> = Vec::with_capacity(all.len());
     for (w, &d) in all.iter().zip(drop) {
         if !d {
@@ -176,7 +176,7 @@ static TOKEN_DROP: InjectionInfo = info(
 );
 
 /// Marks `k` random positions out of `n` (at most `n - 1`, so text remains).
-pub(crate) fn random_mask(rng: &mut InjectRng, n: usize, k: usize) -> Vec<bool> {
+fn random_mask(rng: &mut InjectRng, n: usize, k: usize) -> Vec<bool> {
     let mut mask = vec![false; n];
     for i in sample(rng, n, k.min(n.saturating_sub(1))) {
         mask[i] = true;

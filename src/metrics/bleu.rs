@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::tokenizer_13a::tokenize_13a;
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, require_references,
+    VERSION, nrefs_label, require_references, uniform_nrefs,
 };
 use crate::text::python_rstrip;
 
@@ -258,7 +258,7 @@ impl Bleu {
     fn signature_for(&self, level: Level, nrefs: Option<usize>) -> String {
         format!(
             "bleu|nrefs:{}|case:{}|eff:{}|tok:13a|smooth:{}|ref:sacrebleu-2.6.0|v:{VERSION}",
-            nrefs.map_or("var".to_string(), |n| n.to_string()),
+            nrefs_label(nrefs),
             if self.lowercase { "lc" } else { "mixed" },
             if level == Level::Sentence {
                 "yes"
@@ -268,15 +268,6 @@ impl Bleu {
             self.smoothing.signature(),
         )
     }
-}
-
-/// The number of references when every segment has the same count.
-pub(super) fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
-    let first = segments.first()?.refs.len();
-    segments
-        .iter()
-        .all(|s| s.refs.len() == first)
-        .then_some(first)
 }
 
 impl Metric for Bleu {

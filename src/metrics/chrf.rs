@@ -8,10 +8,9 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::bleu::uniform_nrefs;
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, require_references,
+    VERSION, nrefs_label, require_references, uniform_nrefs,
 };
 use crate::text::python_split;
 
@@ -166,7 +165,7 @@ impl Chrf {
     fn signature_for(&self, _level: Level, nrefs: Option<usize>) -> String {
         format!(
             "chrf|nrefs:{}|case:{}|eff:yes|nc:{CHAR_ORDER}|nw:0|space:no|ref:sacrebleu-2.6.0|v:{VERSION}{}",
-            nrefs.map_or("var".to_string(), |n| n.to_string()),
+            nrefs_label(nrefs),
             if self.lowercase { "lc" } else { "mixed" },
             if self.beta == BETA {
                 String::new()

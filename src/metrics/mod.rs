@@ -181,6 +181,20 @@ pub fn create(id: &str, options: MetricOptions) -> Result<Box<dyn Metric>, Metri
     })
 }
 
+/// The number of references when every segment has the same count.
+fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
+    let first = segments.first()?.refs.len();
+    segments
+        .iter()
+        .all(|s| s.refs.len() == first)
+        .then_some(first)
+}
+
+/// The `nrefs` signature field: the count, or `var` when it varies (sacrebleu).
+fn nrefs_label(nrefs: Option<usize>) -> String {
+    nrefs.map_or("var".to_string(), |n| n.to_string())
+}
+
 /// Checks that every segment has a reference; returns the first offender.
 fn require_references(metric: &'static str, segments: &[Segment]) -> Result<(), MetricError> {
     match segments.iter().position(|s| s.refs.is_empty()) {

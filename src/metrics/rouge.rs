@@ -14,7 +14,7 @@ use regex::Regex;
 
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, require_references,
+    VERSION, nrefs_label, require_references, uniform_nrefs,
 };
 use crate::text::porter;
 
@@ -188,7 +188,21 @@ impl Rouge {
         best.unwrap_or_default()
     }
 
-    fn to_score(&self, prf: Prf, level: Level, nrefs: usize) -> Score {
+    fn signature_for(&self, level: Level, nrefs: Option<usize>) -> String {
+        format!(
+            "{}|nrefs:{}|multi:max-f|stem:{}|agg:{}|ref:rouge-score-0.1.2|v:{VERSION}",
+            self.info_ref().id,
+            nrefs_label(nrefs),
+            if self.stemmer { "porter" } else { "no" },
+            if level == Level::Corpus {
+                "mean"
+            } else {
+                "none"
+            },
+        )
+    }
+
+    fn to_score(&self, prf: Prf, level: Level, nrefs: Option<usize>) -> Score {
         Score {
             metric: self.info_ref().id,
             value: prf.fmeasure,
@@ -206,7 +220,7 @@ impl Rouge {
                     value: prf.fmeasure,
                 },
             ],
-            signature: self.signature(level, nrefs),
+            signature: self.signature_for(level, nrefs),
         }
     }
 }
@@ -217,22 +231,13 @@ impl Metric for Rouge {
     }
 
     fn signature(&self, level: Level, nrefs: usize) -> String {
-        format!(
-            "{}|nrefs:{nrefs}|multi:max-f|stem:{}|agg:{}|ref:rouge-score-0.1.2|v:{VERSION}",
-            self.info_ref().id,
-            if self.stemmer { "porter" } else { "no" },
-            if level == Level::Corpus {
-                "mean"
-            } else {
-                "none"
-            },
-        )
+        self.signature_for(level, Some(nrefs))
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
         require_references(self.info_ref().id, std::slice::from_ref(segment))?;
         let prf = self.score_multi(segment.refs, segment.hyp);
-        Ok(self.to_score(prf, Level::Sentence, segment.refs.len()))
+        Ok(self.to_score(prf, Level::Sentence, Some(segment.refs.len())))
     }
 
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
@@ -255,8 +260,7 @@ impl Metric for Rouge {
             recall: sum.recall / n,
             fmeasure: sum.fmeasure / n,
         };
-        let nrefs = segments[0].refs.len();
-        Ok(self.to_score(mean, Level::Corpus, nrefs))
+        Ok(self.to_score(mean, Level::Corpus, uniform_nrefs(segments)))
     }
 }
 
@@ -275,6 +279,30 @@ mod tests {
             ["the", "cat", "run", "dog"]
         );
         assert_eq!(tokenize("Ünïcode café", false), ["n", "code", "caf"]);
+    }
+
+    #[test]
+    fn corpus_signature_marks_a_varying_reference_count() {
+        let rouge = Rouge::new(RougeKind::Lcs, false);
+        let segs = [
+            Segment {
+                hyp: "a b",
+                refs: &["a b"],
+                src: None,
+            },
+            Segment {
+                hyp: "c d",
+                refs: &["c d", "c"],
+                src: None,
+            },
+        ];
+        assert!(
+            rouge
+                .corpus_score(&segs)
+                .unwrap()
+                .signature
+                .starts_with("rougeL|nrefs:var|")
+        );
     }
 
     #[test]

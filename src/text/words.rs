@@ -1,4 +1,5 @@
-//! Whitespace words with their byte spans, and word-level edit distance.
+//! Whitespace words with their byte spans. (Word-level edit distance and
+//! alignment live in `inject::diff`, the one place that needs them.)
 //!
 //! Injections work on whitespace-separated words (punctuation stays attached),
 //! as the [BS] paper's noise ratio does.
@@ -56,21 +57,6 @@ pub fn words(text: &str) -> Vec<Word<'_>> {
     out
 }
 
-/// Levenshtein distance over word sequences (insert, delete, substitute = 1).
-pub fn levenshtein<T: PartialEq>(a: &[T], b: &[T]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, x) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(x != y);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,14 +68,5 @@ mod tests {
         assert_eq!(texts, ["Hello,", "(world)!", "Again"]);
         assert_eq!(w[1].span(), 9..17);
         assert_eq!(w[1].core(), "world");
-    }
-
-    #[test]
-    fn levenshtein_counts_word_edits() {
-        let a = ["the", "cat", "sat"];
-        assert_eq!(levenshtein(&a, &["the", "cat", "sat"]), 0);
-        assert_eq!(levenshtein(&a, &["cat", "the", "sat"]), 2);
-        assert_eq!(levenshtein(&a, &["the", "sat"]), 1);
-        assert_eq!(levenshtein::<&str>(&a, &[]), 3);
     }
 }

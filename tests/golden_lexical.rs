@@ -10,11 +10,12 @@ use blindspot::metrics::{Bleu, Chrf, Level, Metric, Rouge, RougeKind, Segment};
 use blindspot::text::porter;
 use serde_json::Value;
 
+mod common;
+use common::{field, rows};
+
 /// Both references print with 16 significant digits; 1e-6 on the 0-100 and
 /// 0-1 scales is the parity bar, far above float noise.
 const TOLERANCE: f64 = 1e-6;
-
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
 
 fn golden() -> Value {
     let text = std::fs::read_to_string(concat!(
@@ -23,42 +24,6 @@ fn golden() -> Value {
     ))
     .unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-/// Rows of a data file as JSON objects (JSONL or CSV with a header).
-fn rows(file: &str) -> Vec<Value> {
-    let path = format!("{DATA}/{file}");
-    if file.ends_with(".csv") {
-        let mut reader = csv::Reader::from_path(&path).unwrap();
-        let headers = reader.headers().unwrap().clone();
-        reader
-            .records()
-            .map(|r| {
-                let r = r.unwrap();
-                Value::Object(
-                    headers
-                        .iter()
-                        .zip(r.iter())
-                        .map(|(h, v)| (h.to_string(), Value::from(v)))
-                        .collect(),
-                )
-            })
-            .collect()
-    } else {
-        std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-fn field(row: &Value, path: &str) -> String {
-    path.split('/')
-        .fold(row, |v, key| &v[key])
-        .as_str()
-        .unwrap_or_else(|| panic!("field {path}"))
-        .to_string()
 }
 
 /// Mirrors `drop_every` in the Python script.

@@ -5,8 +5,11 @@
 //! `str.split()`), plus the NLTK Porter stemmer that rouge-score uses.
 
 pub mod lexicon;
+pub mod morph;
 pub mod porter;
 pub mod sentences;
+pub mod tagger;
+pub mod tokens;
 pub mod words;
 
 /// True for every character Python's `str.isspace()` accepts.

@@ -1,0 +1,56 @@
+//! Helpers shared by the integration tests: reading rows of ../shared/data
+//! back by file, line and field path (golden files name data, never copy it).
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// The shared test data folder.
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
+
+/// Rows of a data file as JSON values: JSONL objects, CSV rows keyed by the
+/// header, or `{"text": line}` for one-text-per-line files.
+pub fn rows(file: &str) -> Vec<Value> {
+    let path = format!("{DATA}/{file}");
+    if file.ends_with(".csv") {
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let headers = reader.headers().unwrap().clone();
+        reader
+            .records()
+            .map(|r| {
+                let r = r.unwrap();
+                Value::Object(
+                    headers
+                        .iter()
+                        .zip(r.iter())
+                        .map(|(h, v)| (h.to_string(), Value::from(v)))
+                        .collect(),
+                )
+            })
+            .collect()
+    } else if file.ends_with(".txt") {
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::json!({ "text": l }))
+            .collect()
+    } else {
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// The string at a `/`-separated path (`systems/M0/summary`, `refs/3`).
+pub fn field(row: &Value, path: &str) -> String {
+    path.split('/')
+        .fold(row, |v, key| match (v, key.parse::<usize>()) {
+            (Value::Array(items), Ok(i)) => &items[i],
+            _ => &v[key],
+        })
+        .as_str()
+        .unwrap_or_else(|| panic!("field {path}"))
+        .to_string()
+}

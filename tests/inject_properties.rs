@@ -4,6 +4,7 @@
 
 use blindspot::inject::{self, Context, Injected, LevelKind, apply, registry};
 use blindspot::text::lexicon::{self, ARTICLES, PREPOSITIONS, STOP_WORDS};
+use blindspot::text::tagger::{Analysis, Tagged, Tagger};
 use blindspot::text::words::words;
 use serde_json::Value;
 
@@ -184,6 +185,184 @@ fn only_the_intended_words_change() {
     }
 }
 
+/// Whitespace words of `before` that differ from `after` (same word count),
+/// with their byte spans in `before`.
+fn changed_words<'a>(before: &'a str, after: &str) -> Vec<(std::ops::Range<usize>, &'a str)> {
+    let (a, b) = (words(before), words(after));
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "word count changed: {before:?} -> {after:?}"
+    );
+    a.iter()
+        .zip(&b)
+        .filter(|(x, y)| x.text != y.text)
+        .map(|(x, _)| (x.span(), x.text))
+        .collect()
+}
+
+/// True when the byte range overlaps a token the predicate accepts.
+fn overlaps(
+    analysis: &Analysis,
+    range: &std::ops::Range<usize>,
+    ok: impl Fn(&Tagged) -> bool,
+) -> bool {
+    analysis
+        .tokens
+        .iter()
+        .any(|t| t.token.start < range.end && range.start < t.token.end && ok(t))
+}
+
+#[test]
+fn tagger_injections_touch_only_their_kind_of_word() {
+    let texts = texts();
+    let ctx = context(&[]);
+    let run = |id: &str, text: &str, level: f64, seed: u64| -> Injected {
+        apply(inject::create(id).unwrap(), text, level, seed, &ctx).unwrap()
+    };
+    let tagger = Tagger::english();
+    let mut applied = std::collections::BTreeMap::<&str, usize>::new();
+    for (i, text) in texts.iter().enumerate() {
+        let seed = i as u64;
+        let analysis = tagger.analyze(text);
+        let one_pos = |id: &'static str, level: f64, ok: &dyn Fn(&Tagged) -> bool, max: usize| {
+            let out = run(id, text, level, seed);
+            if out.applied {
+                let changed = changed_words(text, &out.text);
+                assert!(
+                    !changed.is_empty() && changed.len() <= max,
+                    "{id}: {changed:?}"
+                );
+                for (range, word) in &changed {
+                    assert!(
+                        overlaps(&analysis, range, ok),
+                        "{id} changed {word:?} in {text:?}"
+                    );
+                }
+            }
+            out.applied
+        };
+        let verb = |t: &Tagged| matches!(t.upos, "VERB" | "AUX");
+        let counts = [
+            (
+                "verb_lemmatization",
+                one_pos("verb_lemmatization", 1.0, &verb, usize::MAX),
+            ),
+            (
+                "verb_switching",
+                one_pos("verb_switching", 8.0, &|t| t.upos == "VERB", 16),
+            ),
+            (
+                "noun_switching",
+                one_pos("noun_switching", 2.0, &|t| t.upos == "NOUN", 4),
+            ),
+            (
+                "noun_mismatch",
+                one_pos("noun_mismatch", 1.0, &|t| t.upos == "NOUN", 1),
+            ),
+            (
+                "verb_mismatch",
+                one_pos("verb_mismatch", 1.0, &|t| t.upos == "VERB", 1),
+            ),
+            (
+                "adjective_mismatch",
+                one_pos("adjective_mismatch", 1.0, &|t| t.upos == "ADJ", 1),
+            ),
+            (
+                "subject_verb_disagreement",
+                one_pos(
+                    "subject_verb_disagreement",
+                    1.0,
+                    &|t| matches!(t.tag, "VBZ" | "VBP") || matches!(t.text(), "was" | "were"),
+                    1,
+                ),
+            ),
+        ];
+        for (id, ok) in counts {
+            *applied.entry(id).or_default() += usize::from(ok);
+        }
+        // Swaps only move tokens: the multiset of tokens stays.
+        let sorted = |t: &str| {
+            let mut w: Vec<String> = tagger
+                .analyze(t)
+                .tokens
+                .iter()
+                .map(|t| t.text().to_lowercase())
+                .collect();
+            w.sort();
+            w
+        };
+        for id in ["verb_switching", "noun_switching", "entity_switching"] {
+            let out = run(id, text, 1.0, seed);
+            if out.applied {
+                assert_eq!(sorted(text), sorted(&out.text), "{id} only moves tokens");
+            }
+        }
+        if run("entity_switching", text, 1.0, seed).applied {
+            *applied.entry("entity_switching").or_default() += 1;
+        }
+        let generic = run("generic_entity", text, 1.0, seed);
+        if generic.applied {
+            *applied.entry("generic_entity").or_default() += 1;
+            for w in removed_words(&generic.text, text) {
+                let w = w.trim_end_matches("'s").trim_end_matches("’s");
+                assert!(
+                    ["the", "person", "place", "organization", "product"].contains(&w),
+                    "generic_entity added {w:?}: {:?}",
+                    generic.text
+                );
+            }
+        }
+        let added = run("addition", text, 1.0, seed);
+        if added.applied {
+            *applied.entry("addition").or_default() += 1;
+            let new = removed_words(&added.text, text);
+            assert_eq!(new.len(), 2, "addition adds 'and' + a noun: {new:?}");
+            assert!(new.contains(&"and".to_owned()));
+        }
+        let named = run("name_error", text, 1.0, seed);
+        if named.applied {
+            *applied.entry("name_error").or_default() += 1;
+            let changed = changed_words(text, &named.text);
+            assert_eq!(changed.len(), 1);
+            let word = &changed[0].0;
+            assert!(
+                analysis.entities.iter().any(|e| e.label == "PERSON"
+                    && e.span.start < word.end
+                    && word.start < e.span.end),
+                "name_error changed {:?}",
+                changed[0].1
+            );
+        }
+        let negated = run("negation", text, 1.0, seed);
+        if negated.applied {
+            *applied.entry("negation").or_default() += 1;
+            let negations = |t: &str| {
+                Tagger::english()
+                    .analyze(t)
+                    .tokens
+                    .iter()
+                    .filter(|t| {
+                        matches!(
+                            t.text().to_lowercase().as_str(),
+                            "not" | "n't" | "n’t" | "cannot"
+                        )
+                    })
+                    .count()
+            };
+            assert_ne!(
+                negations(text),
+                negations(&negated.text),
+                "negation changes the negations"
+            );
+        }
+    }
+    println!("applied on {} texts: {applied:?}", texts.len());
+    for (id, n) in &applied {
+        assert!(*n > 0, "{id} never applied");
+    }
+}
+
 #[test]
 fn noise_ratio_grows_with_level_on_average() {
     let texts = texts();
@@ -216,7 +395,7 @@ fn noise_ratio_grows_with_level_on_average() {
 }
 
 #[test]
-fn menli_number_and_pronoun_attacks_cover_menli_rows() {
+fn menli_number_pronoun_negation_and_name_attacks_cover_menli_rows() {
     let mut reader = csv::Reader::from_path(format!("{DATA}/menli_wmt20_de.csv")).unwrap();
     let headers = reader.headers().unwrap().clone();
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
@@ -227,6 +406,8 @@ fn menli_number_and_pronoun_attacks_cover_menli_rows() {
         let id = match &r[error] {
             "num" => "number_error",
             "pron" => "pronoun_error",
+            "neg" => "negation",
+            "name" => "name_error",
             _ => continue,
         };
         if r[reference] == r[adv] {

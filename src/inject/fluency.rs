@@ -1,19 +1,22 @@
-//! Fluency errors of [BS] Table 16 that need no tagger. Levels are the
-//! defaults of the paper's released code (SPEC 2.1).
+//! Fluency errors of [BS] Table 16. Levels are the defaults of the paper's
+//! released code (SPEC 2.1). Verb lemmatization uses the tagger.
 
 use rand::Rng;
 use rand::seq::index::sample;
 
+use super::spans::replace_spans;
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
     info, join, recapitalize,
 };
 use crate::text::lexicon::{self, ARTICLES, PREPOSITIONS, STOP_WORDS};
+use crate::text::morph::{match_case, verb_lemma};
 use crate::text::sentences::sentence_spans;
+use crate::text::tagger::Tagger;
 use crate::text::words::{Word, words};
 
 /// All fluency injections in this file.
-pub static ALL: [&dyn Injection; 9] = [
+pub static ALL: [&dyn Injection; 10] = [
     &Truncation,
     &LexiconRemoval(&ARTICLE_REMOVAL),
     &LexiconRemoval(&PREPOSITION_REMOVAL),
@@ -23,6 +26,7 @@ pub static ALL: [&dyn Injection; 9] = [
     &LocalSwap,
     &MiddleSwap,
     &NoisedPunctuation,
+    &VerbLemmatization,
 ];
 
 const PORTIONS_05_50: &[f64] = &[0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5];
@@ -402,6 +406,49 @@ impl Injection for NoisedPunctuation {
             return Err(NotApplicable("no word-final punctuation to change".into()));
         }
         Ok(out)
+    }
+}
+
+/// Replace inflected verbs by their lemma with probability p (went -> go).
+pub struct VerbLemmatization;
+static VERB_LEMMATIZATION: InjectionInfo = info(
+    "verb_lemmatization",
+    "Verb lemmatization",
+    Family::Fluency,
+    LevelKind::Portion,
+    &[0.5, 1.0],
+    "Replaces each inflected verb by its lemma with probability p (went -> go, says -> say).",
+);
+impl Injection for VerbLemmatization {
+    fn info(&self) -> &'static InjectionInfo {
+        &VERB_LEMMATIZATION
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        p: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let analysis = Tagger::english().analyze(text);
+        let candidates: Vec<_> = analysis
+            .tokens
+            .iter()
+            .filter(|t| matches!(t.upos, "VERB" | "AUX"))
+            .filter(|t| t.token.text.chars().all(char::is_alphabetic))
+            .filter_map(|t| {
+                let lemma = match_case(&verb_lemma(t.text()), t.text());
+                (lemma != t.text()).then(|| (t.token.span(), lemma))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Err(NotApplicable("no inflected verbs".into()));
+        }
+        let chosen = candidates
+            .into_iter()
+            .filter(|_| rng.random_bool(p))
+            .collect();
+        Ok(replace_spans(text, chosen))
     }
 }
 

@@ -1,7 +1,8 @@
-//! MENLI attacks ([MENLI] §3.2, SPEC 2.4) that need no tagger: omission,
-//! jumbling, spelling (typo), number error, pronoun error, and the
-//! number-to-words paraphrase. Addition, the noun/verb/adjective mismatches,
-//! negation, name error and subject-verb disagreement need the tagger.
+//! MENLI attacks ([MENLI] §3.2, SPEC 2.4), one key error each: omission,
+//! jumbling, spelling (typo), number error, pronoun error, the
+//! number-to-words paraphrase, and, with the tagger, addition, the
+//! noun/verb/adjective mismatches, name error and subject-verb disagreement.
+//! (MENLI's negation is the consistency family's `negation`.)
 
 use std::sync::LazyLock;
 
@@ -12,20 +13,31 @@ use regex::Regex;
 
 use super::character::{CharOp, edit_random_words, edit_word};
 use super::fluency::TokenDrop;
+use super::spans::replace_spans;
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
     info, join,
 };
-use crate::text::lexicon::{self, MONTHS, PRONOUN_SWAPS};
+use crate::text::lexicon::{
+    self, ADJECTIVES, FEMALE_NAMES, MALE_NAMES, MONTHS, NOUNS, PRONOUN_SWAPS, SURNAMES, VERBS,
+};
+use crate::text::morph::{disagreeing_form, inflect, match_case, third_person};
+use crate::text::tagger::{Tagged, Tagger};
 use crate::text::words::{Word, words};
 
 /// All MENLI injections in this file.
-pub static ALL: [&dyn Injection; 6] = [
+pub static ALL: [&dyn Injection; 12] = [
+    &Addition,
     &Omission,
-    &Jumbling,
-    &Typo,
+    &PosMismatch(&NOUN_MISMATCH),
+    &PosMismatch(&VERB_MISMATCH),
+    &PosMismatch(&ADJECTIVE_MISMATCH),
     &NumberError,
     &PronounError,
+    &NameError,
+    &Jumbling,
+    &Typo,
+    &SubjectVerbDisagreement,
     &NumberToWords,
 ];
 
@@ -422,6 +434,271 @@ impl Injection for NumberToWords {
         _: &Context,
     ) -> Result<String, NotApplicable> {
         replace_numbers(text, p, rng, |number, _| number_words(number))
+    }
+}
+
+/// Picks `n` random candidates (at least one must exist) and returns the
+/// edits `make` produces for them, skipping candidates it declines.
+fn edit_random<T>(
+    candidates: &[T],
+    n: f64,
+    rng: &mut InjectRng,
+    what: &str,
+    mut make: impl FnMut(&T, &mut InjectRng) -> Option<(std::ops::Range<usize>, String)>,
+) -> Result<Vec<(std::ops::Range<usize>, String)>, NotApplicable> {
+    if candidates.is_empty() {
+        return Err(NotApplicable(format!("no {what}")));
+    }
+    let k = (n as usize).min(candidates.len());
+    let edits: Vec<_> = sample(rng, candidates.len(), k)
+        .into_iter()
+        .filter_map(|i| make(&candidates[i], rng))
+        .collect();
+    Ok(edits)
+}
+
+/// A random word from `list` other than `not` (compared lowercase).
+fn other_word<'a>(list: &[&'a str], not: &str, rng: &mut InjectRng) -> &'a str {
+    loop {
+        let w = list[rng.random_range(0..list.len())];
+        if !w.eq_ignore_ascii_case(not) {
+            return w;
+        }
+    }
+}
+
+/// Plural of a regular noun (`box` -> `boxes`, `city` -> `cities`).
+fn plural(noun: &str) -> String {
+    third_person(noun)
+}
+
+/// Insert a random noun after a noun, joined by "and".
+pub struct Addition;
+static ADDITION: InjectionInfo = info(
+    "addition",
+    "Addition",
+    Family::Menli,
+    LevelKind::Count,
+    &[1.0],
+    "Inserts a random noun after each of n random nouns, joined by \"and\" (the cat -> the cat and lamp).",
+);
+impl Injection for Addition {
+    fn info(&self) -> &'static InjectionInfo {
+        &ADDITION
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let analysis = Tagger::english().analyze(text);
+        // Not inside a compound or before a possessive ("footprint's").
+        let glued_word = |i: usize| {
+            analysis.tokens.get(i + 1).is_some_and(|n| {
+                n.token.start == analysis.tokens[i].token.end
+                    && (n.tag == "POS"
+                        || n.text().chars().any(char::is_alphanumeric)
+                        || n.text() == "-")
+            })
+        };
+        let nouns: Vec<&Tagged> = analysis
+            .tokens
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| t.upos == "NOUN" && !glued_word(i))
+            .map(|(_, t)| t)
+            .collect();
+        let edits = edit_random(&nouns, n, rng, "nouns", |t, rng| {
+            let added = other_word(NOUNS, t.text(), rng);
+            let added = if t.tag == "NNS" {
+                plural(added)
+            } else {
+                added.to_owned()
+            };
+            Some((t.token.span(), format!("{} and {added}", t.text())))
+        })?;
+        Ok(replace_spans(text, edits))
+    }
+}
+
+/// Which part of speech a [`PosMismatch`] replaces.
+pub struct PosMismatchKind {
+    info: InjectionInfo,
+    upos: &'static str,
+    words: &'static [&'static str],
+    what: &'static str,
+}
+
+/// Replace n random words by a random word of the same part of speech,
+/// inflected like the original (nouns keep their number, verbs their tense).
+pub struct PosMismatch(&'static PosMismatchKind);
+static NOUN_MISMATCH: PosMismatchKind = PosMismatchKind {
+    info: info(
+        "noun_mismatch",
+        "Noun mismatch",
+        Family::Menli,
+        LevelKind::Count,
+        &[1.0],
+        "Replaces n random nouns by random nouns of the same number.",
+    ),
+    upos: "NOUN",
+    words: NOUNS,
+    what: "nouns",
+};
+static VERB_MISMATCH: PosMismatchKind = PosMismatchKind {
+    info: info(
+        "verb_mismatch",
+        "Verb mismatch",
+        Family::Menli,
+        LevelKind::Count,
+        &[1.0],
+        "Replaces n random main verbs by random verbs in the same form.",
+    ),
+    upos: "VERB",
+    words: VERBS,
+    what: "main verbs",
+};
+static ADJECTIVE_MISMATCH: PosMismatchKind = PosMismatchKind {
+    info: info(
+        "adjective_mismatch",
+        "Adjective mismatch",
+        Family::Menli,
+        LevelKind::Count,
+        &[1.0],
+        "Replaces n random adjectives by random adjectives.",
+    ),
+    upos: "ADJ",
+    words: ADJECTIVES,
+    what: "adjectives",
+};
+impl Injection for PosMismatch {
+    fn info(&self) -> &'static InjectionInfo {
+        &self.0.info
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let analysis = Tagger::english().analyze(text);
+        let candidates: Vec<&Tagged> = analysis
+            .tokens
+            .iter()
+            .filter(|t| t.upos == self.0.upos && t.text().chars().all(char::is_alphabetic))
+            // Comparatives and superlatives have no regular form in our list.
+            .filter(|t| !matches!(t.tag, "JJR" | "JJS"))
+            .collect();
+        let edits = edit_random(&candidates, n, rng, self.0.what, |t, rng| {
+            let word = other_word(self.0.words, t.text(), rng);
+            let form = match self.0.upos {
+                "NOUN" if t.tag == "NNS" => plural(word),
+                "VERB" => inflect(word, t.tag),
+                _ => word.to_owned(),
+            };
+            Some((t.token.span(), match_case(&form, t.text())))
+        })?;
+        Ok(replace_spans(text, edits))
+    }
+}
+
+/// Replace a person's name by another of the same gender.
+pub struct NameError;
+static NAME_ERROR: InjectionInfo = info(
+    "name_error",
+    "Name error",
+    Family::Menli,
+    LevelKind::Count,
+    &[1.0],
+    "Replaces n random person names by other names of the same gender (a surname alone by another surname).",
+);
+impl Injection for NameError {
+    fn info(&self) -> &'static InjectionInfo {
+        &NAME_ERROR
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let analysis = Tagger::english().analyze(text);
+        let people: Vec<_> = analysis
+            .entities
+            .iter()
+            .filter(|e| e.label == "PERSON")
+            .collect();
+        let edits = edit_random(&people, n, rng, "person names", |e, rng| {
+            let tokens = &analysis.tokens[e.tokens.clone()];
+            let given = tokens.iter().find_map(|t| {
+                let list = if lexicon::contains(MALE_NAMES, t.text()) {
+                    MALE_NAMES
+                } else if lexicon::contains(FEMALE_NAMES, t.text()) {
+                    FEMALE_NAMES
+                } else {
+                    return None;
+                };
+                Some((t, list))
+            });
+            let (token, list) = match given {
+                Some(found) => found,
+                None => {
+                    let last = tokens
+                        .iter()
+                        .rev()
+                        .find(|t| t.text().chars().all(char::is_alphabetic))?;
+                    (last, SURNAMES)
+                }
+            };
+            let name = other_word(list, token.text(), rng);
+            Some((
+                token.token.span(),
+                match_case(&name.to_lowercase(), token.text()),
+            ))
+        })?;
+        if edits.is_empty() {
+            return Err(NotApplicable("no replaceable person names".into()));
+        }
+        Ok(replace_spans(text, edits))
+    }
+}
+
+/// Break subject-verb agreement of n present-tense verbs ("He like dogs").
+pub struct SubjectVerbDisagreement;
+static SUBJECT_VERB_DISAGREEMENT: InjectionInfo = info(
+    "subject_verb_disagreement",
+    "Subject-verb disagreement",
+    Family::Menli,
+    LevelKind::Count,
+    &[1.0],
+    "Changes the number of n random present-tense verbs (he likes -> he like, they are -> they is).",
+);
+impl Injection for SubjectVerbDisagreement {
+    fn info(&self) -> &'static InjectionInfo {
+        &SUBJECT_VERB_DISAGREEMENT
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        n: f64,
+        rng: &mut InjectRng,
+        _: &Context,
+    ) -> Result<String, NotApplicable> {
+        let analysis = Tagger::english().analyze(text);
+        let verbs: Vec<(std::ops::Range<usize>, String)> = analysis
+            .tokens
+            .iter()
+            .filter(|t| t.text().chars().all(char::is_alphabetic))
+            .filter_map(|t| Some((t.token.span(), disagreeing_form(t.text(), t.tag)?)))
+            .collect();
+        let edits = edit_random(&verbs, n, rng, "present-tense verbs", |e, _| {
+            Some(e.clone())
+        })?;
+        Ok(replace_spans(text, edits))
     }
 }
 

@@ -14,6 +14,7 @@ pub mod fluency;
 pub mod masked_lm;
 pub mod menli;
 pub mod other;
+mod spans;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

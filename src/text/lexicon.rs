@@ -250,3 +250,140 @@ pub fn contains(list: &[&str], word: &str) -> bool {
         .to_lowercase();
     list.contains(&w.as_str())
 }
+
+/// Common concrete nouns with regular plurals, for MENLI addition and noun
+/// mismatch (a random noun of the same part of speech).
+pub const NOUNS: &[&str] = &[
+    "apple", "bottle", "bridge", "camera", "candle", "car", "castle", "chair", "cloud", "coat",
+    "computer", "cookie", "desk", "dog", "door", "dragon", "engine", "farm", "flower", "forest",
+    "garden", "guitar", "hammer", "hat", "horse", "island", "jacket", "kettle", "key", "lamp",
+    "lemon", "letter", "mirror", "monkey", "mountain", "needle", "ocean", "orange", "painting",
+    "pencil", "pillow", "planet", "pocket", "rabbit", "river", "robot", "rocket", "sandwich",
+    "shoe", "spoon", "station", "table", "tiger", "tomato", "tower", "train", "tree", "umbrella",
+    "violin", "wall", "window",
+];
+
+/// Regular verbs (past in -ed), for verb mismatch.
+pub const VERBS: &[&str] = &[
+    "accept", "admire", "answer", "arrive", "bake", "borrow", "call", "carry", "chase", "clean",
+    "climb", "collect", "cook", "cover", "dance", "deliver", "destroy", "discover", "dream",
+    "enjoy", "explain", "fill", "fix", "follow", "greet", "hate", "help", "hunt", "imagine",
+    "invite", "jump", "kick", "kiss", "laugh", "listen", "love", "marry", "melt", "open", "order",
+    "paint", "plant", "play", "pull", "push", "repair", "rescue", "sail", "scream", "share",
+    "smile", "start", "stop", "visit", "wait", "walk", "wash", "watch", "whisper", "wonder",
+];
+
+/// Common adjectives, for adjective mismatch.
+pub const ADJECTIVES: &[&str] = &[
+    "angry", "ancient", "bitter", "brave", "bright", "broken", "calm", "cheap", "clever", "cold",
+    "curious", "dark", "deep", "dirty", "dry", "empty", "famous", "fancy", "fierce", "friendly",
+    "gentle", "giant", "green", "happy", "heavy", "hollow", "honest", "huge", "hungry", "lazy",
+    "loud", "lucky", "narrow", "noisy", "odd", "polite", "proud", "purple", "quiet", "rare",
+    "rough", "rude", "sad", "shiny", "silly", "sleepy", "smooth", "soft", "sour", "strange",
+    "sweet", "tiny", "ugly", "warm", "wet", "wild", "wooden", "yellow",
+];
+
+/// Given names usually borne by men, for the MENLI name error.
+pub const MALE_NAMES: &[&str] = &[
+    "Adam",
+    "Alexander",
+    "Andreas",
+    "Andrew",
+    "Anthony",
+    "Benjamin",
+    "Charles",
+    "Christian",
+    "Daniel",
+    "David",
+    "Donald",
+    "Edward",
+    "Frank",
+    "George",
+    "Hans",
+    "Henry",
+    "Jack",
+    "James",
+    "John",
+    "Joseph",
+    "Klaus",
+    "Mark",
+    "Martin",
+    "Matthew",
+    "Michael",
+    "Paul",
+    "Peter",
+    "Richard",
+    "Robert",
+    "Stefan",
+    "Steven",
+    "Thomas",
+    "William",
+    "Wolfgang",
+];
+
+/// Given names usually borne by women, for the MENLI name error.
+pub const FEMALE_NAMES: &[&str] = &[
+    "Alice",
+    "Angela",
+    "Anna",
+    "Barbara",
+    "Catherine",
+    "Charlotte",
+    "Claudia",
+    "Elizabeth",
+    "Emily",
+    "Emma",
+    "Helen",
+    "Jane",
+    "Jennifer",
+    "Julia",
+    "Karen",
+    "Katharina",
+    "Laura",
+    "Linda",
+    "Maria",
+    "Mary",
+    "Monika",
+    "Nancy",
+    "Olivia",
+    "Patricia",
+    "Sabine",
+    "Sarah",
+    "Sophie",
+    "Susan",
+    "Ursula",
+];
+
+/// Family names, for a person named by surname only.
+pub const SURNAMES: &[&str] = &[
+    "Anderson",
+    "Becker",
+    "Brown",
+    "Clark",
+    "Davis",
+    "Fischer",
+    "Garcia",
+    "Hoffmann",
+    "Johnson",
+    "Jones",
+    "Koch",
+    "Lewis",
+    "Martin",
+    "Meyer",
+    "Miller",
+    "Moore",
+    "Muller",
+    "Richter",
+    "Schmidt",
+    "Schneider",
+    "Smith",
+    "Taylor",
+    "Thompson",
+    "Wagner",
+    "Walker",
+    "Weber",
+    "White",
+    "Williams",
+    "Wilson",
+    "Wolf",
+];

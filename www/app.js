@@ -275,8 +275,30 @@ function updateHistoryButtons() {
   $("redo").disabled = !state.redo.length;
 }
 
-function applyInjection() {
+/** Loads GPT-2's tokenizer into the engine the first time an injection needs it. */
+async function ensureLmTokenizer(info) {
+  if (!info.needs_lm_tokenizer || state.wasm.hasLmTokenizer()) return;
+  const out = $("injection-result");
+  out.textContent = "Loading the GPT-2 tokenizer…";
+  out.className = "muted";
+  const fetchText = async (name) => {
+    const response = await fetch(`tokenizers/gpt2/${name}`);
+    if (!response.ok) throw new Error(`could not load tokenizers/gpt2/${name} (HTTP ${response.status})`);
+    return response.text();
+  };
+  const [encoder, vocab] = await Promise.all([fetchText("encoder.json"), fetchText("vocab.bpe")]);
+  state.wasm.loadGpt2Tokenizer(encoder, vocab);
+}
+
+async function applyInjection() {
   const info = state.injections.find((i) => i.id === $("injection").value);
+  try {
+    await ensureLmTokenizer(info);
+  } catch (err) {
+    $("injection-result").textContent = String(err.message ?? err);
+    $("injection-result").className = "bad";
+    return;
+  }
   const level = Number($("level").value);
   const seed = Math.max(0, Math.floor(Number($("seed").value) || 0));
   const current = new Set([fields.reference.value, fields.hypothesis.value]);
@@ -309,9 +331,16 @@ function applyInjection() {
   afterHistoryChange();
 }
 
-function runSweep() {
+async function runSweep() {
   const info = state.injections.find((i) => i.id === $("injection").value);
   const out = $("injection-result");
+  try {
+    await ensureLmTokenizer(info);
+  } catch (err) {
+    out.textContent = String(err.message ?? err);
+    out.className = "bad";
+    return;
+  }
   let sweep;
   try {
     sweep = state.wasm.sweepInjection({

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use blindspot::inject::{self, Context};
+use blindspot::models::tokenizer::LmTokenizer;
 use clap::ValueEnum;
 
 use super::CliError;
@@ -35,15 +36,40 @@ pub struct InjectArgs {
     /// Source text for injections that need one (copy_source), when the input has none.
     #[arg(long)]
     source: Option<String>,
+    /// Language-model tokenizer for positioned errors: a `tokenizer.json`, or
+    /// a folder with GPT-2's `encoder.json` and `vocab.bpe`.
+    #[arg(long)]
+    tokenizer: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = InjectFormat::Text)]
     format: InjectFormat,
+}
+
+/// Loads `--tokenizer`: a tokenizer.json file or a GPT-2 vocabulary folder.
+fn load_tokenizer(path: &str) -> Result<LmTokenizer, CliError> {
+    let fail = |message: String| CliError::Tokenizer {
+        path: path.to_owned(),
+        message,
+    };
+    let dir = std::path::Path::new(path);
+    if dir.is_dir() {
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| fail(format!("cannot read {name}: {e}")))
+        };
+        LmTokenizer::gpt2(&read("encoder.json")?, &read("vocab.bpe")?)
+            .map_err(|e| fail(e.to_string()))
+    } else {
+        let bytes = std::fs::read(dir).map_err(|e| fail(format!("cannot read: {e}")))?;
+        LmTokenizer::from_tokenizer_json(path, &bytes).map_err(|e| fail(e.to_string()))
+    }
 }
 
 /// Runs `blindspot inject`.
 pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
     let injection = inject::create(&args.injection)?;
     let level = args.level.unwrap_or(injection.info().default_levels[0]);
+    let tokenizer = args.tokenizer.as_deref().map(load_tokenizer).transpose()?;
     let text = read_text(&args.input)?;
     let mut rows: Vec<(String, Option<String>)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -84,6 +110,7 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
             source: src.as_deref().or(args.source.as_deref()),
             samples: &samples,
             masked_lm: None,
+            lm_tokenizer: tokenizer.as_ref(),
         };
         let result = inject::apply(injection, text, level, args.seed, &ctx)?;
         match args.format {

@@ -87,6 +87,14 @@ pub enum CliError {
     /// Problem raised by a metric.
     #[error(transparent)]
     Metric(#[from] metrics::MetricError),
+    /// A tokenizer could not be loaded.
+    #[error("{path}: {message}")]
+    Tokenizer {
+        /// The file or folder given.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// Writing the output failed (closed pipe and the like).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),

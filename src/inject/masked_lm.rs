@@ -114,6 +114,7 @@ mod tests {
         ));
         let ctx = Context {
             masked_lm: Some(&TwoWords),
+            lm_tokenizer: None,
             ..Context::default()
         };
         let out = apply(&BertDiverge, text, 0.2, 0, &ctx).unwrap();

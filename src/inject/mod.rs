@@ -80,6 +80,8 @@ pub struct InjectionInfo {
     pub needs_samples: bool,
     /// Needs a masked language model in the [`Context`].
     pub needs_masked_lm: bool,
+    /// Needs a language-model tokenizer in the [`Context`].
+    pub needs_lm_tokenizer: bool,
 }
 
 /// An [`InjectionInfo`] with the common defaults (no swap, no context needs);
@@ -103,6 +105,7 @@ pub(crate) const fn info(
         needs_source: false,
         needs_samples: false,
         needs_masked_lm: false,
+        needs_lm_tokenizer: false,
     }
 }
 
@@ -115,6 +118,8 @@ pub struct Context<'a> {
     pub samples: &'a [&'a str],
     /// A masked language model, for BERT-diverge (provided by the PLM engine).
     pub masked_lm: Option<&'a dyn masked_lm::MaskedLm>,
+    /// A language model's tokenizer, for positioned errors (GPT-2's by default).
+    pub lm_tokenizer: Option<&'a crate::models::tokenizer::LmTokenizer>,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -123,6 +128,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("source", &self.source)
             .field("samples", &self.samples.len())
             .field("masked_lm", &self.masked_lm.map(|m| m.name()))
+            .field("lm_tokenizer", &self.lm_tokenizer.map(|t| t.name()))
             .finish()
     }
 }
@@ -277,6 +283,12 @@ pub fn apply(
         return Err(InjectError::MissingContext {
             id: info.id,
             what: "a masked language model (load one in the PLM engine)",
+        });
+    }
+    if info.needs_lm_tokenizer && ctx.lm_tokenizer.is_none() {
+        return Err(InjectError::MissingContext {
+            id: info.id,
+            what: "a language-model tokenizer (GPT-2's encoder.json and vocab.bpe, or a tokenizer.json)",
         });
     }
     let mut rng = InjectRng::seed_from_u64(seed);

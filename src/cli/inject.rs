@@ -46,7 +46,7 @@ pub struct InjectArgs {
 }
 
 /// Loads `--tokenizer`: a tokenizer.json file or a GPT-2 vocabulary folder.
-fn load_tokenizer(path: &str) -> Result<LmTokenizer, CliError> {
+pub(super) fn load_tokenizer(path: &str) -> Result<LmTokenizer, CliError> {
     let fail = |message: String| CliError::Tokenizer {
         path: path.to_owned(),
         message,

@@ -3,6 +3,7 @@
 mod inject;
 mod input;
 mod output;
+mod stress;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ListFormat::Table)]
         format: ListFormat,
     },
+    /// Run the blind-spot stress suite over a dataset: every injection, level and seed.
+    Stress(stress::StressArgs),
+    /// Run the MENLI preference suite: does each metric prefer the paraphrase to the adversarial text?
+    Prefer(stress::PreferArgs),
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -87,6 +92,9 @@ pub enum CliError {
     /// Problem raised by a metric.
     #[error(transparent)]
     Metric(#[from] metrics::MetricError),
+    /// A stress suite could not run.
+    #[error("{0}")]
+    Suite(String),
     /// A tokenizer could not be loaded.
     #[error("{path}: {message}")]
     Tokenizer {
@@ -107,6 +115,8 @@ pub fn run() -> ExitCode {
         Command::Score(args) => score(&args),
         Command::Metrics { format } => list_metrics(format),
         Command::Inject(args) => inject::run_inject(&args),
+        Command::Stress(args) => stress::run_stress(&args),
+        Command::Prefer(args) => stress::run_prefer(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))
         }

@@ -131,8 +131,10 @@ fn remove_words(all: &[Word], drop: &[bool]) -> String {
         }
         let core_end = w
             .text
-            .rfind(|c: char| c.is_alphanumeric())
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_alphanumeric())
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let trailing = &w.text[core_end..];
         if let Some(prev) = kept.last_mut()
             && !trailing.is_empty()
@@ -461,6 +463,13 @@ mod tests {
         apply(inj, text, level, 7, &Context::default())
             .unwrap()
             .text
+    }
+
+    #[test]
+    fn removing_a_word_that_ends_in_a_multibyte_letter_keeps_its_punctuation() {
+        let w = words("We met at the Café. Then left.");
+        let drop: Vec<bool> = w.iter().map(|w| w.text == "Café.").collect();
+        assert_eq!(remove_words(&w, &drop), "We met at the. Then left.");
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Stress tests ([BS] §2, SPEC 1.1): apply an injection at each level to a
 //! gold hypothesis, score every level, and judge each metric by the rank
-//! rule. This module holds the single-pair sweep the playground shows; the
-//! dataset runner builds on the same verdict.
+//! rule. This module holds the verdict and the single-pair sweep the
+//! playground shows; [`suite`] runs whole datasets.
+
+pub mod prefer;
+pub mod suite;
 
 use serde::Serialize;
 

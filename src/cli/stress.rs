@@ -1,0 +1,312 @@
+//! `blindspot stress`: the blind-spot suite over a dataset file.
+
+use std::io::Write;
+
+use blindspot::data::{self, Item, Loaded};
+use blindspot::inject;
+use blindspot::stress::suite::{SuiteConfig, SuiteReport, run_suite};
+use clap::ValueEnum;
+
+use super::CliError;
+use super::input::read_text;
+
+/// Dataset formats `stress` reads.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DataFormat {
+    /// WMT21 / TED-MT JSONL: `ref_a` gold hypothesis, `ref_b` reference, `src`.
+    Wmt,
+    /// SummEval JSONL: `ref` gold hypothesis, the other `refs` references, `src` article.
+    Summeval,
+    /// JSONL with `hyp` (gold hypothesis), `ref` (string or list), optional `src`.
+    Jsonl,
+}
+
+/// Arguments of `blindspot stress`.
+#[derive(clap::Args)]
+pub struct StressArgs {
+    /// Dataset file.
+    #[arg(long)]
+    data: String,
+    /// Dataset format.
+    #[arg(long, value_enum)]
+    format: DataFormat,
+    /// Comma-separated metric ids.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
+    )]
+    metrics: Vec<String>,
+    /// Comma-separated injection ids or families (fluency, consistency, menli, character, other, all).
+    #[arg(long, value_delimiter = ',', default_value = "fluency,consistency")]
+    injections: Vec<String>,
+    /// Seeds per level.
+    #[arg(long, default_value_t = 5)]
+    seeds: u64,
+    /// Use only the first N items.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Apply the Porter stemmer before ROUGE matching.
+    #[arg(long)]
+    rouge_stemmer: bool,
+    /// Language-model tokenizer for positioned errors (tokenizer.json, or a GPT-2 vocabulary folder).
+    #[arg(long)]
+    tokenizer: Option<String>,
+    /// Write the full results (JSON) here; `-` is stdout.
+    #[arg(long, default_value = "-")]
+    out: String,
+    /// Also write one CSV row per test, level and metric here.
+    #[arg(long)]
+    csv: Option<String>,
+}
+
+/// Expands family names into injection ids, keeping the order given.
+pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
+    let registry = inject::registry();
+    let mut ids: Vec<String> = Vec::new();
+    for name in names {
+        let family = |f: &str| {
+            registry
+                .iter()
+                .filter(|i| {
+                    serde_json::to_value(i.info().family).is_ok_and(|v| v == f) || f == "all"
+                })
+                .map(|i| i.info().id.to_owned())
+                .collect::<Vec<_>>()
+        };
+        let expanded = match name.as_str() {
+            "all" | "fluency" | "consistency" | "menli" | "character" | "other" => family(name),
+            id => vec![inject::create(id)?.info().id.to_owned()],
+        };
+        for id in expanded {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn load(args: &StressArgs) -> Result<(Vec<Item>, usize), CliError> {
+    let text = read_text(&args.data)?;
+    let problems = |loaded: &Loaded<Item>| {
+        for p in &loaded.problems {
+            eprintln!(
+                "warning: {}:{}: {} (row skipped)",
+                args.data, p.line, p.message
+            );
+        }
+        loaded.problems.len()
+    };
+    let loaded = match args.format {
+        DataFormat::Wmt => data::load_wmt(&text),
+        DataFormat::Jsonl => data::load_pairs(&text),
+        DataFormat::Summeval => {
+            let docs = data::load_summeval(&text);
+            Loaded {
+                rows: docs.rows.into_iter().map(|d| d.item).collect(),
+                problems: docs.problems,
+            }
+        }
+    };
+    let skipped = problems(&loaded);
+    let mut items = loaded.rows;
+    if let Some(n) = args.limit {
+        items.truncate(n);
+    }
+    Ok((items, skipped))
+}
+
+/// Runs `blindspot stress`.
+pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
+    let (items, _) = load(args)?;
+    let tokenizer = args
+        .tokenizer
+        .as_deref()
+        .map(super::inject::load_tokenizer)
+        .transpose()?;
+    let config = SuiteConfig {
+        injections: expand_injections(&args.injections)?,
+        metrics: args.metrics.clone(),
+        seeds: args.seeds,
+        rouge_stemmer: args.rouge_stemmer,
+    };
+    let bar = indicatif::ProgressBar::new(items.len() as u64).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} items, {elapsed} elapsed, ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    let dataset = std::path::Path::new(&args.data)
+        .file_name()
+        .map_or(args.data.clone(), |n| n.to_string_lossy().into_owned());
+    let report = run_suite(&dataset, &items, &config, tokenizer.as_ref(), &|done, _| {
+        bar.set_position(done as u64);
+        true
+    })
+    .map_err(|e| CliError::Suite(e.to_string()))?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).expect("serialisable");
+    if args.out == "-" {
+        writeln!(std::io::stdout().lock(), "{json}")?;
+    } else {
+        std::fs::write(&args.out, json + "\n")?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, report_csv(&report))?;
+    }
+    eprintln!("{}", summary(&report));
+    Ok(())
+}
+
+/// One row per (test, level, metric), with the verdict repeated per test.
+pub fn report_csv(report: &SuiteReport) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "tool",
+        "dataset",
+        "items",
+        "seeds",
+        "injection",
+        "family",
+        "level",
+        "noise_mean",
+        "noise_std",
+        "applied",
+        "metric",
+        "signature",
+        "base",
+        "mean",
+        "std",
+        "verdict",
+    ])
+    .expect("in-memory write");
+    for test in &report.tests {
+        let family = serde_json::to_value(test.family).expect("serialisable");
+        for level in &test.levels {
+            for (m, metric) in report.metrics.iter().enumerate() {
+                let verdict = serde_json::to_value(test.verdicts[m]).expect("serialisable");
+                w.write_record([
+                    report.tool.clone(),
+                    report.dataset.clone(),
+                    report.items.to_string(),
+                    report.config.seeds.to_string(),
+                    test.injection.clone(),
+                    family.as_str().unwrap_or_default().to_owned(),
+                    level.level.to_string(),
+                    level.noise_ratio.mean.to_string(),
+                    level.noise_ratio.std.to_string(),
+                    level.applied.to_string(),
+                    metric.id.clone(),
+                    metric.signature.clone(),
+                    report.base[m].to_string(),
+                    level.scores[m].mean.to_string(),
+                    level.scores[m].std.to_string(),
+                    verdict.as_str().unwrap_or_default().to_owned(),
+                ])
+                .expect("in-memory write");
+            }
+        }
+    }
+    String::from_utf8(w.into_inner().expect("in-memory flush")).expect("CSV of UTF-8 strings")
+}
+
+/// The report card as a terminal table: one row per test, one column per metric.
+pub fn summary(report: &SuiteReport) -> String {
+    let mut out = format!("{:<26}", "injection");
+    for m in &report.metrics {
+        out.push_str(&format!(" {:>14}", m.id));
+    }
+    out.push('\n');
+    for test in &report.tests {
+        out.push_str(&format!("{:<26}", test.injection));
+        if let Some(reason) = &test.skipped {
+            out.push_str(&format!(" skipped: {reason}\n"));
+            continue;
+        }
+        for v in &test.verdicts {
+            let v = serde_json::to_value(v).expect("serialisable");
+            out.push_str(&format!(" {:>14}", v.as_str().unwrap_or_default()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Arguments of `blindspot prefer`.
+#[derive(clap::Args)]
+pub struct PreferArgs {
+    /// MENLI-format CSV (error, id, source, ref, hyp_para, hyp_adv_based, hyp_adv_free, `_fixed` columns).
+    #[arg(long)]
+    menli: String,
+    /// Comma-separated metric ids.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
+    )]
+    metrics: Vec<String>,
+    /// Apply the Porter stemmer before ROUGE matching.
+    #[arg(long)]
+    rouge_stemmer: bool,
+    /// Write the full results (JSON) here; `-` is stdout.
+    #[arg(long, default_value = "-")]
+    out: String,
+}
+
+/// Runs `blindspot prefer`.
+pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
+    let text = read_text(&args.menli)?;
+    let loaded = data::load_menli_csv(&text)
+        .map_err(|p| CliError::Suite(format!("{}:{}: {}", args.menli, p.line, p.message)))?;
+    for p in &loaded.problems {
+        eprintln!(
+            "warning: {}:{}: {} (row skipped)",
+            args.menli, p.line, p.message
+        );
+    }
+    let dataset = std::path::Path::new(&args.menli)
+        .file_name()
+        .map_or(args.menli.clone(), |n| n.to_string_lossy().into_owned());
+    let bar = indicatif::ProgressBar::new(loaded.rows.len() as u64);
+    let options = blindspot::metrics::MetricOptions {
+        rouge_stemmer: args.rouge_stemmer,
+    };
+    let report = blindspot::stress::prefer::run_preference(
+        &dataset,
+        &loaded.rows,
+        &args.metrics,
+        options,
+        &|done, _| {
+            bar.set_position(done as u64);
+            true
+        },
+    )?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).expect("serialisable");
+    if args.out == "-" {
+        writeln!(std::io::stdout().lock(), "{json}")?;
+    } else {
+        std::fs::write(&args.out, json + "\n")?;
+    }
+    let mut table = format!("{:<18}", "error");
+    for m in &report.metrics {
+        table.push_str(&format!(" {:>8}", m.metric.id));
+    }
+    table.push('\n');
+    for (e, error) in report.error_types.iter().enumerate() {
+        table.push_str(&format!("{error:<18}"));
+        for m in &report.metrics {
+            table.push_str(&format!(" {:>8.3}", m.ref_based[e].accuracy));
+        }
+        table.push('\n');
+    }
+    table.push_str(&format!("{:<18}", "all"));
+    for m in &report.metrics {
+        table.push_str(&format!(" {:>8.3}", m.ref_based_overall.accuracy));
+    }
+    eprintln!(
+        "reference-based accuracy (paraphrase preferred over the adversarial text):\n{table}"
+    );
+    Ok(())
+}

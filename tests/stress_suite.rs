@@ -220,3 +220,50 @@ fn the_cli_writes_the_library_numbers() {
             .starts_with(&format!("blindspot {}", env!("CARGO_PKG_VERSION")))
     );
 }
+
+#[test]
+fn audit_flags_metrics_that_track_length_more_than_humans() {
+    let text = std::fs::read_to_string(format!("{DATA}/summeval.jsonl")).unwrap();
+    let docs = data::load_summeval(&text).rows;
+    let ids: Vec<String> = LEXICAL.iter().map(|s| s.to_string()).collect();
+    let report = blindspot::stress::audit::run_audit(
+        "summeval.jsonl",
+        &docs,
+        &ids,
+        MetricOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(report.examples, 1600);
+    assert_eq!(report.systems, 16);
+    assert_eq!(
+        report.dimensions,
+        ["coherence", "consistency", "fluency", "relevance"]
+    );
+    for m in &report.metrics {
+        let k = |c: &blindspot::stress::audit::Correlation| c.kendall;
+        println!(
+            "{:7} humans {:?} correlates {:?} system acc {:?} flags {}",
+            m.metric.id,
+            m.human
+                .iter()
+                .map(k)
+                .map(|v| (v * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            m.correlates
+                .iter()
+                .map(k)
+                .map(|v| (v * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            m.system_accuracy
+                .iter()
+                .map(|v| (v * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            m.flags.len()
+        );
+        for c in m.human.iter().chain(&m.correlates) {
+            assert!(c.kendall.abs() <= 1.0 && c.pearson.abs() <= 1.0 + 1e-12);
+        }
+    }
+    // [SPUR]: lexical metrics track surface features; at least one is flagged.
+    assert!(report.metrics.iter().any(|m| !m.flags.is_empty()));
+}

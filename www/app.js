@@ -3,6 +3,7 @@
 // Every number on the page comes from the wasm module (src/web); this file
 // only schedules work, renders results and keeps state across reloads.
 
+import { initSuite } from "./suite.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
 
@@ -432,6 +433,7 @@ async function main() {
   state.registry = wasm.metricRegistry();
   state.injections = wasm.injectionRegistry();
   buildPalette();
+  initSuite(wasm, state.registry, state.injections);
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

@@ -41,6 +41,12 @@ export function sweepChart(info, base, points, verdict, fmt) {
     svgEl("text", { x: left, y: h - 6 }, "0"),
     svgEl("text", { x: w - right, y: h - 6, "text-anchor": "end" }, `noise ${xMax.toFixed(2)}`),
   );
+  // A ±1 std band over seeds, when the points carry one.
+  if (points.length && points.every((p) => p.sd !== undefined)) {
+    const upper = points.map((p) => `${X(p.x)},${Y(Math.min(yMax, p.y + p.sd))}`);
+    const lower = points.map((p) => `${X(p.x)},${Y(Math.max(yMin, p.y - p.sd))}`).reverse();
+    svg.append(svgEl("polygon", { class: "band", points: [...upper, ...lower].join(" ") }));
+  }
   const all = [{ x: 0, y: base }, ...points];
   svg.append(svgEl("polyline", { class: "curve", points: all.map((p) => `${X(p.x)},${Y(p.y)}`).join(" ") }));
   for (const p of all) svg.append(svgEl("circle", { class: "point", cx: X(p.x), cy: Y(p.y), r: 3 }));

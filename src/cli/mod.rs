@@ -36,6 +36,8 @@ enum Command {
     Stress(stress::StressArgs),
     /// Run the MENLI preference suite: does each metric prefer the paraphrase to the adversarial text?
     Prefer(stress::PreferArgs),
+    /// Audit metrics for spurious correlates (length, coverage, density) on SummEval-format data.
+    Audit(stress::AuditArgs),
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -117,6 +119,7 @@ pub fn run() -> ExitCode {
         Command::Inject(args) => inject::run_inject(&args),
         Command::Stress(args) => stress::run_stress(&args),
         Command::Prefer(args) => stress::run_prefer(&args),
+        Command::Audit(args) => stress::run_audit(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))
         }

@@ -153,62 +153,10 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         std::fs::write(&args.out, json + "\n")?;
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, report_csv(&report))?;
+        std::fs::write(path, report.to_csv())?;
     }
     eprintln!("{}", summary(&report));
     Ok(())
-}
-
-/// One row per (test, level, metric), with the verdict repeated per test.
-pub fn report_csv(report: &SuiteReport) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "tool",
-        "dataset",
-        "items",
-        "seeds",
-        "injection",
-        "family",
-        "level",
-        "noise_mean",
-        "noise_std",
-        "applied",
-        "metric",
-        "signature",
-        "base",
-        "mean",
-        "std",
-        "verdict",
-    ])
-    .expect("in-memory write");
-    for test in &report.tests {
-        let family = serde_json::to_value(test.family).expect("serialisable");
-        for level in &test.levels {
-            for (m, metric) in report.metrics.iter().enumerate() {
-                let verdict = serde_json::to_value(test.verdicts[m]).expect("serialisable");
-                w.write_record([
-                    report.tool.clone(),
-                    report.dataset.clone(),
-                    report.items.to_string(),
-                    report.config.seeds.to_string(),
-                    test.injection.clone(),
-                    family.as_str().unwrap_or_default().to_owned(),
-                    level.level.to_string(),
-                    level.noise_ratio.mean.to_string(),
-                    level.noise_ratio.std.to_string(),
-                    level.applied.to_string(),
-                    metric.id.clone(),
-                    metric.signature.clone(),
-                    report.base[m].to_string(),
-                    level.scores[m].mean.to_string(),
-                    level.scores[m].std.to_string(),
-                    verdict.as_str().unwrap_or_default().to_owned(),
-                ])
-                .expect("in-memory write");
-            }
-        }
-    }
-    String::from_utf8(w.into_inner().expect("in-memory flush")).expect("CSV of UTF-8 strings")
 }
 
 /// The report card as a terminal table: one row per test, one column per metric.
@@ -307,6 +255,76 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
     }
     eprintln!(
         "reference-based accuracy (paraphrase preferred over the adversarial text):\n{table}"
+    );
+    Ok(())
+}
+
+/// Arguments of `blindspot audit`.
+#[derive(clap::Args)]
+pub struct AuditArgs {
+    /// SummEval-format JSONL (src, ref, refs, systems with summary and expert scores).
+    #[arg(long)]
+    summeval: String,
+    /// Comma-separated metric ids.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
+    )]
+    metrics: Vec<String>,
+    /// Apply the Porter stemmer before ROUGE matching.
+    #[arg(long)]
+    rouge_stemmer: bool,
+    /// Write the full results (JSON) here; `-` is stdout.
+    #[arg(long, default_value = "-")]
+    out: String,
+}
+
+/// Runs `blindspot audit`.
+pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
+    let text = read_text(&args.summeval)?;
+    let loaded = data::load_summeval(&text);
+    for p in &loaded.problems {
+        eprintln!(
+            "warning: {}:{}: {} (row skipped)",
+            args.summeval, p.line, p.message
+        );
+    }
+    let dataset = std::path::Path::new(&args.summeval)
+        .file_name()
+        .map_or(args.summeval.clone(), |n| n.to_string_lossy().into_owned());
+    let options = blindspot::metrics::MetricOptions {
+        rouge_stemmer: args.rouge_stemmer,
+    };
+    let report =
+        blindspot::stress::audit::run_audit(&dataset, &loaded.rows, &args.metrics, options)?;
+    let json = serde_json::to_string_pretty(&report).expect("serialisable");
+    if args.out == "-" {
+        writeln!(std::io::stdout().lock(), "{json}")?;
+    } else {
+        std::fs::write(&args.out, json + "\n")?;
+    }
+    let mut table = format!("{:<8}", "kendall");
+    for d in &report.dimensions {
+        table.push_str(&format!(" {:>12}", d));
+    }
+    for c in &report.correlates {
+        table.push_str(&format!(" {:>10}", c));
+    }
+    table.push('\n');
+    for m in &report.metrics {
+        table.push_str(&format!("{:<8}", m.metric.id));
+        for h in &m.human {
+            table.push_str(&format!(" {:>12.3}", h.kendall));
+        }
+        for c in &m.correlates {
+            table.push_str(&format!(" {:>10.3}", c.kendall));
+        }
+        table.push('\n');
+    }
+    eprintln!(
+        "{} summaries, {} systems; example-level Kendall tau with humans and correlates:\n{table}",
+        report.examples, report.systems
     );
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! rule. This module holds the verdict and the single-pair sweep the
 //! playground shows; [`suite`] runs whole datasets.
 
+pub mod audit;
 pub mod prefer;
 pub mod suite;
 

@@ -114,6 +114,67 @@ pub struct SuiteReport {
     pub tests: Vec<TestResult>,
 }
 
+impl SuiteReport {
+    /// One row per (test, level, metric), with the verdict repeated per test.
+    pub fn to_csv(&self) -> String {
+        let report = self;
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([
+            "tool",
+            "dataset",
+            "items",
+            "seeds",
+            "injection",
+            "family",
+            "level",
+            "noise_mean",
+            "noise_std",
+            "applied",
+            "metric",
+            "signature",
+            "base",
+            "mean",
+            "std",
+            "verdict",
+        ])
+        .expect("in-memory write");
+        for test in &report.tests {
+            let family = serde_json::to_value(test.family).expect("serialisable");
+            for level in &test.levels {
+                for (m, metric) in report.metrics.iter().enumerate() {
+                    // A test that never applied has levels but no verdict.
+                    let verdict = test
+                        .verdicts
+                        .get(m)
+                        .map_or(serde_json::Value::from("not_applied"), |v| {
+                            serde_json::to_value(v).expect("serialisable")
+                        });
+                    w.write_record([
+                        report.tool.clone(),
+                        report.dataset.clone(),
+                        report.items.to_string(),
+                        report.config.seeds.to_string(),
+                        test.injection.clone(),
+                        family.as_str().unwrap_or_default().to_owned(),
+                        level.level.to_string(),
+                        level.noise_ratio.mean.to_string(),
+                        level.noise_ratio.std.to_string(),
+                        level.applied.to_string(),
+                        metric.id.clone(),
+                        metric.signature.clone(),
+                        report.base[m].to_string(),
+                        level.scores[m].mean.to_string(),
+                        level.scores[m].std.to_string(),
+                        verdict.as_str().unwrap_or_default().to_owned(),
+                    ])
+                    .expect("in-memory write");
+                }
+            }
+        }
+        String::from_utf8(w.into_inner().expect("in-memory flush")).expect("CSV of UTF-8 strings")
+    }
+}
+
 /// Why a suite cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -175,6 +236,15 @@ impl Sums {
     }
 }
 
+/// Progress callback: `(items done, items total)`; return `false` to cancel.
+/// Natively it is called from worker threads, so it must be `Sync`.
+#[cfg(not(target_arch = "wasm32"))]
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
+
+/// Progress callback: `(items done, items total)`; return `false` to cancel.
+#[cfg(target_arch = "wasm32")]
+pub type Progress<'a> = &'a dyn Fn(usize, usize) -> bool;
+
 /// A runnable test: the injection, or why it is skipped.
 struct Planned {
     injection: &'static dyn Injection,
@@ -188,7 +258,7 @@ pub fn run_suite(
     items: &[Item],
     config: &SuiteConfig,
     lm_tokenizer: Option<&LmTokenizer>,
-    progress: &(dyn Fn(usize, usize) -> bool + Sync),
+    progress: Progress,
 ) -> Result<SuiteReport, SuiteError> {
     if items.is_empty() {
         return Err(SuiteError::Empty("the dataset has no items"));

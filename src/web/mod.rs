@@ -280,6 +280,92 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
     to_js(&sweep)
 }
 
+/// What the page's suite worker asks to run.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SuiteRequest {
+    /// File name, for the report.
+    dataset: String,
+    /// `wmt`, `summeval` or `jsonl`.
+    format: String,
+    /// The file's text.
+    text: String,
+    #[serde(default)]
+    limit: Option<usize>,
+    config: crate::stress::suite::SuiteConfig,
+}
+
+/// Parses a dataset file: `{format, text}` to `{items, problems: [{line, message}]}`.
+fn load_items(format: &str, text: &str) -> Result<crate::data::Loaded<crate::data::Item>, JsError> {
+    Ok(match format {
+        "wmt" => crate::data::load_wmt(text),
+        "jsonl" => crate::data::load_pairs(text),
+        "summeval" => {
+            let docs = crate::data::load_summeval(text);
+            crate::data::Loaded {
+                rows: docs.rows.into_iter().map(|d| d.item).collect(),
+                problems: docs.problems,
+            }
+        }
+        other => {
+            return Err(JsError::new(&format!(
+                "unknown dataset format '{other}' (wmt, summeval, jsonl)"
+            )));
+        }
+    })
+}
+
+/// Reads a dataset for the suite view: `{format, text}` to `{items: n,
+/// problems: [{line, message}]}` so the page can say what it skipped.
+#[wasm_bindgen(js_name = inspectDataset)]
+pub fn inspect_dataset(format: &str, text: &str) -> Result<JsValue, JsError> {
+    let loaded = load_items(format, text)?;
+    #[derive(Serialize)]
+    struct Summary<'a> {
+        items: usize,
+        problems: &'a [crate::data::RowProblem],
+    }
+    to_js(&Summary {
+        items: loaded.rows.len(),
+        problems: &loaded.problems,
+    })
+}
+
+/// Runs the blind-spot suite (the same runner as `blindspot stress`) and
+/// returns `{report, csv}`. `on_progress(done, total)` is called after each
+/// item; the page runs this in a Web Worker and cancels by terminating it.
+#[wasm_bindgen(js_name = stressSuite)]
+pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<JsValue, JsError> {
+    let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    let mut items = load_items(&r.format, &r.text)?.rows;
+    if let Some(n) = r.limit {
+        items.truncate(n);
+    }
+    let progress = |done: usize, total: usize| {
+        on_progress
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from(done as u32),
+                &JsValue::from(total as u32),
+            )
+            .is_ok()
+    };
+    let report = with_lm_tokenizer(|lm| {
+        crate::stress::suite::run_suite(&r.dataset, &items, &r.config, lm, &progress)
+    })
+    .map_err(|e| JsError::new(&e.to_string()))?;
+    #[derive(Serialize)]
+    struct Out<'a> {
+        report: &'a crate::stress::suite::SuiteReport,
+        csv: String,
+    }
+    to_js(&Out {
+        csv: report.to_csv(),
+        report: &report,
+    })
+}
+
 /// Runs a small matrix product on WebGPU through burn-wgpu and checks it
 /// against the same product on the CPU. Resolves to
 /// `{ok, backend, maxAbsDiff, shape, millis}` or rejects with the reason

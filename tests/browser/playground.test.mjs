@@ -7,6 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
+import { readFileSync, writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
@@ -14,6 +15,7 @@ import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const ARTIFACTS = join(ROOT, "test-artifacts");
+const DATA = resolve(ROOT, "..", "shared", "data");
 const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
 
 let server;
@@ -257,6 +259,50 @@ test("a sweep plots every metric against the noise ratio with a rank-rule badge"
     assert.ok(label.includes(`noise ${native.toFixed(2)}`), `${label} lacks ${native}`);
   }
   await page.screenshot({ path: join(ARTIFACTS, "playground-sweep.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+/** Deep equality, numbers within 1e-9 relative. */
+function assertClose(a, b, path) {
+  if (typeof a === "number" && typeof b === "number") {
+    assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b)), `${path}: ${a} vs ${b}`);
+  } else if (a && typeof a === "object") {
+    assert.deepEqual(Object.keys(a), Object.keys(b), `${path}: keys`);
+    for (const k of Object.keys(a)) assertClose(a[k], b[k], `${path}.${k}`);
+  } else {
+    assert.equal(a, b, path);
+  }
+}
+
+test("a stress suite runs in a worker and its report equals the CLI's", async () => {
+  const { context, page, errors } = await openPage();
+  const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 12).join("\n") + "\n";
+  const file = join(ARTIFACTS, "suite-wmt12.jsonl");
+  writeFileSync(file, lines);
+  await page.setInputFiles("#suite-file", file);
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("12 items"));
+  await page.selectOption("#suite-format", "wmt");
+  await page.uncheck("#suite-family-consistency");
+  await page.fill("#suite-seeds", "2");
+  await page.click("#suite-run");
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 120000 });
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
+  const out = join(ARTIFACTS, "suite-cli.json");
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "2", "--out", out]);
+  const fromCli = JSON.parse(readFileSync(out, "utf8"));
+  fromCli.dataset = fromPage.dataset;
+  // Same numbers up to libm: wasm's exp/ln (Rust's libm) and glibc's may differ in the last bit.
+  assertClose(fromPage, fromCli, "report");
+  // The card: one row per fluency injection, a verdict button per metric, curves on click.
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  const cell = page.locator('#suite-card tr[data-injection="truncation"] button[data-metric="bleu"]');
+  assert.match(await cell.textContent(), /pass|fail|non-monotone/);
+  await cell.click();
+  assert.equal(await page.locator("#suite-curves figure").count(), 1);
+  await page.screenshot({ path: join(ARTIFACTS, "playground-suite.png"), fullPage: true });
+  console.log(`# browser suite time: ${await page.getAttribute("#suite-result", "data-millis")} ms (12 items, fluency, 2 seeds)`);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -1,0 +1,40 @@
+// The full stress suite in headless Chromium, against the native CLI on the
+// same machine: WMT21 (1000 items), fluency + consistency, 5 seeds, all
+// lexical metrics.
+//
+//   make build-web && cargo build --release --bin blindspot && node benches/browser_suite.mjs
+//
+// Prints the browser time (one Web Worker, wasm) and the native time (all
+// cores), and their ratio.
+
+import { execFileSync } from "node:child_process";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
+
+const ROOT = resolve(import.meta.dirname, "..");
+const DATA = resolve(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl");
+const CLI = process.env.BLINDSPOT_BIN ??
+  join(process.env.CARGO_TARGET_DIR ?? join(process.env.HOME, ".cache/blindspot/target"), "release", "blindspot");
+
+const { server, url } = await serveDist();
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+const page = await browser.newPage();
+await page.goto(url);
+await page.waitForSelector("body[data-ready=true]", { timeout: 120_000 });
+await page.setInputFiles("#suite-file", DATA);
+await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("1000 items"));
+await page.fill("#suite-seeds", "5");
+await page.click("#suite-run");
+await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null,
+  { timeout: 1_800_000, polling: 1000 });
+const browserMs = Number(await page.getAttribute("#suite-result", "data-millis"));
+await browser.close();
+server.close();
+
+const t0 = performance.now();
+execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", "5", "--out", "/dev/null"], { stdio: "ignore" });
+const nativeMs = performance.now() - t0;
+console.log(`browser (1 worker, wasm): ${(browserMs / 1000).toFixed(1)} s`);
+console.log(`native CLI (release, all cores): ${(nativeMs / 1000).toFixed(1)} s`);
+console.log(`ratio browser / native: ${(browserMs / nativeMs).toFixed(2)}`);

@@ -1,0 +1,340 @@
+//! The spurious-correlate audit ([SPUR], SPEC 1.4) on SummEval-format data.
+//!
+//! Every system summary is scored by each metric against the document's
+//! references; the audit correlates those scores with each human dimension
+//! and with surface correlates of the summary (length in words, coverage and
+//! density of its extractive fragments, Grusky et al. 2018), at example
+//! level (Pearson, Spearman, Kendall tau-b), and measures system-level
+//! pairwise accuracy against each human dimension. A metric is flagged for a
+//! correlate when it correlates more strongly (in absolute value) with that
+//! correlate than with a human dimension. GPT-2 perplexity joins the
+//! correlates once the PLM engine provides GPT-2.
+
+use serde::Serialize;
+
+use super::suite::MetricEntry;
+use crate::data::SummEvalDoc;
+use crate::metrics::{self, Level, Metric, MetricOptions, Segment};
+use crate::text::words::words;
+
+/// Pearson, Spearman and Kendall tau-b of two series.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Correlation {
+    /// Pearson's r.
+    pub pearson: f64,
+    /// Spearman's rho (Pearson on average ranks).
+    pub spearman: f64,
+    /// Kendall's tau-b (ties corrected).
+    pub kendall: f64,
+}
+
+/// Pearson correlation; NaN when a series is constant.
+pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx) * (a - mx);
+        syy += (b - my) * (b - my);
+    }
+    sxy / (sxx * syy).sqrt()
+}
+
+/// Average ranks (1-based), ties sharing their mean rank.
+pub fn ranks(x: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..x.len()).collect();
+    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+    let mut out = vec![0.0; x.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && x[order[j + 1]] == x[order[i]] {
+            j += 1;
+        }
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            out[k] = rank;
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// Kendall's tau-b, O(n^2).
+pub fn kendall(x: &[f64], y: &[f64]) -> f64 {
+    let (mut concordant, mut discordant, mut ties_x, mut ties_y) = (0f64, 0f64, 0f64, 0f64);
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            let (dx, dy) = (x[i] - x[j], y[i] - y[j]);
+            if dx == 0.0 && dy == 0.0 {
+                continue;
+            } else if dx == 0.0 {
+                ties_x += 1.0;
+            } else if dy == 0.0 {
+                ties_y += 1.0;
+            } else if (dx > 0.0) == (dy > 0.0) {
+                concordant += 1.0;
+            } else {
+                discordant += 1.0;
+            }
+        }
+    }
+    (concordant - discordant)
+        / ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)).sqrt()
+}
+
+/// All three coefficients.
+pub fn correlation(x: &[f64], y: &[f64]) -> Correlation {
+    Correlation {
+        pearson: pearson(x, y),
+        spearman: pearson(&ranks(x), &ranks(y)),
+        kendall: kendall(x, y),
+    }
+}
+
+/// Coverage and density of a summary's extractive fragments in its source
+/// (Grusky et al. 2018: greedy longest shared token sequences, lowercase).
+pub fn coverage_density(summary: &str, source: &str) -> (f64, f64) {
+    let norm = |t: &str| -> Vec<String> {
+        words(t)
+            .iter()
+            .map(|w| w.core().to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (s, a) = (norm(summary), norm(source));
+    if s.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mut fragments = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        let mut best = 0;
+        for j in 0..a.len() {
+            let mut k = 0;
+            while i + k < s.len() && j + k < a.len() && s[i + k] == a[j + k] {
+                k += 1;
+            }
+            best = best.max(k);
+        }
+        if best > 0 {
+            fragments.push(best);
+        }
+        i += best.max(1);
+    }
+    let n = s.len() as f64;
+    let coverage = fragments.iter().sum::<usize>() as f64 / n;
+    let density = fragments.iter().map(|&f| (f * f) as f64).sum::<f64>() / n;
+    (coverage, density)
+}
+
+/// One metric's audit.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricAudit {
+    /// The metric.
+    pub metric: MetricEntry,
+    /// Example-level correlation with each human dimension (report order).
+    pub human: Vec<Correlation>,
+    /// Example-level correlation with each correlate (report order).
+    pub correlates: Vec<Correlation>,
+    /// System-level pairwise accuracy against each human dimension.
+    pub system_accuracy: Vec<f64>,
+    /// (correlate, dimension) pairs where |Kendall with the correlate| exceeds
+    /// |Kendall with the humans|.
+    pub flags: Vec<(String, String)>,
+}
+
+/// The audit's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AuditReport {
+    /// `blindspot X.Y.Z`.
+    pub tool: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Scored (document, system) summaries.
+    pub examples: usize,
+    /// Systems.
+    pub systems: usize,
+    /// Human dimensions.
+    pub dimensions: Vec<String>,
+    /// Correlates.
+    pub correlates: Vec<String>,
+    /// How the humans themselves correlate with each correlate (rows:
+    /// dimensions, columns: correlates).
+    pub human_vs_correlates: Vec<Vec<Correlation>>,
+    /// One entry per metric.
+    pub metrics: Vec<MetricAudit>,
+}
+
+/// Runs the audit. References: the document's gold summary and references.
+pub fn run_audit(
+    dataset: &str,
+    docs: &[SummEvalDoc],
+    metric_ids: &[String],
+    options: MetricOptions,
+) -> Result<AuditReport, metrics::MetricError> {
+    let metrics: Vec<Box<dyn Metric>> = metric_ids
+        .iter()
+        .map(|id| metrics::create(id, options))
+        .collect::<Result<_, _>>()?;
+    let dimensions: Vec<String> = docs
+        .iter()
+        .flat_map(|d| &d.systems)
+        .flat_map(|s| s.scores.iter().map(|(k, _)| k.clone()))
+        .fold(Vec::new(), |mut acc, k| {
+            if !acc.contains(&k) {
+                acc.push(k);
+            }
+            acc
+        });
+    let correlates = vec![
+        "length".to_owned(),
+        "coverage".to_owned(),
+        "density".to_owned(),
+    ];
+    let mut systems: Vec<String> = Vec::new();
+    let (mut system_of, mut human, mut surface) = (
+        Vec::new(),
+        vec![Vec::new(); dimensions.len()],
+        vec![Vec::new(); 3],
+    );
+    let mut scores = vec![Vec::new(); metrics.len()];
+    for doc in docs {
+        let mut refs: Vec<&str> = vec![doc.item.gold.as_str()];
+        refs.extend(
+            doc.item
+                .refs
+                .iter()
+                .map(String::as_str)
+                .filter(|r| *r != doc.item.gold),
+        );
+        let source = doc.item.src.as_deref().unwrap_or("");
+        for out in &doc.systems {
+            let seg = Segment {
+                hyp: &out.summary,
+                refs: &refs,
+                src: doc.item.src.as_deref(),
+            };
+            for (m, metric) in metrics.iter().enumerate() {
+                scores[m].push(metric.sentence_score(&seg)?.value);
+            }
+            for (d, dim) in dimensions.iter().enumerate() {
+                let value = out
+                    .scores
+                    .iter()
+                    .find(|(k, _)| k == dim)
+                    .map_or(f64::NAN, |(_, v)| *v);
+                human[d].push(value);
+            }
+            let (coverage, density) = coverage_density(&out.summary, source);
+            surface[0].push(words(&out.summary).len() as f64);
+            surface[1].push(coverage);
+            surface[2].push(density);
+            let s = match systems.iter().position(|x| *x == out.system) {
+                Some(s) => s,
+                None => {
+                    systems.push(out.system.clone());
+                    systems.len() - 1
+                }
+            };
+            system_of.push(s);
+        }
+    }
+    let system_means = |values: &[f64]| -> Vec<f64> {
+        let mut sums = vec![(0.0, 0usize); systems.len()];
+        for (v, &s) in values.iter().zip(&system_of) {
+            sums[s].0 += v;
+            sums[s].1 += 1;
+        }
+        sums.iter().map(|(t, n)| t / *n as f64).collect()
+    };
+    let pairwise = |metric: &[f64], humans: &[f64]| -> f64 {
+        let (mut agree, mut total) = (0usize, 0usize);
+        for i in 0..metric.len() {
+            for j in i + 1..metric.len() {
+                let dh = humans[i] - humans[j];
+                if dh == 0.0 {
+                    continue;
+                }
+                total += 1;
+                agree += usize::from((metric[i] - metric[j]) * dh > 0.0);
+            }
+        }
+        agree as f64 / total.max(1) as f64
+    };
+    let human_system: Vec<Vec<f64>> = human.iter().map(|h| system_means(h)).collect();
+    let audits = metrics
+        .iter()
+        .zip(&scores)
+        .map(|(metric, values)| {
+            let with_humans: Vec<Correlation> =
+                human.iter().map(|h| correlation(values, h)).collect();
+            let with_correlates: Vec<Correlation> =
+                surface.iter().map(|c| correlation(values, c)).collect();
+            let mut flags = Vec::new();
+            for (c, corr) in with_correlates.iter().enumerate() {
+                for (d, h) in with_humans.iter().enumerate() {
+                    if corr.kendall.abs() > h.kendall.abs() {
+                        flags.push((correlates[c].clone(), dimensions[d].clone()));
+                    }
+                }
+            }
+            let metric_system = system_means(values);
+            MetricAudit {
+                metric: MetricEntry {
+                    id: metric.info().id.to_owned(),
+                    name: metric.info().name.to_owned(),
+                    signature: metric.signature(Level::Sentence, 0),
+                },
+                human: with_humans,
+                correlates: with_correlates,
+                system_accuracy: human_system
+                    .iter()
+                    .map(|h| pairwise(&metric_system, h))
+                    .collect(),
+                flags,
+            }
+        })
+        .collect();
+    Ok(AuditReport {
+        tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
+        dataset: dataset.to_owned(),
+        examples: system_of.len(),
+        systems: systems.len(),
+        human_vs_correlates: human
+            .iter()
+            .map(|h| surface.iter().map(|c| correlation(h, c)).collect())
+            .collect(),
+        dimensions,
+        correlates,
+        metrics: audits,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coefficients_match_textbook_values() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let y = [2.0, 1.0, 4.0, 3.0, 5.0];
+        assert!((pearson(&x, &y) - 0.8).abs() < 1e-12);
+        assert!((correlation(&x, &y).spearman - 0.8).abs() < 1e-12);
+        // 8 concordant, 2 discordant pairs: (8 - 2) / 10.
+        assert!((kendall(&x, &y) - 0.6).abs() < 1e-12);
+        assert_eq!(ranks(&[3.0, 1.0, 3.0, 2.0]), [3.5, 1.0, 3.5, 2.0]);
+        // tau-b with ties: scipy.stats.kendalltau([1,2,2,3],[1,2,3,3]) = 0.8.
+        assert!((kendall(&[1.0, 2.0, 2.0, 3.0], &[1.0, 2.0, 3.0, 3.0]) - 0.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn extractive_fragments() {
+        let (coverage, density) =
+            coverage_density("the cat sat on a mat", "the cat sat on the mat");
+        // Fragments: "the cat sat on" (4), "mat" (1); "a" is novel.
+        assert!((coverage - 5.0 / 6.0).abs() < 1e-12);
+        assert!((density - 17.0 / 6.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,202 @@
+// The stress-suite view: pick a dataset file, injections and metrics, run the
+// suite in a Web Worker (progress, ETA, cancel), and read the report card.
+// Every number comes from the wasm core (src/stress/suite.rs), the same
+// runner as `blindspot stress`.
+
+import { sweepChart } from "./sweep.js";
+
+const $ = (id) => document.getElementById(id);
+const VERDICT_MARK = { pass: "✓ pass", fail: "✗ fail", non_monotone: "↯ non-monotone" };
+const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
+
+const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [] };
+
+/** The URLs of the engine's JS glue and wasm, as Trunk linked them. */
+function engineUrls() {
+  const glue = document.querySelector('link[rel="modulepreload"][href*="blindspot"]');
+  const wasm = document.querySelector('link[rel="preload"][href$=".wasm"]');
+  return { glue: new URL(glue.getAttribute("href"), location.href).href, wasm: new URL(wasm.getAttribute("href"), location.href).href };
+}
+
+function setStatus(text, kind = "muted") {
+  const el = $("suite-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+async function readFile(file) {
+  suite.file = { name: file.name, text: await file.text() };
+  inspect();
+}
+
+function inspect() {
+  if (!suite.file) return;
+  try {
+    const summary = suite.wasm.inspectDataset($("suite-format").value, suite.file.text);
+    const skipped = summary.problems.slice(0, 3).map((p) => `line ${p.line}: ${p.message}`).join("; ");
+    const more = summary.problems.length > 3 ? ` (and ${summary.problems.length - 3} more)` : "";
+    setStatus(`${suite.file.name}: ${summary.items} items` +
+      (summary.problems.length ? `; ${summary.problems.length} rows skipped: ${skipped}${more}` : ""),
+      summary.problems.length ? "bad" : "muted");
+    $("suite-run").disabled = summary.items === 0;
+  } catch (err) {
+    setStatus(String(err.message ?? err), "bad");
+    $("suite-run").disabled = true;
+  }
+}
+
+function selectedInjections() {
+  const families = FAMILIES.filter((f) => $(`suite-family-${f}`).checked);
+  return suite.injections.filter((i) => families.includes(i.family)).map((i) => i.id);
+}
+
+async function gpt2Files() {
+  const get = async (name) => (await fetch(`tokenizers/gpt2/${name}`)).text();
+  return { encoder: await get("encoder.json"), vocab: await get("vocab.bpe") };
+}
+
+async function run() {
+  const injections = selectedInjections();
+  if (!injections.length) return setStatus("Choose at least one family of injections.", "bad");
+  cancel();
+  const needsTokenizer = suite.injections.some((i) => injections.includes(i.id) && i.needs_lm_tokenizer);
+  const request = {
+    dataset: suite.file.name,
+    format: $("suite-format").value,
+    text: suite.file.text,
+    limit: Number($("suite-limit").value) || null,
+    config: {
+      injections,
+      metrics: suite.registry.map((m) => m.id),
+      seeds: Math.max(1, Math.min(20, Number($("suite-seeds").value) || 5)),
+      rouge_stemmer: $("rouge-stemmer").checked,
+    },
+  };
+  suite.report = null;
+  suite.csv = null;
+  $("suite-card").replaceChildren();
+  $("suite-curves").replaceChildren();
+  $("suite-export").hidden = true;
+  $("suite-run").disabled = true;
+  $("suite-cancel").disabled = false;
+  $("suite-progress").hidden = false;
+  $("suite-progress").value = 0;
+  suite.started = performance.now();
+  setStatus("Starting the engine in a worker…");
+  const worker = new Worker("suite-worker.js", { type: "module" });
+  suite.worker = worker;
+  worker.onmessage = ({ data }) => {
+    if (data.type === "progress") {
+      const fraction = (data.test + data.done / data.total) / data.tests;
+      $("suite-progress").value = fraction;
+      const elapsed = (performance.now() - suite.started) / 1000;
+      const eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : NaN;
+      setStatus(`Test ${data.test + 1} of ${data.tests}: ${data.done} / ${data.total} items` +
+        ` · ${elapsed.toFixed(0)} s elapsed${Number.isFinite(eta) ? ` · about ${eta.toFixed(0)} s left` : ""}`);
+    } else if (data.type === "test") {
+      suite.report = data.report;
+      renderCard();
+    } else if (data.type === "done") {
+      suite.report = data.report;
+      suite.csv = data.csv;
+      renderCard();
+      finish(`Done: ${data.report.tests.length} tests over ${data.report.items} items in ${(data.millis / 1000).toFixed(1)} s.`);
+      $("suite-export").hidden = false;
+      $("suite-result").dataset.millis = String(data.millis);
+    } else if (data.type === "error") {
+      finish(data.message, "bad");
+    }
+  };
+  worker.onerror = (e) => finish(`The worker failed: ${e.message}`, "bad");
+  worker.postMessage({ ...engineUrls(), request, tokenizer: needsTokenizer ? await gpt2Files() : null });
+}
+
+function finish(message, kind = "muted") {
+  if (suite.worker) suite.worker.terminate();
+  suite.worker = null;
+  $("suite-run").disabled = !suite.file;
+  $("suite-cancel").disabled = true;
+  $("suite-progress").hidden = true;
+  setStatus(message, kind);
+}
+
+function cancel() {
+  if (suite.worker) finish("Cancelled.");
+}
+
+/** The report card: one row per injection, one column per metric. */
+function renderCard() {
+  const report = suite.report;
+  const table = document.createElement("table");
+  table.className = "card-grid";
+  const head = table.createTHead().insertRow();
+  head.append(Object.assign(document.createElement("th"), { textContent: "injection" }));
+  for (const m of report.metrics) head.append(Object.assign(document.createElement("th"), { textContent: m.name, title: m.signature }));
+  const body = table.createTBody();
+  for (const test of report.tests) {
+    const row = body.insertRow();
+    row.dataset.injection = test.injection;
+    row.append(Object.assign(document.createElement("th"), { textContent: test.injection, scope: "row" }));
+    if (test.skipped) {
+      const cell = row.insertCell();
+      cell.colSpan = report.metrics.length;
+      cell.className = "skipped";
+      cell.textContent = `skipped: ${test.skipped}`;
+      continue;
+    }
+    report.metrics.forEach((m, k) => {
+      const cell = row.insertCell();
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = `verdict ${test.verdicts[k]}`;
+      button.textContent = VERDICT_MARK[test.verdicts[k]];
+      button.dataset.metric = m.id;
+      button.title = `${test.injection} · ${m.name}: show the curve`;
+      button.addEventListener("click", () => showCurve(test, k));
+      cell.append(button);
+    });
+  }
+  $("suite-card").replaceChildren(table);
+}
+
+function showCurve(test, k) {
+  const report = suite.report;
+  const metric = report.metrics[k];
+  const info = suite.registry.find((m) => m.id === metric.id) ?? { id: metric.id, name: metric.name };
+  const fmt = (v) => (info.scale === "percent" ? v.toFixed(2) : v.toFixed(4));
+  const points = test.levels.map((l) => ({ x: l.noise_ratio.mean, y: l.scores[k].mean, sd: l.scores[k].std }));
+  const figure = sweepChart(info, report.base[k], points, test.verdicts[k], fmt);
+  const note = document.createElement("p");
+  note.className = "muted";
+  note.textContent = `${test.injection}: levels ${test.levels.map((l) => l.level).join(", ")}; ` +
+    `${report.config.seeds} seeds; shaded band: ±1 std over seeds.`;
+  $("suite-curves").replaceChildren(figure, note);
+}
+
+function download(name, type, text) {
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(new Blob([text], { type }));
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+/** Wires the suite view once the engine is ready. */
+export function initSuite(wasm, registry, injections) {
+  Object.assign(suite, { wasm, registry, injections });
+  $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
+  const drop = $("suite-drop");
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    if (e.dataTransfer.files[0]) readFile(e.dataTransfer.files[0]);
+  });
+  $("suite-format").addEventListener("change", inspect);
+  $("suite-run").addEventListener("click", run);
+  $("suite-cancel").addEventListener("click", cancel);
+  $("suite-json").addEventListener("click", () =>
+    download("blindspot-suite.json", "application/json", JSON.stringify(suite.report, null, 2)));
+  $("suite-csv").addEventListener("click", () => download("blindspot-suite.csv", "text/csv", suite.csv));
+}

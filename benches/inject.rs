@@ -4,7 +4,9 @@
 //! injection of a group at its first default level to 200 single sentences.
 //! Groups: rule-based; tagger-based (spaCy tagger/NER port; 200 distinct
 //! sentences cycle through its 128-entry cache, so every call tags afresh);
-//! positioned errors (GPT-2 tokenizer). Masked-LM injections need a model.
+//! positioned errors (GPT-2 tokenizer); frequent n-grams (a table built from
+//! the 20 context samples on each call, ~256 words out). Masked-LM
+//! injections need a model.
 
 use blindspot::inject::{Context, apply, registry};
 use blindspot::models::tokenizer::LmTokenizer;
@@ -66,9 +68,21 @@ fn bench_injections(c: &mut Criterion) {
         (
             "rule_based",
             all.iter()
-                .filter(|i| !TAGGER_IDS.contains(&i.info().id) && !i.info().needs_lm_tokenizer)
+                .filter(|i| {
+                    let id = i.info().id;
+                    !TAGGER_IDS.contains(&id)
+                        && !i.info().needs_lm_tokenizer
+                        && !id.starts_with("frequent_")
+                })
                 .copied()
                 .collect::<Vec<_>>(),
+        ),
+        (
+            "frequent_ngram",
+            all.iter()
+                .filter(|i| i.info().id.starts_with("frequent_"))
+                .copied()
+                .collect(),
         ),
         (
             "tagger",

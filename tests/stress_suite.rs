@@ -171,7 +171,7 @@ fn the_cli_writes_the_library_numbers() {
     let bin = env!("CARGO_BIN_EXE_blindspot");
     let dir = std::env::temp_dir().join(format!("blindspot-stress-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (json, csv) = (dir.join("r.json"), dir.join("r.csv"));
+    let (json, csv, html) = (dir.join("r.json"), dir.join("r.csv"), dir.join("r.html"));
     let out = std::process::Command::new(bin)
         .args([
             "stress",
@@ -192,6 +192,8 @@ fn the_cli_writes_the_library_numbers() {
         .arg(&json)
         .arg("--csv")
         .arg(&csv)
+        .arg("--html")
+        .arg(&html)
         .output()
         .unwrap();
     assert!(

@@ -181,6 +181,44 @@ function download(name, type, text) {
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
+/** The suite's configuration as URL hash parameters (the dataset travels as a URL, if it has one). */
+function configToHash() {
+  const params = new URLSearchParams({
+    suite: "1",
+    format: $("suite-format").value,
+    families: FAMILIES.filter((f) => $(`suite-family-${f}`).checked).join(","),
+    seeds: $("suite-seeds").value,
+  });
+  if ($("suite-limit").value) params.set("limit", $("suite-limit").value);
+  if (suite.file?.url) params.set("data", suite.file.url);
+  return `#${params}`;
+}
+
+/** Applies a configuration from the URL hash; fetches `data` and runs when `run=1`. */
+async function configFromHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (!params.has("suite")) return;
+  if (params.has("format")) $("suite-format").value = params.get("format");
+  if (params.has("families")) {
+    const chosen = params.get("families").split(",");
+    for (const f of FAMILIES) $(`suite-family-${f}`).checked = chosen.includes(f);
+  }
+  if (params.has("seeds")) $("suite-seeds").value = params.get("seeds");
+  if (params.has("limit")) $("suite-limit").value = params.get("limit");
+  const data = params.get("data");
+  if (!data) return setStatus("Configuration loaded from the link; choose the dataset file.");
+  try {
+    const response = await fetch(data);
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const name = data.startsWith("data:") ? "linked-dataset" : decodeURIComponent(new URL(data, location.href).pathname.split("/").pop());
+    suite.file = { name, text: await response.text(), url: data };
+    inspect();
+    if (params.get("run") === "1" && !$("suite-run").disabled) run();
+  } catch (err) {
+    setStatus(`Could not fetch the dataset from the link (${err.message ?? err}).`, "bad");
+  }
+}
+
 /** Wires the suite view once the engine is ready. */
 export function initSuite(wasm, registry, injections) {
   Object.assign(suite, { wasm, registry, injections });
@@ -199,4 +237,16 @@ export function initSuite(wasm, registry, injections) {
   $("suite-json").addEventListener("click", () =>
     download("blindspot-suite.json", "application/json", JSON.stringify(suite.report, null, 2)));
   $("suite-csv").addEventListener("click", () => download("blindspot-suite.csv", "text/csv", suite.csv));
+  $("suite-link").addEventListener("click", async () => {
+    history.replaceState(null, "", configToHash());
+    try {
+      await navigator.clipboard.writeText(location.href);
+      setStatus("Link to this configuration copied (also in the address bar).");
+    } catch {
+      setStatus("The address bar now holds a link to this configuration.");
+    }
+  });
+  configFromHash();
+  $("suite-html").addEventListener("click", () =>
+    download("blindspot-report.html", "text/html", suite.wasm.suiteHtml(suite.report)));
 }

@@ -58,6 +58,9 @@ pub struct StressArgs {
     /// Also write one CSV row per test, level and metric here.
     #[arg(long)]
     csv: Option<String>,
+    /// Also write a self-contained HTML report (card, charts, embedded JSON) here.
+    #[arg(long)]
+    html: Option<String>,
 }
 
 /// Expands family names into injection ids, keeping the order given.
@@ -154,6 +157,9 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     }
     if let Some(path) = &args.csv {
         std::fs::write(path, report.to_csv())?;
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, blindspot::stress::html::suite_html(&report))?;
     }
     eprintln!("{}", summary(&report));
     Ok(())

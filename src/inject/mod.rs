@@ -27,7 +27,7 @@ use crate::text::words::words;
 pub type InjectRng = ChaCha8Rng;
 
 /// Paper grouping, as shown in the playground palette.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     /// [BS] fluency errors.

@@ -4,6 +4,7 @@
 //! playground shows; [`suite`] runs whole datasets.
 
 pub mod audit;
+pub mod html;
 pub mod prefer;
 pub mod suite;
 
@@ -13,7 +14,7 @@ use crate::inject::{self, Context, InjectError, Injection};
 use crate::metrics::{Metric, MetricError, Segment};
 
 /// The rank-rule outcome for one metric and one injection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Every level scores below the base, and scores fall as the level rises.

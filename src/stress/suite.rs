@@ -36,7 +36,7 @@ pub struct SuiteConfig {
 }
 
 /// Mean and population standard deviation over seeds.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Stat {
     /// Mean.
     pub mean: f64,
@@ -57,7 +57,7 @@ impl Stat {
 }
 
 /// One level of one test.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LevelResult {
     /// The injection level.
     pub level: f64,
@@ -70,7 +70,7 @@ pub struct LevelResult {
 }
 
 /// One injection's test.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TestResult {
     /// Injection id.
     pub injection: String,
@@ -85,7 +85,7 @@ pub struct TestResult {
 }
 
 /// A metric as the report names it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricEntry {
     /// Metric id.
     pub id: String,
@@ -96,7 +96,7 @@ pub struct MetricEntry {
 }
 
 /// Everything a suite run produced.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SuiteReport {
     /// `blindspot X.Y.Z`.
     pub tool: String,

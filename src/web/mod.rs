@@ -366,6 +366,15 @@ pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<
     })
 }
 
+/// The self-contained HTML report (the same as `blindspot stress --html`)
+/// for a suite report the page holds.
+#[wasm_bindgen(js_name = suiteHtml)]
+pub fn suite_html(report: JsValue) -> Result<String, JsError> {
+    let report: crate::stress::suite::SuiteReport = serde_wasm_bindgen::from_value(report)
+        .map_err(|e| JsError::new(&format!("invalid suite report: {e}")))?;
+    Ok(crate::stress::html::suite_html(&report))
+}
+
 /// Runs a small matrix product on WebGPU through burn-wgpu and checks it
 /// against the same product on the CPU. Resolves to
 /// `{ok, backend, maxAbsDiff, shape, millis}` or rejects with the reason

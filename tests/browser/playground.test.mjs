@@ -302,7 +302,25 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await cell.click();
   assert.equal(await page.locator("#suite-curves figure").count(), 1);
   await page.screenshot({ path: join(ARTIFACTS, "playground-suite.png"), fullPage: true });
+  const [html] = await Promise.all([page.waitForEvent("download"), page.click("#suite-html")]);
+  const report = readFileSync(await html.path(), "utf8");
+  assert.equal((report.match(/<figure/g) ?? []).length, 10 * 5, "one chart per fluency test and metric");
   console.log(`# browser suite time: ${await page.getAttribute("#suite-result", "data-millis")} ms (12 items, fluency, 2 seeds)`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a link carries the suite configuration and the dataset, and runs it", async () => {
+  const { context, page, errors } = await openPage();
+  const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 5).join("\n") + "\n";
+  const data = `data:application/json;base64,${Buffer.from(lines).toString("base64")}`;
+  const hash = new URLSearchParams({ suite: "1", format: "wmt", families: "fluency", seeds: "1", data, run: "1" });
+  await page.goto(`${page.url().split("#")[0]}#${hash}`);
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 120000 });
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  assert.equal(await page.isChecked("#suite-family-consistency"), false);
+  assert.equal(await page.inputValue("#suite-seeds"), "1");
   assert.deepEqual(errors, []);
   await context.close();
 });

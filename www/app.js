@@ -4,6 +4,7 @@
 // only schedules work, renders results and keeps state across reloads.
 
 import { initSuite } from "./suite.js";
+import { initAnalyses } from "./analyses.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
 
@@ -434,6 +435,7 @@ async function main() {
   state.injections = wasm.injectionRegistry();
   buildPalette();
   initSuite(wasm, state.registry, state.injections);
+  initAnalyses(state.registry);
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

@@ -17,6 +17,15 @@ self.onmessage = async ({ data }) => {
   const { glue, wasm, request, tokenizer } = data;
   try {
     const bindings = await load(glue, wasm);
+    if (request.kind === "prefer" || request.kind === "audit") {
+      const started = performance.now();
+      const out = request.kind === "prefer"
+        ? bindings.preferenceSuite(request, (done, total) =>
+          self.postMessage({ type: "progress", test: 0, tests: 1, done, total }))
+        : bindings.auditSuite(request);
+      self.postMessage({ type: "done", kind: request.kind, ...out, millis: performance.now() - started });
+      return;
+    }
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     const ids = request.config.injections;
     const started = performance.now();

@@ -12,7 +12,7 @@ const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
 const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [] };
 
 /** The URLs of the engine's JS glue and wasm, as Trunk linked them. */
-function engineUrls() {
+export function engineUrls() {
   const glue = document.querySelector('link[rel="modulepreload"][href*="blindspot"]');
   const wasm = document.querySelector('link[rel="preload"][href$=".wasm"]');
   return { glue: new URL(glue.getAttribute("href"), location.href).href, wasm: new URL(wasm.getAttribute("href"), location.href).href };

@@ -366,6 +366,86 @@ pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<
     })
 }
 
+/// What the page asks of the preference suite or the audit.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DatasetMetricsRequest {
+    dataset: String,
+    text: String,
+    metrics: Vec<String>,
+    #[serde(default)]
+    rouge_stemmer: bool,
+}
+
+/// Runs the MENLI preference suite on a MENLI-format CSV (the same runner as
+/// `blindspot prefer`): `{report, problems}`. Rows that do not parse are
+/// listed by line and skipped.
+#[wasm_bindgen(js_name = preferenceSuite)]
+pub fn preference_suite(
+    request: JsValue,
+    on_progress: &js_sys::Function,
+) -> Result<JsValue, JsError> {
+    let r: DatasetMetricsRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid preference request: {e}")))?;
+    let loaded = crate::data::load_menli_csv(&r.text)
+        .map_err(|p| JsError::new(&format!("line {}: {}", p.line, p.message)))?;
+    let options = MetricOptions {
+        rouge_stemmer: r.rouge_stemmer,
+    };
+    let progress = |done: usize, total: usize| {
+        on_progress
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from(done as u32),
+                &JsValue::from(total as u32),
+            )
+            .is_ok()
+    };
+    let report = crate::stress::prefer::run_preference(
+        &r.dataset,
+        &loaded.rows,
+        &r.metrics,
+        options,
+        &progress,
+    )
+    .map_err(|e| JsError::new(&e.to_string()))?;
+    #[derive(Serialize)]
+    struct Out<'a> {
+        report: &'a crate::stress::prefer::PreferenceReport,
+        problems: &'a [crate::data::RowProblem],
+    }
+    to_js(&Out {
+        report: &report,
+        problems: &loaded.problems,
+    })
+}
+
+/// Runs the spurious-correlate audit on SummEval-format JSONL (the same as
+/// `blindspot audit`): `{report, problems}`.
+#[wasm_bindgen(js_name = auditSuite)]
+pub fn audit_suite(request: JsValue) -> Result<JsValue, JsError> {
+    let r: DatasetMetricsRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid audit request: {e}")))?;
+    let loaded = crate::data::load_summeval(&r.text);
+    if loaded.rows.is_empty() {
+        return Err(JsError::new("no SummEval documents in the file"));
+    }
+    let options = MetricOptions {
+        rouge_stemmer: r.rouge_stemmer,
+    };
+    let report = crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.metrics, options)
+        .map_err(|e| JsError::new(&e.to_string()))?;
+    #[derive(Serialize)]
+    struct Out<'a> {
+        report: &'a crate::stress::audit::AuditReport,
+        problems: &'a [crate::data::RowProblem],
+    }
+    to_js(&Out {
+        report: &report,
+        problems: &loaded.problems,
+    })
+}
+
 /// The self-contained HTML report (the same as `blindspot stress --html`)
 /// for a suite report the page holds.
 #[wasm_bindgen(js_name = suiteHtml)]

@@ -324,3 +324,26 @@ test("a link carries the suite configuration and the dataset, and runs it", asyn
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test("the preference suite and the audit run in the page with the CLI's numbers", async () => {
+  const { context, page, errors } = await openPage();
+  const menli = join(DATA, "menli_wmt20_de.csv");
+  await page.setInputFiles("#analysis-file", menli);
+  await page.click("#analysis-run");
+  await page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120000 });
+  const out = join(ARTIFACTS, "prefer-cli.json");
+  execFileSync(CLI, ["prefer", "--menli", menli, "--out", out], { stdio: ["ignore", "ignore", "ignore"] });
+  const cli = JSON.parse(readFileSync(out, "utf8"));
+  const bleu = cli.metrics.find((m) => m.metric.id === "bleu").ref_based_overall.accuracy;
+  const shown = await page.locator('#analysis-result tr[data-error="all"]').first().locator("td").nth(1).textContent();
+  assert.equal(shown, `${(100 * bleu).toFixed(1)}%`);
+
+  await page.setInputFiles("#analysis-file", join(DATA, "summeval.jsonl"));
+  await page.click("#analysis-run");
+  await page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120000 });
+  assert.equal(await page.locator("#analysis-result tbody tr").count(), 5);
+  assert.ok((await page.locator("#analysis-result td.flag").count()) > 0, "some correlate is flagged");
+  await page.screenshot({ path: join(ARTIFACTS, "playground-analyses.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,0 +1,122 @@
+// The preference suite (MENLI CSV) and the spurious-correlate audit (SummEval
+// JSONL) on the page. Both run in the suite worker; every number comes from
+// the wasm core (src/stress/prefer.rs, src/stress/audit.rs).
+
+import { engineUrls } from "./suite.js";
+
+const $ = (id) => document.getElementById(id);
+const view = { file: null, worker: null, registry: [] };
+
+function status(text, kind = "muted") {
+  $("analysis-status").textContent = text;
+  $("analysis-status").className = kind;
+}
+
+function cell(row, text, attrs = {}) {
+  const td = row.insertCell();
+  td.textContent = text;
+  Object.assign(td, attrs);
+  return td;
+}
+
+function table(headers) {
+  const t = document.createElement("table");
+  t.className = "card-grid";
+  const head = t.createTHead().insertRow();
+  for (const h of headers) head.append(Object.assign(document.createElement("th"), { textContent: h }));
+  return t;
+}
+
+const pct = (a) => `${(100 * a.accuracy).toFixed(1)}%`;
+
+function renderPreference(report) {
+  const out = [];
+  for (const [key, title] of [["ref_based", "Reference-based: m(ref, paraphrase) > m(ref, adversarial)"],
+    ["ref_free", "Reference-free: m(src, ref) > m(src, adversarial)"]]) {
+    const caption = Object.assign(document.createElement("h3"), { textContent: title });
+    const t = table(["error type", ...report.metrics.map((m) => m.metric.name)]);
+    const body = t.createTBody();
+    report.error_types.forEach((e, k) => {
+      const row = body.insertRow();
+      row.dataset.error = e;
+      cell(row, e);
+      for (const m of report.metrics) cell(row, pct(m[key][k]), { title: `${m[key][k].passed} / ${m[key][k].total}` });
+    });
+    const all = body.insertRow();
+    all.dataset.error = "all";
+    cell(all, "all");
+    for (const m of report.metrics) cell(all, pct(m[`${key}_overall`]), { className: "overall" });
+    out.push(caption, t);
+  }
+  $("analysis-result").replaceChildren(...out);
+}
+
+function renderAudit(report) {
+  const t = table(["metric", ...report.dimensions.map((d) => `τ ${d}`), ...report.correlates.map((c) => `τ ${c}`),
+    ...report.dimensions.map((d) => `system acc. ${d}`)]);
+  const body = t.createTBody();
+  for (const m of report.metrics) {
+    const row = body.insertRow();
+    row.dataset.metric = m.metric.id;
+    cell(row, m.metric.name, { title: m.metric.signature });
+    for (const h of m.human) cell(row, h.kendall.toFixed(3), { title: `Pearson ${h.pearson.toFixed(3)}, Spearman ${h.spearman.toFixed(3)}` });
+    report.correlates.forEach((c, k) => {
+      const flagged = m.flags.filter(([fc]) => fc === c).map(([, d]) => d);
+      const td = cell(row, m.correlates[k].kendall.toFixed(3), {
+        title: flagged.length ? `tracks ${c} more than humans' ${flagged.join(", ")}` : `Pearson ${m.correlates[k].pearson.toFixed(3)}`,
+      });
+      if (flagged.length) td.className = "flag";
+    });
+    for (const a of m.system_accuracy) cell(row, `${(100 * a).toFixed(1)}%`);
+  }
+  const note = Object.assign(document.createElement("p"), {
+    className: "muted",
+    textContent: `${report.examples} summaries from ${report.systems} systems. Example-level Kendall τ-b; ` +
+      "a highlighted correlate cell means the metric correlates more with it than with a human dimension.",
+  });
+  $("analysis-result").replaceChildren(note, t);
+}
+
+function run() {
+  if (!view.file) return status("Choose a file first.", "bad");
+  if (view.worker) view.worker.terminate();
+  const kind = $("analysis-kind").value;
+  const request = {
+    kind, dataset: view.file.name, text: view.file.text,
+    metrics: view.registry.map((m) => m.id), rougeStemmer: $("rouge-stemmer").checked,
+  };
+  status("Running in a worker…");
+  $("analysis-result").replaceChildren();
+  const worker = new Worker("suite-worker.js", { type: "module" });
+  view.worker = worker;
+  worker.onmessage = ({ data }) => {
+    if (data.type === "progress") status(`${data.done} / ${data.total} cases`);
+    else if (data.type === "done") {
+      worker.terminate();
+      view.worker = null;
+      (data.kind === "prefer" ? renderPreference : renderAudit)(data.report);
+      const skipped = data.problems.length ? `; ${data.problems.length} rows skipped (first: line ${data.problems[0].line}: ${data.problems[0].message})` : "";
+      status(`Done in ${(data.millis / 1000).toFixed(1)} s${skipped}.`, data.problems.length ? "bad" : "muted");
+    } else if (data.type === "error") {
+      worker.terminate();
+      view.worker = null;
+      status(data.message, "bad");
+    }
+  };
+  worker.postMessage({ ...engineUrls(), request });
+}
+
+/** Wires the preference / audit view. */
+export function initAnalyses(registry) {
+  view.registry = registry;
+  $("analysis-file").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    view.file = { name: file.name, text: await file.text() };
+    if (file.name.endsWith(".csv")) $("analysis-kind").value = "prefer";
+    else if (file.name.endsWith(".jsonl")) $("analysis-kind").value = "audit";
+    status(`${file.name} loaded.`);
+    $("analysis-run").disabled = false;
+  });
+  $("analysis-run").addEventListener("click", run);
+}

@@ -269,3 +269,29 @@ fn audit_flags_metrics_that_track_length_more_than_humans() {
     // [SPUR]: lexical metrics track surface features; at least one is flagged.
     assert!(report.metrics.iter().any(|m| !m.flags.is_empty()));
 }
+
+#[test]
+fn preference_suites_built_from_wmt21_show_the_same_blind_spot() {
+    let attacks = blindspot::stress::prefer::default_attacks();
+    assert_eq!(attacks.len(), 12, "MENLI's twelve error types: {attacks:?}");
+    let cases = blindspot::stress::prefer::build_cases(&wmt(100), &attacks, 0).unwrap();
+    // 100 items x 12 attacks, minus the attacks an item offers nothing to (no number, pronoun, name...).
+    assert!(cases.len() > 700, "{}", cases.len());
+    for c in &cases {
+        assert_ne!(c.adversarial_ref_based, c.reference);
+        assert_eq!(c.adversarial_ref_based, c.adversarial_ref_free);
+    }
+    let ids: Vec<String> = ["bleu", "chrf"].iter().map(|s| s.to_string()).collect();
+    let report = run_preference("wmt21", &cases, &ids, MetricOptions::default(), &|_, _| {
+        true
+    })
+    .unwrap();
+    for m in &report.metrics {
+        println!(
+            "{}: paraphrase preferred in {:.1}% of built cases",
+            m.metric.id,
+            100.0 * m.ref_based_overall.accuracy
+        );
+        assert!(m.ref_based_overall.accuracy < 0.3);
+    }
+}

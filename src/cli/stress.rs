@@ -191,8 +191,20 @@ pub fn summary(report: &SuiteReport) -> String {
 #[derive(clap::Args)]
 pub struct PreferArgs {
     /// MENLI-format CSV (error, id, source, ref, hyp_para, hyp_adv_based, hyp_adv_free, `_fixed` columns).
+    #[arg(long, required_unless_present = "data", conflicts_with = "data")]
+    menli: Option<String>,
+    /// Or build the suite from a dataset (gold = paraphrase, our MENLI attacks on the reference).
     #[arg(long)]
-    menli: String,
+    data: Option<String>,
+    /// Format of `--data`.
+    #[arg(long, value_enum, default_value_t = DataFormat::Wmt)]
+    format: DataFormat,
+    /// Attacks for `--data` (default: every MENLI attack but number_to_words).
+    #[arg(long, value_delimiter = ',')]
+    attacks: Vec<String>,
+    /// Use only the first N items of `--data`.
+    #[arg(long)]
+    limit: Option<usize>,
     /// Comma-separated metric ids.
     #[arg(
         long,
@@ -210,18 +222,52 @@ pub struct PreferArgs {
 
 /// Runs `blindspot prefer`.
 pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
-    let text = read_text(&args.menli)?;
-    let loaded = data::load_menli_csv(&text)
-        .map_err(|p| CliError::Suite(format!("{}:{}: {}", args.menli, p.line, p.message)))?;
-    for p in &loaded.problems {
-        eprintln!(
-            "warning: {}:{}: {} (row skipped)",
-            args.menli, p.line, p.message
-        );
-    }
-    let dataset = std::path::Path::new(&args.menli)
+    let (path, cases) = match (&args.menli, &args.data) {
+        (Some(menli), _) => {
+            let text = read_text(menli)?;
+            let loaded = data::load_menli_csv(&text)
+                .map_err(|p| CliError::Suite(format!("{menli}:{}: {}", p.line, p.message)))?;
+            for p in &loaded.problems {
+                eprintln!("warning: {menli}:{}: {} (row skipped)", p.line, p.message);
+            }
+            (menli.clone(), loaded.rows)
+        }
+        (None, Some(path)) => {
+            let stress_args = StressArgs {
+                data: path.clone(),
+                format: args.format,
+                metrics: Vec::new(),
+                injections: Vec::new(),
+                seeds: 1,
+                limit: args.limit,
+                rouge_stemmer: false,
+                tokenizer: None,
+                out: String::new(),
+                csv: None,
+                html: None,
+            };
+            let (items, _) = load(&stress_args)?;
+            let attacks: Vec<String> = if args.attacks.is_empty() {
+                blindspot::stress::prefer::default_attacks()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                args.attacks.clone()
+            };
+            let attacks: Vec<&str> = attacks.iter().map(String::as_str).collect();
+            let cases = blindspot::stress::prefer::build_cases(&items, &attacks, 0)?;
+            (path.clone(), cases)
+        }
+        (None, None) => unreachable!("clap requires --menli or --data"),
+    };
+    let loaded = Loaded {
+        rows: cases,
+        problems: Vec::new(),
+    };
+    let dataset = std::path::Path::new(&path)
         .file_name()
-        .map_or(args.menli.clone(), |n| n.to_string_lossy().into_owned());
+        .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
     let bar = indicatif::ProgressBar::new(loaded.rows.len() as u64);
     let options = blindspot::metrics::MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
@@ -243,19 +289,19 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
     } else {
         std::fs::write(&args.out, json + "\n")?;
     }
-    let mut table = format!("{:<18}", "error");
+    let mut table = format!("{:<26}", "error");
     for m in &report.metrics {
         table.push_str(&format!(" {:>8}", m.metric.id));
     }
     table.push('\n');
     for (e, error) in report.error_types.iter().enumerate() {
-        table.push_str(&format!("{error:<18}"));
+        table.push_str(&format!("{error:<26}"));
         for m in &report.metrics {
             table.push_str(&format!(" {:>8.3}", m.ref_based[e].accuracy));
         }
         table.push('\n');
     }
-    table.push_str(&format!("{:<18}", "all"));
+    table.push_str(&format!("{:<26}", "all"));
     for m in &report.metrics {
         table.push_str(&format!(" {:>8.3}", m.ref_based_overall.accuracy));
     }

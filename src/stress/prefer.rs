@@ -5,11 +5,17 @@
 //! Reference-free: passes when m(src, ref) > m(src, adversarial), the source
 //! standing where the reference would. Strict inequality: ties fail.
 //! Accuracy is the share of passing cases, per error type and overall.
+//!
+//! [`build_cases`] makes such a suite from any dataset with two human texts
+//! per item (a gold hypothesis and a reference): the gold text is the
+//! paraphrase, and our MENLI attacks applied to the reference give the
+//! adversarial texts.
 
 use serde::Serialize;
 
 use super::suite::MetricEntry;
-use crate::data::MenliCase;
+use crate::data::{Item, MenliCase};
+use crate::inject::{self, Context, Family, InjectError};
 use crate::metrics::{self, Level, Metric, MetricOptions, Segment};
 
 /// Passing cases out of all cases.
@@ -130,4 +136,59 @@ pub fn run_preference(
         error_types,
         metrics: results,
     })
+}
+
+/// The MENLI attacks [`build_cases`] uses by default: every MENLI-family
+/// injection except the number-to-words paraphrase (which keeps the
+/// meaning), plus `negation` (MENLI's `neg`, registered with consistency).
+pub fn default_attacks() -> Vec<&'static str> {
+    let mut ids: Vec<&'static str> = inject::registry()
+        .into_iter()
+        .map(|i| i.info())
+        .filter(|i| i.family == Family::Menli && i.id != "number_to_words")
+        .map(|i| i.id)
+        .collect();
+    ids.push("negation");
+    ids
+}
+
+/// Preference cases from a dataset: per item and attack, reference =
+/// the item's first reference, paraphrase = its gold hypothesis, adversarial
+/// = the attack applied to the reference (first default level, `seed`), for
+/// both settings. Items where an attack cannot apply give no case for it.
+pub fn build_cases(
+    items: &[Item],
+    attacks: &[&str],
+    seed: u64,
+) -> Result<Vec<MenliCase>, InjectError> {
+    let injections = attacks
+        .iter()
+        .map(|id| inject::create(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cases = Vec::new();
+    for item in items {
+        let (Some(reference), Some(source)) = (item.refs.first(), item.src.as_deref()) else {
+            continue;
+        };
+        let ctx = Context {
+            source: Some(source),
+            ..Context::default()
+        };
+        for injection in &injections {
+            let info = injection.info();
+            let out = inject::apply(*injection, reference, info.default_levels[0], seed, &ctx)?;
+            if out.applied {
+                cases.push(MenliCase {
+                    error: info.id.to_owned(),
+                    id: item.id.clone(),
+                    source: source.to_owned(),
+                    reference: reference.clone(),
+                    paraphrase: item.gold.clone(),
+                    adversarial_ref_based: out.text.clone(),
+                    adversarial_ref_free: out.text,
+                });
+            }
+        }
+    }
+    Ok(cases)
 }

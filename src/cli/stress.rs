@@ -63,6 +63,24 @@ pub struct StressArgs {
     html: Option<String>,
 }
 
+/// The file-name part of a path, naming the dataset in reports.
+fn file_name(path: &str) -> String {
+    std::path::Path::new(path)
+        .file_name()
+        .map_or(path.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Writes a report as pretty JSON to `out` (`-` is stdout).
+fn write_json(out: &str, report: &impl serde::Serialize) -> Result<(), CliError> {
+    let json = serde_json::to_string_pretty(report).expect("serialisable");
+    if out == "-" {
+        writeln!(std::io::stdout().lock(), "{json}")?;
+    } else {
+        std::fs::write(out, json + "\n")?;
+    }
+    Ok(())
+}
+
 /// Expands family names into injection ids, keeping the order given.
 pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
     let registry = inject::registry();
@@ -140,21 +158,14 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         )
         .expect("valid template"),
     );
-    let dataset = std::path::Path::new(&args.data)
-        .file_name()
-        .map_or(args.data.clone(), |n| n.to_string_lossy().into_owned());
+    let dataset = file_name(&args.data);
     let report = run_suite(&dataset, &items, &config, tokenizer.as_ref(), &|done, _| {
         bar.set_position(done as u64);
         true
     })
     .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&report).expect("serialisable");
-    if args.out == "-" {
-        writeln!(std::io::stdout().lock(), "{json}")?;
-    } else {
-        std::fs::write(&args.out, json + "\n")?;
-    }
+    write_json(&args.out, &report)?;
     if let Some(path) = &args.csv {
         std::fs::write(path, report.to_csv())?;
     }
@@ -265,9 +276,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         rows: cases,
         problems: Vec::new(),
     };
-    let dataset = std::path::Path::new(&path)
-        .file_name()
-        .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+    let dataset = file_name(&path);
     let bar = indicatif::ProgressBar::new(loaded.rows.len() as u64);
     let options = blindspot::metrics::MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
@@ -283,12 +292,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         },
     )?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&report).expect("serialisable");
-    if args.out == "-" {
-        writeln!(std::io::stdout().lock(), "{json}")?;
-    } else {
-        std::fs::write(&args.out, json + "\n")?;
-    }
+    write_json(&args.out, &report)?;
     let mut table = format!("{:<26}", "error");
     for m in &report.metrics {
         table.push_str(&format!(" {:>8}", m.metric.id));
@@ -342,20 +346,13 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
             args.summeval, p.line, p.message
         );
     }
-    let dataset = std::path::Path::new(&args.summeval)
-        .file_name()
-        .map_or(args.summeval.clone(), |n| n.to_string_lossy().into_owned());
+    let dataset = file_name(&args.summeval);
     let options = blindspot::metrics::MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
     };
     let report =
         blindspot::stress::audit::run_audit(&dataset, &loaded.rows, &args.metrics, options)?;
-    let json = serde_json::to_string_pretty(&report).expect("serialisable");
-    if args.out == "-" {
-        writeln!(std::io::stdout().lock(), "{json}")?;
-    } else {
-        std::fs::write(&args.out, json + "\n")?;
-    }
+    write_json(&args.out, &report)?;
     let mut table = format!("{:<8}", "kendall");
     for d in &report.dimensions {
         table.push_str(&format!(" {:>12}", d));

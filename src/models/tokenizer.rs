@@ -45,10 +45,14 @@ impl std::fmt::Debug for LmTokenizer {
 }
 
 impl LmTokenizer {
-    /// From a Hugging Face `tokenizer.json`.
+    /// From a Hugging Face `tokenizer.json`. Fixed padding in the file is
+    /// dropped (one text at a time is encoded; batches pad themselves);
+    /// truncation is kept.
     pub fn from_tokenizer_json(name: &str, bytes: &[u8]) -> Result<Self, TokenizerError> {
+        let mut inner = Tokenizer::from_bytes(bytes).map_err(err)?;
+        inner.with_padding(None);
         Ok(Self {
-            inner: Tokenizer::from_bytes(bytes).map_err(err)?,
+            inner,
             name: name.to_owned(),
         })
     }
@@ -95,6 +99,22 @@ impl LmTokenizer {
     /// Token ids and byte spans of `text`, without special tokens.
     pub fn encode(&self, text: &str) -> Result<Vec<LmToken>, TokenizerError> {
         let encoding = self.inner.encode(text, false).map_err(err)?;
+        Ok(encoding
+            .get_ids()
+            .iter()
+            .zip(encoding.get_offsets())
+            .map(|(&id, &(start, end))| LmToken {
+                id,
+                span: start..end,
+            })
+            .collect())
+    }
+
+    /// Token ids and byte spans as the model reads them: with the special
+    /// tokens its post-processor adds (`[CLS] ... [SEP]` for BERT, which get
+    /// empty spans), truncated as its `tokenizer.json` says.
+    pub fn encode_for_model(&self, text: &str) -> Result<Vec<LmToken>, TokenizerError> {
+        let encoding = self.inner.encode(text, true).map_err(err)?;
         Ok(encoding
             .get_ids()
             .iter()
@@ -153,5 +173,31 @@ pub(crate) mod tests {
         assert_eq!(tok.vocab_size(), 50257);
         assert!(tok.is_special(50256));
         assert!(!tok.is_special(995));
+    }
+
+    /// all-MiniLM-L6-v2's tokenizer.json (fetched into models/ by `scripts/fetch_models.py`).
+    #[test]
+    fn minilm_wordpiece_with_bert_specials() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/all-MiniLM-L6-v2/tokenizer.json"
+        );
+        let bytes = std::fs::read(path)
+            .unwrap_or_else(|e| panic!("{path}: {e} (run scripts/fetch_models.py)"));
+        let tok = LmTokenizer::from_tokenizer_json("all-MiniLM-L6-v2", &bytes).unwrap();
+        let text = "Hello, World! Tokenization";
+        let ids: Vec<u32> = tok
+            .encode_for_model(text)
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        // bert-base-uncased vocabulary: [CLS] hello , world ! token ##ization [SEP]
+        assert_eq!(ids, [101, 7592, 1010, 2088, 999, 19204, 3989, 102]);
+        let plain = tok.encode(text).unwrap();
+        assert_eq!(plain.len(), 6);
+        assert_eq!(&text[plain[3].span.clone()], "!");
+        assert!(tok.is_special(101) && tok.is_special(102));
+        assert_eq!(tok.vocab_size(), 30522);
     }
 }

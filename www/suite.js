@@ -15,6 +15,7 @@ const suite = { worker: null, file: null, report: null, csv: null, started: 0, w
 export function engineUrls() {
   const glue = document.querySelector('link[rel="modulepreload"][href*="blindspot"]');
   const wasm = document.querySelector('link[rel="preload"][href$=".wasm"]');
+  if (!glue || !wasm) throw new Error("cannot find the engine's files in this page to start a worker");
   return { glue: new URL(glue.getAttribute("href"), location.href).href, wasm: new URL(wasm.getAttribute("href"), location.href).href };
 }
 
@@ -50,9 +51,15 @@ function selectedInjections() {
   return suite.injections.filter((i) => families.includes(i.family)).map((i) => i.id);
 }
 
-async function gpt2Files() {
-  const get = async (name) => (await fetch(`tokenizers/gpt2/${name}`)).text();
-  return { encoder: await get("encoder.json"), vocab: await get("vocab.bpe") };
+/** GPT-2's vocabulary files, copied into the site by Trunk. */
+export async function gpt2Files() {
+  const get = async (name) => {
+    const response = await fetch(`tokenizers/gpt2/${name}`);
+    if (!response.ok) throw new Error(`could not load tokenizers/gpt2/${name} (HTTP ${response.status})`);
+    return response.text();
+  };
+  const [encoder, vocab] = await Promise.all([get("encoder.json"), get("vocab.bpe")]);
+  return { encoder, vocab };
 }
 
 async function run() {
@@ -108,7 +115,11 @@ async function run() {
     }
   };
   worker.onerror = (e) => finish(`The worker failed: ${e.message}`, "bad");
-  worker.postMessage({ ...engineUrls(), request, tokenizer: needsTokenizer ? await gpt2Files() : null });
+  try {
+    worker.postMessage({ ...engineUrls(), request, tokenizer: needsTokenizer ? await gpt2Files() : null });
+  } catch (err) {
+    finish(String(err.message ?? err), "bad");
+  }
 }
 
 function finish(message, kind = "muted") {

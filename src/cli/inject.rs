@@ -53,12 +53,7 @@ pub(super) fn load_tokenizer(path: &str) -> Result<LmTokenizer, CliError> {
     };
     let dir = std::path::Path::new(path);
     if dir.is_dir() {
-        let read = |name: &str| {
-            std::fs::read_to_string(dir.join(name))
-                .map_err(|e| fail(format!("cannot read {name}: {e}")))
-        };
-        LmTokenizer::gpt2(&read("encoder.json")?, &read("vocab.bpe")?)
-            .map_err(|e| fail(e.to_string()))
+        LmTokenizer::gpt2_from_dir(dir).map_err(|e| fail(e.to_string()))
     } else {
         let bytes = std::fs::read(dir).map_err(|e| fail(format!("cannot read: {e}")))?;
         LmTokenizer::from_tokenizer_json(path, &bytes).map_err(|e| fail(e.to_string()))

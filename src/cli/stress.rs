@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use blindspot::data::{self, Item, Loaded};
+use blindspot::data::{self, Item};
 use blindspot::inject;
 use blindspot::stress::suite::{SuiteConfig, SuiteReport, run_suite};
 use clap::ValueEnum;
@@ -108,39 +108,25 @@ pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
     Ok(ids)
 }
 
-fn load(args: &StressArgs) -> Result<(Vec<Item>, usize), CliError> {
-    let text = read_text(&args.data)?;
-    let problems = |loaded: &Loaded<Item>| {
-        for p in &loaded.problems {
-            eprintln!(
-                "warning: {}:{}: {} (row skipped)",
-                args.data, p.line, p.message
-            );
-        }
-        loaded.problems.len()
-    };
-    let loaded = match args.format {
-        DataFormat::Wmt => data::load_wmt(&text),
-        DataFormat::Jsonl => data::load_pairs(&text),
-        DataFormat::Summeval => {
-            let docs = data::load_summeval(&text);
-            Loaded {
-                rows: docs.rows.into_iter().map(|d| d.item).collect(),
-                problems: docs.problems,
-            }
-        }
-    };
-    let skipped = problems(&loaded);
+/// Reads `path` in `format` (rows that do not parse are reported and
+/// skipped) and keeps the first `limit` items.
+fn load(path: &str, format: DataFormat, limit: Option<usize>) -> Result<Vec<Item>, CliError> {
+    let text = read_text(path)?;
+    let name = format.to_possible_value().expect("no skipped variants");
+    let loaded = data::load_items(name.get_name(), &text).map_err(CliError::Suite)?;
+    for p in &loaded.problems {
+        eprintln!("warning: {path}:{}: {} (row skipped)", p.line, p.message);
+    }
     let mut items = loaded.rows;
-    if let Some(n) = args.limit {
+    if let Some(n) = limit {
         items.truncate(n);
     }
-    Ok((items, skipped))
+    Ok(items)
 }
 
 /// Runs `blindspot stress`.
 pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
-    let (items, _) = load(args)?;
+    let items = load(&args.data, args.format, args.limit)?;
     let tokenizer = args
         .tokenizer
         .as_deref()
@@ -244,20 +230,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
             (menli.clone(), loaded.rows)
         }
         (None, Some(path)) => {
-            let stress_args = StressArgs {
-                data: path.clone(),
-                format: args.format,
-                metrics: Vec::new(),
-                injections: Vec::new(),
-                seeds: 1,
-                limit: args.limit,
-                rouge_stemmer: false,
-                tokenizer: None,
-                out: String::new(),
-                csv: None,
-                html: None,
-            };
-            let (items, _) = load(&stress_args)?;
+            let items = load(path, args.format, args.limit)?;
             let attacks: Vec<String> = if args.attacks.is_empty() {
                 blindspot::stress::prefer::default_attacks()
                     .into_iter()
@@ -272,18 +245,14 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         }
         (None, None) => unreachable!("clap requires --menli or --data"),
     };
-    let loaded = Loaded {
-        rows: cases,
-        problems: Vec::new(),
-    };
     let dataset = file_name(&path);
-    let bar = indicatif::ProgressBar::new(loaded.rows.len() as u64);
+    let bar = indicatif::ProgressBar::new(cases.len() as u64);
     let options = blindspot::metrics::MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
     };
     let report = blindspot::stress::prefer::run_preference(
         &dataset,
-        &loaded.rows,
+        &cases,
         &args.metrics,
         options,
         &|done, _| {

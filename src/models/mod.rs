@@ -1,4 +1,190 @@
-//! Pretrained language models: tokenizers now; the burn model
-//! architectures (BERT family, GPT-2) join them in the PLM engine.
+//! Pretrained language models on burn: Hugging Face checkpoints (BERT
+//! family, GPT-2) loaded from bytes, optionally int8-quantized, run on the
+//! CPU (burn-flex) or, in the browser, on WebGPU.
+//!
+//! - [`config`]: `config.json` into [`ModelConfig`];
+//! - [`bert`], [`gpt2`]: the architectures, module trees mirroring the checkpoints;
+//! - [`weights`]: safetensors (sharded too) and prepared `.bpk` files, quantization;
+//! - [`tokenizer`]: `tokenizer.json` through the `tokenizers` crate;
+//! - [`registry`]: the default checkpoint of each metric.
 
+pub mod bert;
+pub mod config;
+pub mod gpt2;
+pub mod registry;
 pub mod tokenizer;
+pub mod weights;
+
+use burn::tensor::{Device, Int, Tensor, TensorData, activation};
+
+pub use config::{Activation, Family, Head, ModelConfig};
+pub use tokenizer::{LmToken, LmTokenizer, ModelEncoding};
+pub use weights::{ModelFiles, Precision};
+
+/// Everything that can go wrong loading or running a model, worded for the
+/// person who picked the model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// `config.json` unreadable or incomplete.
+    #[error("model config: {0}")]
+    Config(String),
+    /// An architecture, head or option we do not implement.
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+    /// Weights unreadable, incomplete or of the wrong shape.
+    #[error("model weights: {0}")]
+    Weights(String),
+    /// Tokenizer missing or broken.
+    #[error(transparent)]
+    Tokenizer(#[from] tokenizer::TokenizerError),
+    /// A file could not be read.
+    #[error("{0}")]
+    Io(String),
+    /// The device failed (WebGPU lost, out of memory, readback failed).
+    #[error("device: {0}")]
+    Device(String),
+}
+
+/// A padded batch of token sequences, ready for a forward pass.
+pub struct Batch {
+    /// Token ids `[batch, tokens]`, right-padded with the padding id.
+    pub ids: Tensor<2, Int>,
+    /// Position ids `[batch, tokens]`.
+    pub positions: Tensor<2, Int>,
+    /// `[batch, 1, 1, tokens]`: 0 for real tokens, a large negative for padding.
+    pub pad_bias: Tensor<4>,
+    /// Real length of each sequence.
+    pub lengths: Vec<usize>,
+}
+
+impl Batch {
+    /// Pads `sequences` (already tokenized and within the model's limit)
+    /// into one batch on `device`.
+    pub fn new(sequences: &[Vec<u32>], config: &ModelConfig, device: &Device) -> Self {
+        let b = sequences.len();
+        let l = sequences.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(b * l);
+        let mut positions = Vec::with_capacity(b * l);
+        let mut bias = Vec::with_capacity(b * l);
+        let offsets = bert::position_ids(config.family, config.pad_token_id, l);
+        for seq in sequences {
+            for (i, &offset) in offsets.iter().enumerate() {
+                let real = i < seq.len();
+                ids.push(if real {
+                    seq[i] as i64
+                } else {
+                    config.pad_token_id as i64
+                });
+                // Padding is masked out; any valid position will do.
+                positions.push(if real { offset } else { 0 });
+                bias.push(if real { 0.0f32 } else { -1e30 });
+            }
+        }
+        Self {
+            ids: Tensor::from_data(TensorData::new(ids, [b, l]), device),
+            positions: Tensor::from_data(TensorData::new(positions, [b, l]), device),
+            pad_bias: Tensor::from_data(TensorData::new(bias, [b, 1, 1, l]), device),
+            lengths: sequences.iter().map(Vec::len).collect(),
+        }
+    }
+}
+
+/// Applies a feed-forward activation.
+pub(crate) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
+    match act {
+        Activation::Gelu => activation::gelu(x),
+        Activation::GeluTanh => activation::gelu_approximate(x),
+        Activation::Relu => activation::relu(x),
+    }
+}
+
+/// The network a checkpoint holds (one per loaded model, so the size of the
+/// variants does not matter).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Network {
+    /// A BERT-family encoder.
+    Bert(bert::BertModel),
+    /// A GPT-2 decoder.
+    Gpt2(gpt2::Gpt2Model),
+}
+
+/// A loaded model: its config, tokenizer and network on one device.
+#[derive(Debug)]
+pub struct Plm {
+    /// Model id or folder name.
+    pub name: String,
+    /// What `config.json` said.
+    pub config: ModelConfig,
+    /// Its tokenizer, limited to the model's positions.
+    pub tokenizer: LmTokenizer,
+    /// The network.
+    pub network: Network,
+    /// Where it runs.
+    pub device: Device,
+    /// Weight precision.
+    pub precision: Precision,
+}
+
+/// One forward pass's results, still on the device.
+pub struct ForwardOutput {
+    /// Embedding output then each layer's (`num_layers + 1`, `[batch, tokens, hidden]`).
+    pub hidden_states: Vec<Tensor<3>>,
+    /// Real length of each sequence.
+    pub lengths: Vec<usize>,
+}
+
+impl Plm {
+    /// Tokenizes `text` as the model reads it (special tokens added, cut to
+    /// the model's limit; `truncated` says when).
+    pub fn encode(&self, text: &str) -> Result<ModelEncoding, ModelError> {
+        Ok(self.tokenizer.encode_for_model(text)?)
+    }
+
+    /// Runs the network over token sequences and returns every hidden state.
+    pub fn forward(&self, sequences: &[Vec<u32>]) -> Result<ForwardOutput, ModelError> {
+        let limit = self.config.max_tokens();
+        if let Some(long) = sequences.iter().find(|s| s.len() > limit) {
+            return Err(ModelError::Unsupported(format!(
+                "{} tokens exceed {}'s limit of {limit}",
+                long.len(),
+                self.name
+            )));
+        }
+        if sequences.is_empty() || sequences.iter().any(Vec::is_empty) {
+            return Err(ModelError::Unsupported("empty input sequence".into()));
+        }
+        let batch = Batch::new(sequences, &self.config, &self.device);
+        let hidden_states = match &self.network {
+            Network::Bert(m) => m.forward(&batch).hidden_states,
+            Network::Gpt2(m) => m.forward(&batch).hidden_states,
+        };
+        Ok(ForwardOutput {
+            hidden_states,
+            lengths: batch.lengths,
+        })
+    }
+}
+
+/// Reads a tensor back to the host. Asynchronous because WebGPU reads are;
+/// on the CPU the future is ready at once.
+pub async fn read_back<const D: usize>(t: Tensor<D>) -> Result<(Vec<f32>, [usize; D]), ModelError> {
+    let dims = t.dims();
+    let data = t
+        .into_data_async()
+        .await
+        .map_err(|e| ModelError::Device(format!("readback failed: {e:?}")))?;
+    let values = data
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| ModelError::Device(format!("unexpected tensor data: {e:?}")))?;
+    Ok((values, dims))
+}
+
+/// [`read_back`] for native callers (CPU devices only: a WebGPU read cannot block).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn read_back_blocking<const D: usize>(
+    t: Tensor<D>,
+) -> Result<(Vec<f32>, [usize; D]), ModelError> {
+    futures::executor::block_on(read_back(t))
+}

@@ -29,6 +29,15 @@ pub struct LmToken {
     pub span: Range<usize>,
 }
 
+/// A text as a model reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelEncoding {
+    /// Tokens, special tokens included.
+    pub tokens: Vec<LmToken>,
+    /// True when the text was longer than the model's limit and cut.
+    pub truncated: bool,
+}
+
 /// A language model's tokenizer.
 #[derive(Clone)]
 pub struct LmTokenizer {
@@ -123,10 +132,11 @@ impl LmTokenizer {
 
     /// Token ids and byte spans as the model reads them: with the special
     /// tokens its post-processor adds (`[CLS] ... [SEP]` for BERT, which get
-    /// empty spans), truncated as its `tokenizer.json` says.
-    pub fn encode_for_model(&self, text: &str) -> Result<Vec<LmToken>, TokenizerError> {
+    /// empty spans), truncated as its `tokenizer.json` or
+    /// [`limit_length`](Self::limit_length) says.
+    pub fn encode_for_model(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
         let encoding = self.inner.encode(text, true).map_err(err)?;
-        Ok(encoding
+        let tokens = encoding
             .get_ids()
             .iter()
             .zip(encoding.get_offsets())
@@ -134,7 +144,32 @@ impl LmTokenizer {
                 id,
                 span: start..end,
             })
-            .collect())
+            .collect();
+        Ok(ModelEncoding {
+            tokens,
+            truncated: !encoding.get_overflowing().is_empty(),
+        })
+    }
+
+    /// Caps model inputs at `max_tokens` (special tokens included), keeping
+    /// a shorter limit the tokenizer already has. Truncation keeps the
+    /// start and the closing special tokens, as the reference libraries do.
+    pub fn limit_length(&mut self, max_tokens: usize) -> Result<(), TokenizerError> {
+        let current = self.inner.get_truncation().map(|t| t.max_length);
+        if current.is_none_or(|m| m > max_tokens) {
+            let params = tokenizers::TruncationParams {
+                max_length: max_tokens,
+                ..self.inner.get_truncation().cloned().unwrap_or_default()
+            };
+            self.inner.with_truncation(Some(params)).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The longest input the model is given, special tokens included (None:
+    /// unlimited).
+    pub fn max_length(&self) -> Option<usize> {
+        self.inner.get_truncation().map(|t| t.max_length)
     }
 
     /// Text of a token id sequence (special tokens kept).
@@ -196,6 +231,7 @@ pub(crate) mod tests {
         let ids: Vec<u32> = tok
             .encode_for_model(text)
             .unwrap()
+            .tokens
             .iter()
             .map(|t| t.id)
             .collect();
@@ -206,5 +242,18 @@ pub(crate) mod tests {
         assert_eq!(&text[plain[3].span.clone()], "!");
         assert!(tok.is_special(101) && tok.is_special(102));
         assert_eq!(tok.vocab_size(), 30522);
+        // Its tokenizer.json truncates at 128 and keeps [SEP]; a tighter
+        // limit wins, a looser one does not.
+        let long = "word ".repeat(300);
+        let mut tok = tok;
+        let enc = tok.encode_for_model(&long).unwrap();
+        assert!(enc.truncated);
+        assert_eq!((enc.tokens.len(), enc.tokens[127].id), (128, 102));
+        tok.limit_length(512).unwrap();
+        assert_eq!(tok.max_length(), Some(128));
+        tok.limit_length(16).unwrap();
+        let enc = tok.encode_for_model(&long).unwrap();
+        assert_eq!((enc.tokens.len(), enc.tokens[15].id), (16, 102));
+        assert!(!tok.encode_for_model(text).unwrap().truncated);
     }
 }

@@ -1,0 +1,341 @@
+//! The BERT family of encoders (BERT, MiniLM, RoBERTa, XLM-R, DistilBERT):
+//! embeddings, post-norm transformer layers returning every hidden state,
+//! and the optional masked-LM and sequence-classification heads.
+//!
+//! One module tree serves all of them; [`checkpoint_key_map`] renames each
+//! family's checkpoint keys onto it (`encoder.layer.N.attention.self.query`
+//! and DistilBERT's `transformer.layer.N.attention.q_lin` both become
+//! `layers.N.attention.query`).
+
+use burn::module::{Module, Param};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::{Device, Tensor, activation};
+
+use super::config::{Activation, Family, Head, ModelConfig};
+use super::{Batch, activate};
+
+/// Token, position and token-type embeddings, summed and normalised.
+#[derive(Module, Debug)]
+pub struct Embeddings {
+    /// Token embeddings (tied to the masked-LM decoder).
+    pub word_embeddings: Embedding,
+    /// Learned absolute positions.
+    pub position_embeddings: Embedding,
+    /// Segment embeddings (absent in DistilBERT).
+    pub token_type_embeddings: Option<Embedding>,
+    /// Normalisation of the sum.
+    pub layer_norm: LayerNorm,
+}
+
+/// Multi-head self-attention with its output projection.
+#[derive(Module, Debug)]
+pub struct SelfAttention {
+    /// Query projection.
+    pub query: Linear,
+    /// Key projection.
+    pub key: Linear,
+    /// Value projection.
+    pub value: Linear,
+    /// Output projection.
+    pub output: Linear,
+    /// Number of heads.
+    pub num_heads: usize,
+}
+
+/// One post-norm transformer layer.
+#[derive(Module, Debug)]
+pub struct Layer {
+    /// Self-attention.
+    pub attention: SelfAttention,
+    /// Norm after the attention residual.
+    pub attention_norm: LayerNorm,
+    /// Feed-forward up projection.
+    pub intermediate: Linear,
+    /// Feed-forward down projection.
+    pub output: Linear,
+    /// Norm after the feed-forward residual.
+    pub output_norm: LayerNorm,
+    /// Feed-forward activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// Masked-LM head: transform, normalise, project onto the (tied) token
+/// embeddings plus a bias.
+#[derive(Module, Debug)]
+pub struct MaskedLmHead {
+    /// Transform before the projection.
+    pub dense: Linear,
+    /// Norm after the transform.
+    pub layer_norm: LayerNorm,
+    /// Output bias, one per vocabulary entry.
+    pub bias: Param<Tensor<1>>,
+    /// Transform activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// Sequence-classification head on the first token: dense + activation
+/// (BERT's pooler and RoBERTa's classifier use tanh, DistilBERT ReLU), then
+/// the output projection to the classes.
+#[derive(Module, Debug)]
+pub struct ClassifierHead {
+    /// Pooling projection.
+    pub dense: Linear,
+    /// Projection to class logits.
+    pub out: Linear,
+    /// Pooling activation.
+    #[module(skip)]
+    pub pool_activation: PoolActivation,
+}
+
+/// Activation of the classification pooler.
+#[derive(Clone, Copy, Debug)]
+pub enum PoolActivation {
+    /// BERT and RoBERTa.
+    Tanh,
+    /// DistilBERT.
+    Relu,
+}
+
+/// A BERT-family encoder with its optional head.
+#[derive(Module, Debug)]
+pub struct BertModel {
+    /// Input embeddings.
+    pub embeddings: Embeddings,
+    /// Transformer layers.
+    pub layers: Vec<Layer>,
+    /// Masked-LM head, when the checkpoint has one.
+    pub mlm_head: Option<MaskedLmHead>,
+    /// Classification head, when the checkpoint has one.
+    pub classifier: Option<ClassifierHead>,
+}
+
+/// What one forward pass returns.
+pub struct EncoderOutput {
+    /// Embedding output then every layer's output: `num_layers + 1` tensors
+    /// of `[batch, tokens, hidden]` (index `i` is bert_score's layer `i`).
+    pub hidden_states: Vec<Tensor<3>>,
+}
+
+fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
+    LinearConfig::new(d_in, d_out).init(device)
+}
+
+fn norm(config: &ModelConfig, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(config.hidden_size)
+        .with_epsilon(config.layer_norm_eps)
+        .init(device)
+}
+
+fn embedding(n: usize, d: usize, device: &Device) -> Embedding {
+    EmbeddingConfig::new(n, d).init(device)
+}
+
+impl BertModel {
+    /// The module tree for `config`, with freshly initialised weights (load
+    /// a checkpoint over them with [`super::load_safetensors`]).
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        let h = config.hidden_size;
+        let embeddings = Embeddings {
+            word_embeddings: embedding(config.vocab_size, h, device),
+            position_embeddings: embedding(config.max_positions, h, device),
+            token_type_embeddings: (config.type_vocab_size > 0)
+                .then(|| embedding(config.type_vocab_size, h, device)),
+            layer_norm: norm(config, device),
+        };
+        let layers = (0..config.num_layers)
+            .map(|_| Layer {
+                attention: SelfAttention {
+                    query: linear(h, h, device),
+                    key: linear(h, h, device),
+                    value: linear(h, h, device),
+                    output: linear(h, h, device),
+                    num_heads: config.num_heads,
+                },
+                attention_norm: norm(config, device),
+                intermediate: linear(h, config.intermediate_size, device),
+                output: linear(config.intermediate_size, h, device),
+                output_norm: norm(config, device),
+                activation: config.activation,
+            })
+            .collect();
+        let mlm_head = (config.head == Head::MaskedLm).then(|| MaskedLmHead {
+            dense: linear(h, h, device),
+            layer_norm: norm(config, device),
+            bias: Param::from_tensor(Tensor::zeros([config.vocab_size], device)),
+            activation: config.activation,
+        });
+        let classifier = (config.head == Head::SequenceClassification).then(|| ClassifierHead {
+            dense: linear(h, h, device),
+            out: linear(h, config.labels.len(), device),
+            pool_activation: match config.family {
+                Family::DistilBert => PoolActivation::Relu,
+                _ => PoolActivation::Tanh,
+            },
+        });
+        Self {
+            embeddings,
+            layers,
+            mlm_head,
+            classifier,
+        }
+    }
+
+    /// Runs the encoder over a padded batch, returning every hidden state.
+    pub fn forward(&self, batch: &Batch) -> EncoderOutput {
+        let e = &self.embeddings;
+        let mut x = e.word_embeddings.forward(batch.ids.clone())
+            + e.position_embeddings.forward(batch.positions.clone());
+        if let Some(types) = &e.token_type_embeddings {
+            x = x + types.forward(batch.ids.zeros_like());
+        }
+        let mut x = e.layer_norm.forward(x);
+        let bias = batch.pad_bias.clone();
+        let mut hidden_states = Vec::with_capacity(self.layers.len() + 1);
+        for layer in &self.layers {
+            hidden_states.push(x.clone());
+            x = layer.forward(x, bias.clone());
+        }
+        hidden_states.push(x);
+        EncoderOutput { hidden_states }
+    }
+
+    /// Masked-LM logits `[batch, tokens, vocab]` from the last hidden state,
+    /// or None without a masked-LM head.
+    pub fn mlm_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<3>> {
+        let head = self.mlm_head.as_ref()?;
+        let x = activate(head.dense.forward(last_hidden), head.activation);
+        let x = head.layer_norm.forward(x);
+        let decoder = self.embeddings.word_embeddings.weight.val().transpose();
+        let [vocab] = head.bias.dims();
+        Some(x.matmul(decoder.unsqueeze()) + head.bias.val().reshape([1, 1, vocab]))
+    }
+
+    /// Class logits `[batch, classes]` from the first token of the last
+    /// hidden state, or None without a classification head.
+    pub fn class_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<2>> {
+        let head = self.classifier.as_ref()?;
+        let [batch, _, hidden] = last_hidden.dims();
+        let first = last_hidden
+            .slice([0..batch, 0..1, 0..hidden])
+            .reshape([batch, hidden]);
+        let pooled = head.dense.forward(first);
+        let pooled = match head.pool_activation {
+            PoolActivation::Tanh => activation::tanh(pooled),
+            PoolActivation::Relu => activation::relu(pooled),
+        };
+        Some(head.out.forward(pooled))
+    }
+}
+
+impl Layer {
+    fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let attended = self.attention.forward(x.clone(), Some(bias), None);
+        let x = self.attention_norm.forward(x + attended);
+        let inner = activate(self.intermediate.forward(x.clone()), self.activation);
+        self.output_norm.forward(x + self.output.forward(inner))
+    }
+}
+
+impl SelfAttention {
+    /// Scaled dot-product attention over all heads. `bias` is added to the
+    /// scores (padding and, for causal models, the future).
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        bias: Option<Tensor<4>>,
+        causal: Option<Tensor<4>>,
+    ) -> Tensor<3> {
+        let q = split_heads(self.query.forward(x.clone()), self.num_heads);
+        let k = split_heads(self.key.forward(x.clone()), self.num_heads);
+        let v = split_heads(self.value.forward(x), self.num_heads);
+        self.output.forward(attend(q, k, v, bias, causal))
+    }
+}
+
+/// `[batch, tokens, hidden]` to `[batch, heads, tokens, head_dim]`.
+pub(crate) fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
+    let [b, l, h] = x.dims();
+    x.reshape([b, l, heads, h / heads]).swap_dims(1, 2)
+}
+
+/// softmax(q kᵀ / sqrt(d) + biases) v, heads merged back to `[batch, tokens, hidden]`.
+pub(crate) fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: Option<Tensor<4>>,
+    causal: Option<Tensor<4>>,
+) -> Tensor<3> {
+    let [b, heads, l, d] = q.dims();
+    let mut scores = q.matmul(k.transpose()).div_scalar((d as f32).sqrt());
+    if let Some(bias) = bias {
+        scores = scores + bias;
+    }
+    if let Some(causal) = causal {
+        scores = scores + causal;
+    }
+    let weights = activation::softmax(scores, 3);
+    weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
+}
+
+/// Key renames from a family's checkpoint names to this module tree, in
+/// the order they apply (each is a regex and its replacement). Tensors
+/// with no place here (tied decoders, an unused pooler) are left over and
+/// ignored.
+pub fn checkpoint_key_map(family: Family) -> Vec<(&'static str, &'static str)> {
+    let mut map = vec![
+        (r"^(bert|roberta|distilbert)\.", ""),
+        (r"^encoder\.layer\.(\d+)\.", "layers.$1."),
+        (r"^transformer\.layer\.(\d+)\.", "layers.$1."),
+        (r"^embeddings\.LayerNorm\.", "embeddings.layer_norm."),
+        (r"\.attention\.self\.(query|key|value)\.", ".attention.$1."),
+        (r"\.attention\.output\.dense\.", ".attention.output."),
+        (r"\.attention\.output\.LayerNorm\.", ".attention_norm."),
+        (r"\.intermediate\.dense\.", ".intermediate."),
+        (r"\.output\.dense\.", ".output."),
+        (r"\.output\.LayerNorm\.", ".output_norm."),
+        // BERT's heads.
+        (r"^cls\.predictions\.transform\.dense\.", "mlm_head.dense."),
+        (
+            r"^cls\.predictions\.transform\.LayerNorm\.",
+            "mlm_head.layer_norm.",
+        ),
+        (r"^cls\.predictions\.bias$", "mlm_head.bias"),
+        (r"^pooler\.dense\.", "classifier.dense."),
+        (r"^classifier\.(weight|bias)$", "classifier.out.$1"),
+        // RoBERTa's heads.
+        (r"^lm_head\.dense\.", "mlm_head.dense."),
+        (r"^lm_head\.layer_norm\.", "mlm_head.layer_norm."),
+        (r"^lm_head\.bias$", "mlm_head.bias"),
+        (r"^classifier\.out_proj\.", "classifier.out."),
+    ];
+    if family == Family::DistilBert {
+        map.extend([
+            (r"\.attention\.q_lin\.", ".attention.query."),
+            (r"\.attention\.k_lin\.", ".attention.key."),
+            (r"\.attention\.v_lin\.", ".attention.value."),
+            (r"\.attention\.out_lin\.", ".attention.output."),
+            (r"\.sa_layer_norm\.", ".attention_norm."),
+            (r"\.ffn\.lin1\.", ".intermediate."),
+            (r"\.ffn\.lin2\.", ".output."),
+            (r"\.output_layer_norm\.", ".output_norm."),
+            (r"^vocab_transform\.", "mlm_head.dense."),
+            (r"^vocab_layer_norm\.", "mlm_head.layer_norm."),
+            (r"^vocab_projector\.bias$", "mlm_head.bias"),
+            (r"^pre_classifier\.", "classifier.dense."),
+        ]);
+    }
+    map
+}
+
+/// Position ids as the family numbers them: `0..n` for BERT, offset past
+/// the padding id for RoBERTa (`pad + 1 ..`).
+pub fn position_ids(family: Family, pad_token_id: u32, len: usize) -> Vec<i64> {
+    let offset = match family {
+        Family::Roberta => pad_token_id as i64 + 1,
+        _ => 0,
+    };
+    (0..len as i64).map(|i| i + offset).collect()
+}

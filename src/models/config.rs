@@ -1,0 +1,280 @@
+//! A checkpoint's `config.json`, read into the few numbers our architectures
+//! need, whatever spelling the Hugging Face model type uses for them.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::ModelError;
+
+/// Architecture family a checkpoint belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// BERT, MiniLM and other `model_type: bert` encoders.
+    Bert,
+    /// RoBERTa and XLM-RoBERTa: BERT with offset positions and one token type.
+    Roberta,
+    /// DistilBERT: BERT without token types, under other parameter names.
+    DistilBert,
+    /// GPT-2 causal language models.
+    Gpt2,
+}
+
+/// Head on top of the encoder or decoder, from `architectures[0]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Hidden states only (`BertModel`, `RobertaModel`...).
+    None,
+    /// Masked-LM head (`BertForMaskedLM`, `RobertaForMaskedLM`...).
+    MaskedLm,
+    /// Sequence classification (`...ForSequenceClassification`), e.g. NLI.
+    SequenceClassification,
+    /// GPT-2's tied language-model head (`GPT2LMHeadModel`, `GPT2Model`).
+    CausalLm,
+}
+
+/// The fields of `config.json` we read, under every spelling in use.
+#[derive(Deserialize)]
+struct RawConfig {
+    model_type: Option<String>,
+    #[serde(default)]
+    architectures: Vec<String>,
+    vocab_size: Option<usize>,
+    #[serde(alias = "dim", alias = "n_embd")]
+    hidden_size: Option<usize>,
+    #[serde(alias = "n_layers", alias = "n_layer")]
+    num_hidden_layers: Option<usize>,
+    #[serde(alias = "n_heads", alias = "n_head")]
+    num_attention_heads: Option<usize>,
+    #[serde(alias = "hidden_dim", alias = "n_inner")]
+    intermediate_size: Option<usize>,
+    #[serde(alias = "n_positions")]
+    max_position_embeddings: Option<usize>,
+    type_vocab_size: Option<usize>,
+    #[serde(alias = "layer_norm_epsilon")]
+    layer_norm_eps: Option<f64>,
+    #[serde(alias = "activation", alias = "activation_function")]
+    hidden_act: Option<String>,
+    pad_token_id: Option<serde_json::Value>,
+    position_embedding_type: Option<String>,
+    #[serde(default)]
+    id2label: BTreeMap<String, String>,
+    tie_word_embeddings: Option<bool>,
+    sinusoidal_pos_embds: Option<bool>,
+}
+
+/// Activation of the feed-forward layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// Exact (erf) GELU: BERT's `gelu`.
+    Gelu,
+    /// tanh-approximated GELU: GPT-2's `gelu_new`.
+    GeluTanh,
+    /// ReLU.
+    Relu,
+}
+
+/// Everything our architectures need to know about a checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// Architecture family.
+    pub family: Family,
+    /// Head the checkpoint carries.
+    pub head: Head,
+    /// `architectures[0]`, or the model type when absent.
+    pub architecture: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// Number of transformer layers.
+    pub num_layers: usize,
+    /// Attention heads per layer.
+    pub num_heads: usize,
+    /// Feed-forward inner size.
+    pub intermediate_size: usize,
+    /// Learned positions available (inputs are truncated to fit).
+    pub max_positions: usize,
+    /// Token types (0 for DistilBERT and GPT-2).
+    pub type_vocab_size: usize,
+    /// Layer-norm epsilon.
+    pub layer_norm_eps: f64,
+    /// Feed-forward activation.
+    pub activation: Activation,
+    /// Padding id (RoBERTa's positions start after it).
+    pub pad_token_id: u32,
+    /// Class labels in output order, from `id2label` (classification heads).
+    pub labels: Vec<String>,
+}
+
+impl ModelConfig {
+    /// Reads `config.json`. Unsupported architectures and missing sizes are
+    /// errors that name what is wrong.
+    pub fn from_json(text: &str) -> Result<Self, ModelError> {
+        let raw: RawConfig = serde_json::from_str(text)
+            .map_err(|e| ModelError::Config(format!("config.json is not valid: {e}")))?;
+        let model_type = raw.model_type.clone().unwrap_or_default();
+        let family = match model_type.as_str() {
+            "bert" => Family::Bert,
+            "roberta" | "xlm-roberta" | "camembert" => Family::Roberta,
+            "distilbert" => Family::DistilBert,
+            "gpt2" => Family::Gpt2,
+            "" => return Err(ModelError::Config("config.json has no model_type".into())),
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "model_type `{other}` is not supported (supported: bert, roberta, \
+                     xlm-roberta, camembert, distilbert, gpt2)"
+                )));
+            }
+        };
+        let architecture = raw
+            .architectures
+            .first()
+            .cloned()
+            .unwrap_or_else(|| model_type.clone());
+        let head = if family == Family::Gpt2 {
+            Head::CausalLm
+        } else if architecture.ends_with("ForMaskedLM") {
+            Head::MaskedLm
+        } else if architecture.ends_with("ForSequenceClassification") {
+            Head::SequenceClassification
+        } else if architecture.ends_with("Model") {
+            Head::None
+        } else {
+            return Err(ModelError::Unsupported(format!(
+                "architecture `{architecture}` is not supported (a base model, \
+                 ...ForMaskedLM or ...ForSequenceClassification)"
+            )));
+        };
+        if raw
+            .position_embedding_type
+            .as_deref()
+            .is_some_and(|p| p != "absolute")
+        {
+            return Err(ModelError::Unsupported(format!(
+                "position_embedding_type `{}` is not supported (absolute only)",
+                raw.position_embedding_type.unwrap_or_default()
+            )));
+        }
+        if raw.sinusoidal_pos_embds == Some(true) {
+            return Err(ModelError::Unsupported(
+                "sinusoidal DistilBERT positions are not supported".into(),
+            ));
+        }
+        if raw.tie_word_embeddings == Some(false) && head != Head::None {
+            return Err(ModelError::Unsupported(
+                "untied output embeddings are not supported".into(),
+            ));
+        }
+        let need = |v: Option<usize>, name: &str| {
+            v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
+        };
+        let hidden_size = need(raw.hidden_size, "hidden_size")?;
+        let activation = match raw.hidden_act.as_deref().unwrap_or("gelu") {
+            "gelu" if family == Family::Gpt2 => Activation::Gelu,
+            "gelu" => Activation::Gelu,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "activation `{other}` is not supported"
+                )));
+            }
+        };
+        let labels = (0..raw.id2label.len())
+            .map(|i| {
+                raw.id2label
+                    .get(&i.to_string())
+                    .cloned()
+                    .ok_or_else(|| ModelError::Config(format!("id2label lacks class {i}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if head == Head::SequenceClassification && labels.is_empty() {
+            return Err(ModelError::Config(
+                "a classification checkpoint needs id2label in config.json".into(),
+            ));
+        }
+        let pad_token_id = match raw.pad_token_id {
+            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as u32,
+            _ if family == Family::Roberta => 1,
+            _ => 0,
+        };
+        Ok(Self {
+            family,
+            head,
+            architecture,
+            vocab_size: need(raw.vocab_size, "vocab_size")?,
+            hidden_size,
+            num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
+            num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
+            intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
+            max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
+            type_vocab_size: match family {
+                Family::DistilBert | Family::Gpt2 => 0,
+                _ => raw.type_vocab_size.unwrap_or(2),
+            },
+            layer_norm_eps: raw.layer_norm_eps.unwrap_or(match family {
+                Family::Gpt2 => 1e-5,
+                _ => 1e-12,
+            }),
+            activation,
+            pad_token_id,
+            labels,
+        })
+    }
+
+    /// Tokens one sequence may hold: RoBERTa loses two positions to its
+    /// padding offset.
+    pub fn max_tokens(&self) -> usize {
+        match self.family {
+            Family::Roberta => self
+                .max_positions
+                .saturating_sub(self.pad_token_id as usize + 1),
+            _ => self.max_positions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_minilm_and_gpt2_spellings() {
+        let bert = ModelConfig::from_json(
+            r#"{"model_type":"bert","architectures":["BertModel"],"vocab_size":30522,
+            "hidden_size":384,"num_hidden_layers":6,"num_attention_heads":12,
+            "intermediate_size":1536,"max_position_embeddings":512,"hidden_act":"gelu"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (bert.family, bert.head, bert.type_vocab_size),
+            (Family::Bert, Head::None, 2)
+        );
+        let gpt2 = ModelConfig::from_json(
+            r#"{"model_type":"gpt2","architectures":["GPT2LMHeadModel"],"vocab_size":50257,
+            "n_embd":768,"n_layer":12,"n_head":12,"n_positions":1024,
+            "activation_function":"gelu_new","layer_norm_epsilon":1e-5}"#,
+        )
+        .unwrap();
+        assert_eq!(gpt2.intermediate_size, 3072);
+        assert_eq!(gpt2.activation, Activation::GeluTanh);
+    }
+
+    #[test]
+    fn unsupported_and_broken_configs_say_why() {
+        let e = ModelConfig::from_json(r#"{"model_type":"t5"}"#).unwrap_err();
+        assert!(e.to_string().contains("`t5` is not supported"), "{e}");
+        let e = ModelConfig::from_json(r#"{"model_type":"bert","hidden_size":4}"#).unwrap_err();
+        assert!(e.to_string().contains("lacks vocab_size"), "{e}");
+        let e = ModelConfig::from_json("{").unwrap_err();
+        assert!(e.to_string().contains("not valid"), "{e}");
+        let e = ModelConfig::from_json(
+            r#"{"model_type":"bert","architectures":["BertForSequenceClassification"],
+            "vocab_size":5,"hidden_size":4,"num_hidden_layers":1,"num_attention_heads":1,
+            "max_position_embeddings":8}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("id2label"), "{e}");
+    }
+}

@@ -1,0 +1,194 @@
+//! GPT-2: pre-norm causal transformer with a language-model head tied to the
+//! token embeddings. Module names mirror the Hugging Face checkpoint
+//! (`h.N.attn.c_attn`...), so loading only drops the `transformer.` prefix.
+
+use burn::module::{Module, Param};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
+use burn::tensor::module::linear;
+use burn::tensor::{Device, Tensor};
+
+use super::config::{Activation, ModelConfig};
+use super::{Batch, activate};
+use crate::models::bert::{attend, split_heads};
+
+/// HF's `Conv1D`: a linear layer whose weight is stored `[in, out]` (the
+/// layout burn's `Linear` uses, so it loads without the transpose that
+/// PyTorch's `nn.Linear` weights get).
+#[derive(Module, Debug)]
+pub struct Conv1D {
+    /// `[in, out]` weight.
+    pub weight: Param<Tensor<2>>,
+    /// `[out]` bias.
+    pub bias: Param<Tensor<1>>,
+}
+
+impl Conv1D {
+    fn new(d_in: usize, d_out: usize, device: &Device) -> Self {
+        Self {
+            weight: Param::from_tensor(Tensor::zeros([d_in, d_out], device)),
+            bias: Param::from_tensor(Tensor::zeros([d_out], device)),
+        }
+    }
+
+    /// `x W + b`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        linear(x, self.weight.val(), Some(self.bias.val()))
+    }
+}
+
+/// Fused query/key/value projection, attention and output projection.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// Query, key and value in one `[hidden, 3 hidden]` projection.
+    pub c_attn: Conv1D,
+    /// Output projection.
+    pub c_proj: Conv1D,
+    /// Number of heads.
+    pub num_heads: usize,
+}
+
+/// Feed-forward block.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    /// Up projection.
+    pub c_fc: Conv1D,
+    /// Down projection.
+    pub c_proj: Conv1D,
+    /// Activation (`gelu_new`).
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// One pre-norm block.
+#[derive(Module, Debug)]
+pub struct Block {
+    /// Norm before attention.
+    pub ln_1: LayerNorm,
+    /// Causal self-attention.
+    pub attn: Attention,
+    /// Norm before the feed-forward block.
+    pub ln_2: LayerNorm,
+    /// Feed-forward block.
+    pub mlp: Mlp,
+}
+
+/// GPT-2 with its tied language-model head.
+#[derive(Module, Debug)]
+pub struct Gpt2Model {
+    /// Token embeddings (also the output projection).
+    pub wte: Embedding,
+    /// Learned positions.
+    pub wpe: Embedding,
+    /// Blocks.
+    pub h: Vec<Block>,
+    /// Final norm.
+    pub ln_f: LayerNorm,
+}
+
+/// What one forward pass returns.
+pub struct DecoderOutput {
+    /// As in transformers: the embeddings, the input of every later block,
+    /// and last the final-normed output (`num_layers + 1` tensors).
+    pub hidden_states: Vec<Tensor<3>>,
+    /// Next-token logits `[batch, tokens, vocab]`.
+    pub logits: Tensor<3>,
+}
+
+impl Gpt2Model {
+    /// The module tree for `config`, weights zeroed until a checkpoint loads.
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        let h = config.hidden_size;
+        let norm = || {
+            LayerNormConfig::new(h)
+                .with_epsilon(config.layer_norm_eps)
+                .init(device)
+        };
+        let blocks = (0..config.num_layers)
+            .map(|_| Block {
+                ln_1: norm(),
+                attn: Attention {
+                    c_attn: Conv1D::new(h, 3 * h, device),
+                    c_proj: Conv1D::new(h, h, device),
+                    num_heads: config.num_heads,
+                },
+                ln_2: norm(),
+                mlp: Mlp {
+                    c_fc: Conv1D::new(h, config.intermediate_size, device),
+                    c_proj: Conv1D::new(config.intermediate_size, h, device),
+                    activation: config.activation,
+                },
+            })
+            .collect();
+        Self {
+            wte: EmbeddingConfig::new(config.vocab_size, h).init(device),
+            wpe: EmbeddingConfig::new(config.max_positions, h).init(device),
+            h: blocks,
+            ln_f: norm(),
+        }
+    }
+
+    /// Runs the decoder over a right-padded batch. Padding needs no mask: a
+    /// real token never attends to a later position.
+    pub fn forward(&self, batch: &Batch) -> DecoderOutput {
+        let mut x = self.wte.forward(batch.ids.clone()) + self.wpe.forward(batch.positions.clone());
+        let [_, l] = batch.ids.dims();
+        let causal = causal_bias(l, &x.device());
+        let mut hidden_states = Vec::with_capacity(self.h.len() + 1);
+        for block in &self.h {
+            hidden_states.push(x.clone());
+            x = block.forward(x, causal.clone());
+        }
+        let x = self.ln_f.forward(x);
+        hidden_states.push(x.clone());
+        let logits = x.matmul(self.wte.weight.val().transpose().unsqueeze());
+        DecoderOutput {
+            hidden_states,
+            logits,
+        }
+    }
+}
+
+/// `[1, 1, l, l]`: 0 on and below the diagonal, a large negative above.
+fn causal_bias(l: usize, device: &Device) -> Tensor<4> {
+    let values: Vec<f32> = (0..l * l)
+        .map(|i| if i % l > i / l { -1e30 } else { 0.0 })
+        .collect();
+    Tensor::<1>::from_floats(values.as_slice(), device).reshape([1, 1, l, l])
+}
+
+impl Block {
+    fn forward(&self, x: Tensor<3>, causal: Tensor<4>) -> Tensor<3> {
+        let x = x.clone() + self.attn.forward(self.ln_1.forward(x), causal);
+        let inner = activate(
+            self.mlp.c_fc.forward(self.ln_2.forward(x.clone())),
+            self.mlp.activation,
+        );
+        x + self.mlp.c_proj.forward(inner)
+    }
+}
+
+impl Attention {
+    fn forward(&self, x: Tensor<3>, causal: Tensor<4>) -> Tensor<3> {
+        let qkv = self.c_attn.forward(x);
+        let [b, l, h3] = qkv.dims();
+        let h = h3 / 3;
+        let q = qkv.clone().slice([0..b, 0..l, 0..h]);
+        let k = qkv.clone().slice([0..b, 0..l, h..2 * h]);
+        let v = qkv.slice([0..b, 0..l, 2 * h..3 * h]);
+        let heads = self.num_heads;
+        let out = attend(
+            split_heads(q, heads),
+            split_heads(k, heads),
+            split_heads(v, heads),
+            None,
+            Some(causal),
+        );
+        self.c_proj.forward(out)
+    }
+}
+
+/// Key renames from GPT-2 checkpoints (with or without the `transformer.`
+/// prefix) to this module tree. `lm_head.weight` is tied and left over.
+pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
+    vec![(r"^transformer\.", "")]
+}

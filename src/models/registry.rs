@@ -1,0 +1,72 @@
+//! The model registry: `models.toml` names the default checkpoint of each
+//! model-based metric with its hub id, size, licence and BERTScore layer.
+
+use serde::Deserialize;
+
+/// One checkpoint the tool knows.
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
+pub struct RegistryModel {
+    /// Hugging Face hub id.
+    pub id: String,
+    /// Folder served with the site (or beside the CLI) holding the files.
+    #[serde(default)]
+    pub local: Option<String>,
+    /// `architectures[0]` of its config.json.
+    pub architecture: String,
+    /// fp32 weight download, MB.
+    pub size_mb: f64,
+    /// Licence of the weights.
+    pub licence: String,
+    /// Metrics it is a default model for.
+    pub metrics: Vec<String>,
+    /// Default BERTScore layer.
+    #[serde(default)]
+    pub layer: Option<usize>,
+    /// Anything a user should know.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Registry {
+    model: Vec<RegistryModel>,
+}
+
+/// Every model in `models.toml`, in file order (the first listed for a
+/// metric is its default).
+pub fn models() -> Vec<RegistryModel> {
+    let registry: Registry = toml::from_str(include_str!("../../models.toml"))
+        .expect("models.toml is checked by a unit test");
+    registry.model
+}
+
+/// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`).
+pub fn default_for(metric: &str) -> Option<RegistryModel> {
+    models()
+        .into_iter()
+        .find(|m| m.metrics.iter().any(|x| x == metric))
+}
+
+/// A registered model by hub id.
+pub fn find(id: &str) -> Option<RegistryModel> {
+    models().into_iter().find(|m| m.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_parses_and_names_a_default_per_metric() {
+        let all = models();
+        assert!(all.len() >= 5);
+        for metric in ["bertscore", "gpt-ppl", "mlm-ppl", "menli", "mauve"] {
+            assert!(default_for(metric).is_some(), "{metric}");
+        }
+        let minilm = default_for("bertscore").unwrap();
+        assert_eq!(minilm.id, "sentence-transformers/all-MiniLM-L6-v2");
+        assert_eq!(minilm.local.as_deref(), Some("models/all-MiniLM-L6-v2"));
+        assert_eq!(find("roberta-large").unwrap().layer, Some(17));
+        assert!(all.iter().all(|m| m.size_mb > 0.0 && !m.licence.is_empty()));
+    }
+}

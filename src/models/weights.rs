@@ -1,0 +1,455 @@
+//! Getting weights into a network: Hugging Face safetensors (one file or
+//! shards) through burn-store with the PyTorch adapter, int8 quantization
+//! (burn's Q8S, per block), and the prepared `.bpk` format that carries a
+//! (quantized) network with its config and tokenizer in one file.
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::store::burn_pack::{Bytes, Reader};
+use burn::store::{
+    BurnpackStore, FloatCastAdapter, KeyRemapper, ModuleAdapter, ModuleSnapshot,
+    PyTorchToBurnAdapter, SafetensorsStore,
+};
+use burn::tensor::quantization::{
+    Calibration, QuantScheme, QuantStore, QuantValue, ScaleDtype, compute_q_params, compute_range,
+};
+use burn::tensor::{DType, Device, Tensor};
+
+use super::config::{Family, ModelConfig};
+use super::tokenizer::LmTokenizer;
+use super::{ModelError, Network, Plm, bert, gpt2};
+
+/// Weight precision a model runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// As in the checkpoint (cast to f32).
+    F32,
+    /// Linear-layer weights int8, symmetric, one f32 scale per block of
+    /// [`QUANT_BLOCK`] values; computed dequantized.
+    Int8,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" | "fp32" | "none" => Ok(Self::F32),
+            "q8" | "int8" => Ok(Self::Int8),
+            other => Err(format!("unknown precision `{other}` (f32 or q8)")),
+        }
+    }
+}
+
+/// Values sharing one int8 scale.
+pub const QUANT_BLOCK: u8 = 32;
+
+/// Where a network's weights come from.
+pub enum WeightSource {
+    /// `model.safetensors`, or every shard of a sharded checkpoint.
+    Safetensors(Vec<Vec<u8>>),
+    /// The network part of a prepared `.bpk` file.
+    Burnpack(Vec<u8>),
+}
+
+/// A checkpoint's files, as bytes (read from disk or fetched by the page).
+pub struct ModelFiles {
+    /// `config.json`.
+    pub config_json: String,
+    /// `tokenizer.json` (None: the network alone, for tests and `prepare`).
+    pub tokenizer_json: Option<Vec<u8>>,
+    /// Weights.
+    pub weights: WeightSource,
+    /// Precision the weights are stored at (`.bpk` files may be int8 already).
+    pub stored_precision: Precision,
+}
+
+/// Metadata keys of a prepared file.
+const META_CONFIG: &str = "blindspot.config_json";
+const META_TOKENIZER: &str = "blindspot.tokenizer_json";
+const META_PRECISION: &str = "blindspot.precision";
+
+impl ModelFiles {
+    /// A prepared `.bpk` file (written by [`prepare`]).
+    pub fn from_burnpack(bytes: Vec<u8>) -> Result<Self, ModelError> {
+        let reader = Reader::from_bytes(Bytes::from_bytes_vec(bytes.clone()))
+            .map_err(|e| ModelError::Weights(format!("not a prepared model (.bpk) file: {e}")))?;
+        let meta = reader.metadata();
+        let get = |key: &str| {
+            meta.get(key).cloned().ok_or_else(|| {
+                ModelError::Weights(format!(
+                    "the .bpk file lacks `{key}`: was it written by `blindspot prepare`?"
+                ))
+            })
+        };
+        let stored_precision = get(META_PRECISION)?.parse().map_err(ModelError::Weights)?;
+        Ok(Self {
+            config_json: get(META_CONFIG)?,
+            tokenizer_json: meta.get(META_TOKENIZER).map(|t| t.clone().into_bytes()),
+            weights: WeightSource::Burnpack(bytes),
+            stored_precision,
+        })
+    }
+
+    /// Reads a checkpoint folder (`config.json`, `tokenizer.json`,
+    /// `model.safetensors` or the shards `model.safetensors.index.json`
+    /// lists) or a prepared `.bpk` file.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_path(path: &std::path::Path) -> Result<Self, ModelError> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p)
+                .map_err(|e| ModelError::Io(format!("cannot read {}: {e}", p.display())))
+        };
+        if path.is_file() {
+            return Self::from_burnpack(read(path)?);
+        }
+        if !path.is_dir() {
+            return Err(ModelError::Io(format!(
+                "{}: no such model folder or file",
+                path.display()
+            )));
+        }
+        let config_json = String::from_utf8(read(&path.join("config.json"))?)
+            .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
+        let tokenizer = path.join("tokenizer.json");
+        let tokenizer_json = if tokenizer.is_file() {
+            Some(read(&tokenizer)?)
+        } else {
+            None
+        };
+        let index = path.join("model.safetensors.index.json");
+        let shards = if index.is_file() {
+            shard_names(&String::from_utf8_lossy(&read(&index)?))?
+                .iter()
+                .map(|name| read(&path.join(name)))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            vec![read(&path.join("model.safetensors"))?]
+        };
+        Ok(Self {
+            config_json,
+            tokenizer_json,
+            weights: WeightSource::Safetensors(shards),
+            stored_precision: Precision::F32,
+        })
+    }
+}
+
+/// The shard files of a sharded checkpoint, in first-use order, from its
+/// `model.safetensors.index.json`.
+pub fn shard_names(index_json: &str) -> Result<Vec<String>, ModelError> {
+    let index: serde_json::Value = serde_json::from_str(index_json)
+        .map_err(|e| ModelError::Weights(format!("model.safetensors.index.json: {e}")))?;
+    let map = index
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| {
+            ModelError::Weights("model.safetensors.index.json has no weight_map".into())
+        })?;
+    let mut names: Vec<String> = Vec::new();
+    for file in map.values().filter_map(|v| v.as_str()) {
+        if !names.iter().any(|n| n == file) {
+            names.push(file.to_owned());
+        }
+    }
+    Ok(names)
+}
+
+fn remapper(pairs: &[(&str, &str)]) -> KeyRemapper {
+    pairs.iter().fold(KeyRemapper::new(), |r, (from, to)| {
+        r.add_pattern(*from, *to)
+            .expect("key map patterns are valid regexes")
+    })
+}
+
+fn adapter() -> impl ModuleAdapter + 'static {
+    PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32))
+}
+
+/// Loads safetensors shards into `module`, renaming keys with `key_map`.
+/// Fails when a tensor the module needs is in no shard, has another shape,
+/// or a shard is not safetensors.
+pub fn load_safetensors<M: Module + ModuleSnapshot>(
+    module: &mut M,
+    shards: Vec<Vec<u8>>,
+    key_map: &[(&str, &str)],
+) -> Result<(), ModelError> {
+    let mut missing: Option<Vec<String>> = None;
+    for (i, shard) in shards.into_iter().enumerate() {
+        if safetensors::SafeTensors::deserialize(&shard).is_err() {
+            return Err(ModelError::Weights(format!(
+                "weight file {} is not a safetensors file (truncated download or wrong file?)",
+                i + 1
+            )));
+        }
+        let mut store = SafetensorsStore::from_bytes(Some(shard))
+            .with_from_adapter(adapter())
+            .remap(remapper(key_map))
+            .allow_partial(true);
+        let result = module
+            .load_from(&mut store)
+            .map_err(|e| ModelError::Weights(e.to_string()))?;
+        if let Some(e) = result.errors.first() {
+            return Err(ModelError::Weights(format!(
+                "{e}{}",
+                if result.errors.len() > 1 {
+                    format!(" (and {} more)", result.errors.len() - 1)
+                } else {
+                    String::new()
+                }
+            )));
+        }
+        let now: Vec<String> = result.missing.into_iter().map(|(p, _)| p).collect();
+        missing = Some(match missing {
+            None => now,
+            Some(before) => before.into_iter().filter(|p| now.contains(p)).collect(),
+        });
+    }
+    match missing {
+        None => Err(ModelError::Weights("no weight files".into())),
+        Some(m) if !m.is_empty() => Err(ModelError::Weights(format!(
+            "{} tensors missing from the checkpoint, e.g. `{}` (is it the architecture config.json names?)",
+            m.len(),
+            m[0]
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The int8 scheme: symmetric Q8S, one f32 scale per [`QUANT_BLOCK`] values.
+pub fn int8_scheme() -> QuantScheme {
+    QuantScheme::default()
+        .with_value(QuantValue::Q8S)
+        .with_store(QuantStore::Native)
+        .per_block([QUANT_BLOCK], ScaleDtype::F32)
+}
+
+/// Quantizes the weights of every linear projection (attention, feed-forward,
+/// heads) to int8 for compute; with `lookups`, the embedding tables too (for
+/// storage: [`Network::load`] turns them back to f32, since a lookup would
+/// otherwise dequantize the whole table on every pass). Norms and biases
+/// stay f32, and so does a matrix whose width is not a multiple of
+/// [`QUANT_BLOCK`] (a 3-class NLI head).
+pub fn quantize<M: Module>(module: M, lookups: bool) -> M {
+    module.map(&mut Int8Mapper {
+        path: Vec::new(),
+        scheme: int8_scheme(),
+        mode: Mode::Quantize { lookups },
+    })
+}
+
+/// Dequantizes everything but the linear projections (embedding tables read
+/// from an int8 file).
+fn dequantize_lookups<M: Module>(module: M) -> M {
+    module.map(&mut Int8Mapper {
+        path: Vec::new(),
+        scheme: int8_scheme(),
+        mode: Mode::DequantizeLookups,
+    })
+}
+
+enum Mode {
+    Quantize { lookups: bool },
+    DequantizeLookups,
+}
+
+/// Walks a module, quantizing or dequantizing the weights [`quantize`] names.
+struct Int8Mapper {
+    path: Vec<String>,
+    scheme: QuantScheme,
+    mode: Mode,
+}
+
+/// Modules whose `weight` is a linear projection.
+const PROJECTIONS: [&str; 10] = [
+    "query",
+    "key",
+    "value",
+    "output",
+    "intermediate",
+    "dense",
+    "out",
+    "c_attn",
+    "c_proj",
+    "c_fc",
+];
+
+/// Modules whose `weight` is a lookup table.
+const LOOKUPS: [&str; 4] = ["word_embeddings", "position_embeddings", "wte", "wpe"];
+
+impl ModuleMapper for Int8Mapper {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_owned());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let n = self.path.len();
+        let owner = if n >= 2 && self.path[n - 1] == "weight" {
+            self.path[n - 2].as_str()
+        } else {
+            ""
+        };
+        let is_projection = PROJECTIONS.contains(&owner);
+        let is_lookup = LOOKUPS.contains(&owner);
+        match self.mode {
+            Mode::DequantizeLookups => {
+                if is_projection || !matches!(param.val().dtype(), DType::QFloat(_)) {
+                    return param;
+                }
+                param.map(|t| t.dequantize())
+            }
+            Mode::Quantize { lookups } => {
+                let dims = param.shape().dims::<D>();
+                let wanted = is_projection || (lookups && is_lookup);
+                let quantized = matches!(param.val().dtype(), DType::QFloat(_));
+                if !wanted || quantized || D != 2 || dims[D - 1] % QUANT_BLOCK as usize != 0 {
+                    return param;
+                }
+                let scheme = self.scheme;
+                param.map(|tensor| {
+                    let range = compute_range(&scheme, &tensor, &Calibration::MinMax);
+                    let qparams = compute_q_params(&scheme, range);
+                    tensor.quantize(&scheme, qparams)
+                })
+            }
+        }
+    }
+}
+
+impl Network {
+    /// The network `config` describes with `weights` loaded, at `precision`
+    /// (weights stored int8 stay int8; f32 weights are quantized when asked).
+    pub fn load(
+        config: &ModelConfig,
+        weights: WeightSource,
+        stored: Precision,
+        precision: Precision,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let mut network = match config.family {
+            Family::Gpt2 => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
+            _ => Network::Bert(bert::BertModel::new(config, device)),
+        };
+        if stored == Precision::Int8 && precision == Precision::F32 {
+            return Err(ModelError::Unsupported(
+                "this prepared file holds int8 weights; load it at int8".into(),
+            ));
+        }
+        network.load_weights(weights, config.family)?;
+        Ok(match (stored, precision, network) {
+            (Precision::Int8, _, Network::Bert(m)) => Network::Bert(dequantize_lookups(m)),
+            (Precision::Int8, _, Network::Gpt2(m)) => Network::Gpt2(dequantize_lookups(m)),
+            (Precision::F32, Precision::Int8, Network::Bert(m)) => {
+                Network::Bert(quantize(m, false))
+            }
+            (Precision::F32, Precision::Int8, Network::Gpt2(m)) => {
+                Network::Gpt2(quantize(m, false))
+            }
+            (Precision::F32, Precision::F32, network) => network,
+        })
+    }
+
+    fn load_weights(&mut self, source: WeightSource, family: Family) -> Result<(), ModelError> {
+        match source {
+            WeightSource::Safetensors(shards) => match self {
+                Network::Bert(m) => load_safetensors(m, shards, &bert::checkpoint_key_map(family)),
+                Network::Gpt2(m) => load_safetensors(m, shards, &gpt2::checkpoint_key_map()),
+            },
+            WeightSource::Burnpack(bytes) => {
+                let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)));
+                let result = match self {
+                    Network::Bert(m) => m.load_from(&mut store),
+                    Network::Gpt2(m) => m.load_from(&mut store),
+                }
+                .map_err(|e| ModelError::Weights(format!("prepared model: {e}")))?;
+                if let Some(e) = result.errors.first() {
+                    return Err(ModelError::Weights(format!("prepared model: {e}")));
+                }
+                if let Some((p, _)) = result.missing.first() {
+                    return Err(ModelError::Weights(format!("prepared model lacks `{p}`")));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Plm {
+    /// Builds a model from its files on `device` at `precision`.
+    pub fn load(
+        name: &str,
+        files: ModelFiles,
+        device: &Device,
+        precision: Precision,
+    ) -> Result<Self, ModelError> {
+        let config = ModelConfig::from_json(&files.config_json)?;
+        let tokenizer_json = files
+            .tokenizer_json
+            .ok_or_else(|| ModelError::Io(format!("{name} has no tokenizer.json")))?;
+        let mut tokenizer = LmTokenizer::from_tokenizer_json(name, &tokenizer_json)?;
+        tokenizer.limit_length(config.max_tokens())?;
+        let network = Network::load(
+            &config,
+            files.weights,
+            files.stored_precision,
+            precision,
+            device,
+        )?;
+        Ok(Self {
+            name: name.to_owned(),
+            config,
+            tokenizer,
+            network,
+            device: device.clone(),
+            precision,
+        })
+    }
+}
+
+/// Writes a prepared `.bpk`: the network at `precision` with the config and
+/// tokenizer in its metadata, ready for a site to host.
+pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, ModelError> {
+    let config = ModelConfig::from_json(&files.config_json)?;
+    if files.stored_precision == Precision::Int8 && precision == Precision::F32 {
+        return Err(ModelError::Unsupported(
+            "cannot prepare an f32 file from int8 weights".into(),
+        ));
+    }
+    // Load as stored, then quantize projections and lookup tables for storage.
+    let network = Network::load(
+        &config,
+        files.weights,
+        files.stored_precision,
+        files.stored_precision,
+        &Device::flex(),
+    )?;
+    let network = match (precision, network) {
+        (Precision::Int8, Network::Bert(m)) => Network::Bert(quantize(m, true)),
+        (Precision::Int8, Network::Gpt2(m)) => Network::Gpt2(quantize(m, true)),
+        (_, network) => network,
+    };
+    let label = match precision {
+        Precision::F32 => "f32",
+        Precision::Int8 => "int8",
+    };
+    let mut store = BurnpackStore::from_bytes(None)
+        .metadata(META_CONFIG, files.config_json)
+        .metadata(META_PRECISION, label);
+    if let Some(tokenizer) = files.tokenizer_json {
+        let text = String::from_utf8(tokenizer)
+            .map_err(|_| ModelError::Config("tokenizer.json is not UTF-8".into()))?;
+        store = store.metadata(META_TOKENIZER, text);
+    }
+    match &network {
+        Network::Bert(m) => m.save_into(&mut store),
+        Network::Gpt2(m) => m.save_into(&mut store),
+    }
+    .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;
+    let bytes = store
+        .get_bytes()
+        .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;
+    Ok(bytes.to_vec())
+}

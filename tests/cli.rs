@@ -393,3 +393,59 @@ fn injections_lists_every_family() {
             .all(|i| !i["default_levels"].as_array().unwrap().is_empty())
     );
 }
+
+#[test]
+fn prepare_writes_an_int8_file_that_embed_reads() {
+    let dir = scratch("prepare");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert_mlm");
+    let bpk = dir.join("bert_mlm.bpk");
+    let out = run(
+        bin()
+            .args(["prepare", model])
+            .arg(&bpk)
+            .args(["--quant", "q8"]),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Int8"));
+    // The fixture has no tokenizer: embed says so instead of guessing one.
+    let out = run(
+        bin()
+            .args(["embed", "--quant", "q8", "--model"])
+            .arg(&bpk)
+            .arg("hi"),
+        None,
+    );
+    assert_user_error(&out, "no tokenizer.json");
+    // A real model: MiniLM's last layer, 384 wide, [CLS] hello world [SEP].
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let out = run(
+        bin().args(["embed", "--model", minilm, "hello world"]),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["tokens"], serde_json::json!([101, 7592, 2088, 102]));
+    assert_eq!(line["hidden"][0].as_array().unwrap().len(), 384);
+    let out = run(
+        bin().args(["embed", "--layer", "9", "--model", minilm, "x"]),
+        None,
+    );
+    assert_user_error(&out, "layer 9 does not exist");
+    let out = run(
+        bin().args(["prepare", "/nonexistent/model"]).arg(&bpk),
+        None,
+    );
+    assert_user_error(&out, "no such model folder");
+    let out = run(bin().args(["models", "--format", "json"]), None);
+    let models: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(models[0]["id"], "sentence-transformers/all-MiniLM-L6-v2");
+}

@@ -2,6 +2,7 @@
 
 mod inject;
 mod input;
+mod models;
 mod output;
 mod stress;
 
@@ -38,6 +39,16 @@ enum Command {
     Prefer(stress::PreferArgs),
     /// Audit metrics for spurious correlates (length, coverage, density) on SummEval-format data.
     Audit(stress::AuditArgs),
+    /// Write a prepared model file (.bpk, int8 by default) from a checkpoint folder.
+    Prepare(models::PrepareArgs),
+    /// List the model registry (models.toml): default checkpoints per metric.
+    Models {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+    /// Print a model's hidden states for texts (JSON lines).
+    Embed(models::EmbedArgs),
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -97,6 +108,14 @@ pub enum CliError {
     /// A stress suite could not run.
     #[error("{0}")]
     Suite(String),
+    /// A model could not be loaded or run.
+    #[error("{path}: {message}")]
+    Model {
+        /// The folder or file given.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A tokenizer could not be loaded.
     #[error("{path}: {message}")]
     Tokenizer {
@@ -120,6 +139,9 @@ pub fn run() -> ExitCode {
         Command::Stress(args) => stress::run_stress(&args),
         Command::Prefer(args) => stress::run_prefer(&args),
         Command::Audit(args) => stress::run_audit(&args),
+        Command::Prepare(args) => models::run_prepare(&args),
+        Command::Models { format } => models::list_models(matches!(format, ListFormat::Json)),
+        Command::Embed(args) => models::run_embed(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))
         }

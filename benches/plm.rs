@@ -1,0 +1,97 @@
+//! PLM engine throughput: all-MiniLM-L6-v2 forward passes on the CPU
+//! (burn-flex), fp32 and int8, batch 1 (a keystroke) and batch 32 (a suite),
+//! on WMT21 reference sentences; and model load time fp32 vs int8 .bpk.
+//!
+//! `cargo bench --bench plm`; `scripts/bench_torch.py` times PyTorch on the
+//! same sentences and batches so the README can give ratios.
+
+use blindspot::models::{ModelFiles, Plm, Precision, read_back_blocking, weights};
+use burn::tensor::Device;
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+
+fn sentences(n: usize) -> Vec<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/wmt21_de_en.jsonl"
+    );
+    std::fs::read_to_string(path)
+        .expect("../shared/data/wmt21_de_en.jsonl")
+        .lines()
+        .take(n)
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["ref_a"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn bench_forward(c: &mut Criterion) {
+    let device = Device::flex();
+    let texts = sentences(32);
+    let mut group = c.benchmark_group("minilm_forward");
+    group.sample_size(10);
+    for precision in [Precision::F32, Precision::Int8] {
+        let plm = Plm::load(
+            "minilm",
+            ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+            &device,
+            precision,
+        )
+        .unwrap();
+        let ids: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| plm.encode(t).unwrap().tokens.iter().map(|t| t.id).collect())
+            .collect();
+        for batch in [1usize, 32] {
+            let name = format!("{precision:?}_batch{batch}");
+            group.bench_function(&name, |b| {
+                b.iter(|| {
+                    let out = plm.forward(&ids[..batch]).unwrap();
+                    read_back_blocking(out.hidden_states.last().unwrap().clone()).unwrap()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn bench_load(c: &mut Criterion) {
+    let device = Device::flex();
+    let int8 = weights::prepare(
+        ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+        Precision::Int8,
+    )
+    .unwrap();
+    let mut group = c.benchmark_group("minilm_load");
+    group.sample_size(10);
+    group.bench_function("f32_safetensors", |b| {
+        b.iter(|| {
+            Plm::load(
+                "minilm",
+                ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+                &device,
+                Precision::F32,
+            )
+            .unwrap()
+        })
+    });
+    group.bench_function("int8_bpk", |b| {
+        b.iter(|| {
+            Plm::load(
+                "minilm",
+                ModelFiles::from_burnpack(int8.clone()).unwrap(),
+                &device,
+                Precision::Int8,
+            )
+            .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_forward, bench_load);
+criterion_main!(benches);

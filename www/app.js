@@ -5,6 +5,7 @@
 
 import { gpt2Files, initSuite } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
+import { initModels } from "./models.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
 
@@ -431,6 +432,7 @@ async function main() {
   buildPalette();
   initSuite(wasm, state.registry, state.injections);
   initAnalyses(state.registry);
+  initModels(wasm).catch((err) => console.error("model panel", err));
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

@@ -4,6 +4,7 @@
 //! Errors reach JavaScript as `Error` objects with a readable message.
 
 mod gpu;
+mod models;
 
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;

@@ -1,0 +1,166 @@
+//! Browser bindings of the PLM engine: load a checkpoint from bytes the page
+//! fetched (WebGPU or CPU), keep it under a handle, run it asynchronously.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use burn::tensor::Device;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::gpu;
+use crate::models::weights::WeightSource;
+use crate::models::{ModelFiles, Plm, Precision, read_back, registry};
+
+thread_local! {
+    /// Loaded models by handle.
+    static MODELS: RefCell<HashMap<u32, Rc<Plm>>> = RefCell::new(HashMap::new());
+    static NEXT_HANDLE: RefCell<u32> = const { RefCell::new(1) };
+}
+
+fn js_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn model(handle: u32) -> Result<Rc<Plm>, JsError> {
+    MODELS
+        .with(|m| m.borrow().get(&handle).cloned())
+        .ok_or_else(|| JsError::new("this model was unloaded; load it again"))
+}
+
+/// The registry of `models.toml` (hub ids, sizes, licences, layers).
+#[wasm_bindgen(js_name = modelRegistry)]
+pub fn model_registry() -> Result<JsValue, JsError> {
+    serde_wasm_bindgen::to_value(&registry::models()).map_err(js_err)
+}
+
+/// What the page shows about a loaded model.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelInfo {
+    handle: u32,
+    name: String,
+    architecture: String,
+    layers: usize,
+    hidden: usize,
+    max_tokens: usize,
+    labels: Vec<String>,
+    backend: &'static str,
+    precision: Precision,
+}
+
+async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
+    match backend {
+        "webgpu" => Ok((
+            gpu::webgpu_device().await.map_err(|e| JsError::new(&e))?,
+            "webgpu",
+        )),
+        "cpu" => Ok((Device::flex(), "cpu")),
+        other => Err(JsError::new(&format!(
+            "unknown backend `{other}` (webgpu or cpu)"
+        ))),
+    }
+}
+
+/// Loads a checkpoint from its files' bytes: `config.json` text,
+/// `tokenizer.json` bytes and the safetensors shards (one array per file),
+/// or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
+/// to the model's info (with the handle later calls take).
+#[wasm_bindgen(js_name = loadModel)]
+pub async fn load_model(
+    name: String,
+    config_json: Option<String>,
+    tokenizer_json: Option<Vec<u8>>,
+    shards: Vec<js_sys::Uint8Array>,
+    prepared: Option<Vec<u8>>,
+    backend: String,
+    precision: String,
+) -> Result<JsValue, JsError> {
+    let precision: Precision = precision.parse().map_err(|e: String| JsError::new(&e))?;
+    let files = match prepared {
+        Some(bytes) => ModelFiles::from_burnpack(bytes).map_err(js_err)?,
+        None => ModelFiles {
+            config_json: config_json.ok_or_else(|| JsError::new("config.json is missing"))?,
+            tokenizer_json,
+            weights: WeightSource::Safetensors(shards.iter().map(|s| s.to_vec()).collect()),
+            stored_precision: Precision::F32,
+        },
+    };
+    let (device, backend) = device_for(&backend).await?;
+    let plm = Plm::load(&name, files, &device, precision).map_err(js_err)?;
+    let handle = NEXT_HANDLE.with(|n| {
+        let h = *n.borrow();
+        *n.borrow_mut() = h + 1;
+        h
+    });
+    let info = ModelInfo {
+        handle,
+        name: plm.name.clone(),
+        architecture: plm.config.architecture.clone(),
+        layers: plm.config.num_layers,
+        hidden: plm.config.hidden_size,
+        max_tokens: plm
+            .tokenizer
+            .max_length()
+            .unwrap_or(plm.config.max_tokens()),
+        labels: plm.config.labels.clone(),
+        backend,
+        precision,
+    };
+    MODELS.with(|m| m.borrow_mut().insert(handle, Rc::new(plm)));
+    serde_wasm_bindgen::to_value(&info).map_err(js_err)
+}
+
+/// Frees a loaded model.
+#[wasm_bindgen(js_name = unloadModel)]
+pub fn unload_model(handle: u32) {
+    MODELS.with(|m| m.borrow_mut().remove(&handle));
+}
+
+/// One text's hidden states at one layer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Embedding {
+    tokens: Vec<u32>,
+    truncated: bool,
+    layer: usize,
+    width: usize,
+    /// Row-major `[tokens, width]`.
+    hidden: Vec<f32>,
+    /// Milliseconds from the call to the read-back values.
+    elapsed_ms: f64,
+}
+
+/// Encodes `text` and returns the hidden states of `layer` (default: last).
+#[wasm_bindgen(js_name = embedText)]
+pub async fn embed_text(
+    handle: u32,
+    text: String,
+    layer: Option<usize>,
+) -> Result<JsValue, JsError> {
+    let start = js_sys::Date::now();
+    let plm = model(handle)?;
+    let layers = plm.config.num_layers;
+    let layer = layer.unwrap_or(layers);
+    if layer > layers {
+        return Err(JsError::new(&format!(
+            "layer {layer} does not exist (0..={layers})"
+        )));
+    }
+    let enc = plm.encode(&text).map_err(js_err)?;
+    let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
+    let out = plm.forward(std::slice::from_ref(&ids)).map_err(js_err)?;
+    let (hidden, [_, _, width]) = read_back(out.hidden_states[layer].clone())
+        .await
+        .map_err(js_err)?;
+    let result = Embedding {
+        tokens: ids,
+        truncated: enc.truncated,
+        layer,
+        width,
+        hidden,
+        elapsed_ms: js_sys::Date::now() - start,
+    };
+    serde_wasm_bindgen::to_value(&result).map_err(js_err)
+}

@@ -1,0 +1,167 @@
+// The PLM engine in headless Chromium: all-MiniLM-L6-v2 served from dist/models,
+// run on WebGPU (SwiftShader) and on the CPU (burn-flex in wasm), against the
+// native CLI; the model panel's progress, cache and errors.
+//
+// Run through `make test` (it builds dist/ and the native CLI first).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
+
+const ROOT = resolve(import.meta.dirname, "..", "..");
+const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
+const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
+const TEXT = "The committee approved the new budget after a long debate on Tuesday. Grüße!";
+
+let server;
+let baseUrl;
+let browser;
+
+before(async () => {
+  ({ server, url: baseUrl } = await serveDist());
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+async function openPage() {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.goto(baseUrl);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  return { context, page, errors };
+}
+
+/** Loads a model through www/models.js and embeds TEXT; returns { info, embedding } or { error }. */
+function loadAndEmbed(page, id, backend, precision = "f32") {
+  return page.evaluate(
+    async ({ id, backend, precision, text }) => {
+      const models = await import("./models.js");
+      try {
+        const info = await models.loadModel(window.wasmBindings, id, { backend, precision });
+        const embedding = await window.wasmBindings.embedText(info.handle, text, 6);
+        return { info, embedding };
+      } catch (err) {
+        return { error: String(err.message ?? err) };
+      }
+    },
+    { id, backend, precision, text: TEXT },
+  );
+}
+
+function nativeEmbedding() {
+  const out = execFileSync(CLI, ["embed", "--model", join(ROOT, "models", "all-MiniLM-L6-v2"), "--layer", "6", TEXT]);
+  return JSON.parse(out.toString());
+}
+
+function maxDiff(browserEmbedding, native) {
+  assert.deepEqual(browserEmbedding.tokens, native.tokens);
+  let worst = 0;
+  native.hidden.forEach((row, t) =>
+    row.forEach((x, j) => {
+      worst = Math.max(worst, Math.abs(browserEmbedding.hidden[t * browserEmbedding.width + j] - x));
+    }),
+  );
+  return worst;
+}
+
+test("MiniLM on WebGPU and on the CPU in the browser matches the native engine", async () => {
+  const { context, page, errors } = await openPage();
+  const native = nativeEmbedding();
+  const gpu = await loadAndEmbed(page, MINILM, "webgpu");
+  assert.equal(gpu.error, undefined, gpu.error);
+  assert.equal(gpu.info.backend, "webgpu");
+  const cpu = await loadAndEmbed(page, MINILM, "cpu");
+  assert.equal(cpu.info.backend, "cpu");
+  const dGpu = maxDiff(gpu.embedding, native);
+  const dCpu = maxDiff(cpu.embedding, native);
+  console.log(`MiniLM layer 6 vs native: WebGPU max |diff| ${dGpu.toExponential(2)}, CPU (flex) ${dCpu.toExponential(2)}`);
+  assert.ok(dGpu <= 1e-3, `WebGPU differs by ${dGpu}`);
+  assert.ok(dCpu <= 1e-3, `CPU differs by ${dCpu}`);
+  // The second load came from Cache Storage.
+  assert.equal(cpu.info.fromCache, true);
+  // int8 on the CPU stays close to fp32 (cosine per token).
+  const q8 = await loadAndEmbed(page, MINILM, "cpu", "q8");
+  const w = q8.embedding.width;
+  for (let t = 0; t < native.tokens.length; t++) {
+    let dot = 0, na = 0, nb = 0;
+    for (let j = 0; j < w; j++) {
+      const a = native.hidden[t][j], b = q8.embedding.hidden[t * w + j];
+      dot += a * b; na += a * a; nb += b * b;
+    }
+    assert.ok(dot / Math.sqrt(na * nb) >= 0.99, `int8 token ${t} cosine ${dot / Math.sqrt(na * nb)}`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the model panel shows progress, where the model runs, and the cache", async () => {
+  const { context, page, errors } = await openPage();
+  await page.selectOption("#model-pick", MINILM);
+  assert.equal(await page.textContent("#model-cache"), "not cached yet");
+  await page.selectOption("#model-backend", "auto");
+  await page.click("#model-load");
+  await page.waitForFunction(() => document.getElementById("model-status").className !== "muted", null, { timeout: 120_000 });
+  const status = await page.textContent("#model-status");
+  assert.match(status, /BertModel, 6 layers × 384, f32, runs on WebGPU; loaded from this site/);
+  assert.equal(await page.textContent("#model-backend-pill"), "Model: WebGPU");
+  // The bar moved many times and ended at 100% of the bytes.
+  assert.ok(Number(await page.getAttribute("#model-progress", "data-updates")) > 10);
+  assert.equal(await page.getAttribute("#model-progress", "data-fraction"), "1");
+  assert.equal(await page.textContent("#model-cache"), "in this browser's cache");
+  await page.click("#model-probe-run");
+  await page.waitForFunction(() => /tokens, layer 6/.test(document.getElementById("model-probe-out").textContent));
+  // CPU fallback is said out loud when WebGPU is unavailable.
+  await page.evaluate(() => Object.defineProperty(navigator, "gpu", { value: undefined }));
+  await page.click("#model-load");
+  await page.waitForFunction(() => /loaded from the browser cache/.test(document.getElementById("model-status").textContent), null, { timeout: 120_000 });
+  assert.match(await page.textContent("#model-status"), /runs on the CPU \(WebGPU unavailable: WebGPU is not available in this browser\)/);
+  await page.click("#model-clear-cache");
+  await page.waitForFunction(() => document.getElementById("model-cache").textContent === "not cached yet");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("bad model sources give clear errors, never a panic", async () => {
+  const { context, page, errors } = await openPage();
+  // Unknown hub id (the hub answered 404).
+  await page.route("https://huggingface.co/**", (route) => route.fulfill({ status: 404, body: "not found" }));
+  let r = await loadAndEmbed(page, "nobody/no-such-model", "cpu");
+  assert.match(r.error, /does not exist \(404\): unknown model id/);
+  r = await loadAndEmbed(page, "not a model id!", "cpu");
+  assert.match(r.error, /is not a Hugging Face model id/);
+  // Truncated download and a corrupt file (sizes and sha256 from models/manifest.json).
+  const weights = "**/models/all-MiniLM-L6-v2/tokenizer.json";
+  await page.route(weights, async (route) => {
+    const response = await route.fetch();
+    const body = await response.body();
+    await route.fulfill({ response, body: body.subarray(0, body.length >> 1) });
+  });
+  r = await loadAndEmbed(page, MINILM, "cpu");
+  assert.match(r.error, /download incomplete/);
+  await page.unroute(weights);
+  await page.route(weights, async (route) => {
+    const response = await route.fetch();
+    const body = Buffer.from(await response.body());
+    body[100] ^= 0x01;
+    await route.fulfill({ response, body });
+  });
+  r = await loadAndEmbed(page, MINILM, "cpu");
+  assert.match(r.error, /sha256 does not match/);
+  await page.unroute(weights);
+  // A checkpoint of an unsupported architecture.
+  await page.route("https://huggingface.co/**", (route) =>
+    route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? '{"model_type":"t5"}' : "{}" }));
+  r = await loadAndEmbed(page, "google/t5-small", "cpu");
+  assert.match(r.error, /`t5` is not supported/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

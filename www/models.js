@@ -1,0 +1,266 @@
+// Language models in the page: fetch a checkpoint's files (from the models/
+// folder served with the site, or the Hugging Face hub), stream them with
+// progress, keep them in Cache Storage (the second visit loads offline),
+// verify sha256 where models/manifest.json lists one, and hand the bytes to
+// the wasm engine, which runs the model on WebGPU or on the CPU.
+
+const $ = (id) => document.getElementById(id);
+export const CACHE_NAME = "blindspot-models-v1";
+const HUB = "https://huggingface.co";
+
+let manifestPromise = null;
+
+/** models/manifest.json (written by scripts/fetch_models.py): local folders and sha256 per file. */
+export function modelManifest() {
+  manifestPromise ??= fetch("models/manifest.json")
+    .then((r) => (r.ok ? r.json() : {}))
+    .catch(() => ({}));
+  return manifestPromise;
+}
+
+/** Where a model's files come from: its local folder when the manifest has it, else the hub. */
+export async function modelSource(id) {
+  const manifest = await modelManifest();
+  const local = manifest[id];
+  if (local) return { base: new URL(`models/${local.dir}/`, location.href).href, files: local.files, where: "this site" };
+  if (!/^[\w.-]+(\/[\w.-]+)?$/.test(id)) throw new Error(`"${id}" is not a Hugging Face model id (owner/name)`);
+  return { base: `${HUB}/${id}/resolve/main/`, files: {}, where: "the Hugging Face hub" };
+}
+
+async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Fetches one file, from Cache Storage when present. Streams with progress
+ * (onBytes(loaded, total)), rejects a short body (truncated download) or a
+ * sha256 mismatch, and caches only a verified, complete file.
+ * Resolves to { bytes, fromCache } or null for a 404 when `optional`.
+ */
+export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false } = {}) {
+  const cache = "caches" in self ? await caches.open(CACHE_NAME) : null;
+  const cached = cache && (await cache.match(url));
+  if (cached) {
+    const bytes = new Uint8Array(await cached.arrayBuffer());
+    onBytes(bytes.length, bytes.length);
+    return { bytes, fromCache: true };
+  }
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (err) {
+    throw new Error(`cannot reach ${new URL(url).host} for ${url.split("/").pop()} (offline, or blocked): ${err.message ?? err}`);
+  }
+  if (response.status === 404) {
+    if (optional) return null;
+    throw new Error(`${url} does not exist (404): unknown model id or file`);
+  }
+  if (response.status === 401 || response.status === 403) {
+    throw new Error(`${url}: access denied (${response.status}); gated or private models are not supported`);
+  }
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  const total = Number(response.headers.get("content-length")) || size || 0;
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    onBytes(loaded, total);
+  }
+  if ((total && loaded < total) || (size && loaded !== size)) {
+    throw new Error(`${url.split("/").pop()}: download incomplete (${loaded} of ${size || total} bytes); try again`);
+  }
+  const bytes = new Uint8Array(loaded);
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.length;
+  }
+  if (sha256 && (await sha256Hex(bytes)) !== sha256) {
+    throw new Error(`${url.split("/").pop()}: sha256 does not match the manifest (corrupt or changed file)`);
+  }
+  if (cache) await cache.put(url, new Response(bytes, { headers: { "content-type": "application/octet-stream" } }));
+  return { bytes, fromCache: false };
+}
+
+/** True when every file of `id` we know of is in Cache Storage. */
+export async function isCached(id) {
+  if (!("caches" in self)) return false;
+  const { base } = await modelSource(id);
+  const cache = await caches.open(CACHE_NAME);
+  return Boolean(await cache.match(base + "config.json")) && Boolean(await cache.match(base + "tokenizer.json"));
+}
+
+/** Empties the model cache. */
+export async function clearModelCache() {
+  if ("caches" in self) await caches.delete(CACHE_NAME);
+}
+
+/**
+ * Fetches a checkpoint's files. onProgress({ file, loaded, total }) reports
+ * bytes over all files. Resolves to { config, tokenizer, shards, fromCache, where }.
+ */
+export async function fetchCheckpoint(id, onProgress = () => {}) {
+  const source = await modelSource(id);
+  const known = (name) => source.files[name] ?? {};
+  const done = {};
+  const sizes = {};
+  const report = (file) => (loaded, total) => {
+    done[file] = loaded;
+    sizes[file] = Math.max(total, loaded);
+    const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
+    onProgress({ file, loaded: sum(done), total: sum(sizes) });
+  };
+  const get = (name, optional = false) =>
+    fetchModelFile(source.base + name, { ...known(name), onBytes: report(name), optional });
+  const [config, tokenizer] = await Promise.all([get("config.json"), get("tokenizer.json")]);
+  let shards;
+  const single = await get("model.safetensors", true);
+  if (single) {
+    shards = [single];
+  } else {
+    const index = await get("model.safetensors.index.json", true);
+    if (!index) throw new Error(`${id} has neither model.safetensors nor model.safetensors.index.json (only safetensors checkpoints load)`);
+    const names = [...new Set(Object.values(JSON.parse(new TextDecoder().decode(index.bytes)).weight_map ?? {}))];
+    shards = [];
+    for (const name of names) shards.push(await get(name));
+  }
+  const all = [config, tokenizer, ...shards];
+  return {
+    config: new TextDecoder().decode(config.bytes),
+    tokenizer: tokenizer.bytes,
+    shards: shards.map((s) => s.bytes),
+    fromCache: all.every((f) => f.fromCache),
+    where: source.where,
+  };
+}
+
+/**
+ * Loads model `id` into the engine. backend: "auto" (WebGPU, else the CPU,
+ * saying why), "webgpu" or "cpu"; precision "f32" or "q8". Resolves to the
+ * engine's model info plus { fromCache, where, fallback }.
+ */
+export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
+  const files = await fetchCheckpoint(id, onProgress);
+  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, undefined, b, precision);
+  let fallback = null;
+  let info;
+  if (backend === "auto") {
+    if (!navigator.gpu) {
+      fallback = "WebGPU is not available in this browser";
+      info = await load("cpu");
+    } else {
+      try {
+        info = await load("webgpu");
+      } catch (err) {
+        fallback = String(err.message ?? err);
+        info = await load("cpu");
+      }
+    }
+  } else {
+    info = await load(backend);
+  }
+  return { ...info, fromCache: files.fromCache, where: files.where, fallback };
+}
+
+const panel = { wasm: null, handle: null };
+
+function status(text, kind = "muted") {
+  const el = $("model-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+async function refreshCacheNote() {
+  const id = $("model-pick").value;
+  const cached = await isCached(id).catch(() => false);
+  $("model-cache").textContent = cached ? "in this browser's cache" : "not cached yet";
+  $("model-cache").dataset.cached = String(cached);
+}
+
+async function onLoad() {
+  const id = $("model-pick").value;
+  const bar = $("model-progress");
+  $("model-load").disabled = true;
+  bar.hidden = false;
+  bar.value = 0;
+  bar.dataset.updates = "0";
+  status(`Fetching ${id}…`);
+  try {
+    if (panel.handle) panel.wasm.unloadModel(panel.handle);
+    panel.handle = null;
+    const started = performance.now();
+    const info = await loadModel(panel.wasm, id, {
+      backend: $("model-backend").value,
+      precision: $("model-precision").value,
+      onProgress: ({ loaded, total }) => {
+        bar.max = total || 1;
+        bar.value = loaded;
+        bar.dataset.updates = String(Number(bar.dataset.updates ?? 0) + 1);
+        bar.dataset.fraction = String(total ? loaded / total : 0);
+        const pct = total ? ` (${Math.floor((100 * loaded) / total)}%)` : "";
+        status(`Downloading ${id}: ${mb(loaded)}${total ? ` of ${mb(total)}` : ""}${pct}`);
+      },
+    });
+    panel.handle = info.handle;
+    const where = info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU";
+    const why = info.fallback ? ` (WebGPU unavailable: ${info.fallback})` : "";
+    const from = info.fromCache ? "from the browser cache" : `from ${info.where}`;
+    const secs = ((performance.now() - started) / 1000).toFixed(1);
+    status(`${info.name}: ${info.architecture}, ${info.layers} layers × ${info.hidden}, ${info.precision}, ${where}${why}; loaded ${from} in ${secs} s`, info.fallback ? "warn" : "ok");
+    const el = $("model-backend-pill");
+    el.textContent = info.backend === "webgpu" ? "Model: WebGPU" : "Model: CPU";
+    el.hidden = false;
+    document.body.dataset.modelBackend = info.backend;
+    $("model-probe-run").disabled = false;
+    document.dispatchEvent(new CustomEvent("blindspot:model", { detail: info }));
+  } catch (err) {
+    status(String(err.message ?? err), "bad");
+  } finally {
+    bar.hidden = true;
+    $("model-load").disabled = false;
+    refreshCacheNote();
+  }
+}
+
+async function onProbe() {
+  if (!panel.handle) return;
+  try {
+    const e = await panel.wasm.embedText(panel.handle, $("model-probe-text").value, undefined);
+    const norms = [];
+    for (let t = 0; t < e.tokens.length; t++) {
+      let s = 0;
+      for (let j = 0; j < e.width; j++) s += e.hidden[t * e.width + j] ** 2;
+      norms.push(Math.sqrt(s));
+    }
+    const mean = norms.reduce((a, b) => a + b, 0) / norms.length;
+    $("model-probe-out").textContent = `${e.tokens.length} tokens${e.truncated ? " (cut to the model's limit)" : ""}, layer ${e.layer}: mean hidden-state norm ${mean.toFixed(4)}, ${e.elapsedMs.toFixed(0)} ms`;
+  } catch (err) {
+    $("model-probe-out").textContent = String(err.message ?? err);
+  }
+}
+
+/** Wires the "Language models" panel. */
+export async function initModels(wasm) {
+  panel.wasm = wasm;
+  const pick = $("model-pick");
+  for (const m of wasm.modelRegistry()) {
+    const opt = new Option(`${m.id} (${m.size_mb >= 1000 ? (m.size_mb / 1000).toFixed(1) + " GB" : m.size_mb + " MB"}, ${m.licence}; ${m.metrics.join(", ")})`, m.id);
+    pick.append(opt);
+  }
+  pick.addEventListener("change", refreshCacheNote);
+  $("model-load").addEventListener("click", onLoad);
+  $("model-probe-run").addEventListener("click", onProbe);
+  $("model-clear-cache").addEventListener("click", async () => {
+    await clearModelCache();
+    refreshCacheNote();
+    status("Model cache cleared.");
+  });
+  await refreshCacheNote();
+}

@@ -88,8 +88,10 @@ test("MiniLM on WebGPU and on the CPU in the browser matches the native engine",
   assert.ok(dCpu <= 1e-3, `CPU differs by ${dCpu}`);
   // The second load came from Cache Storage.
   assert.equal(cpu.info.fromCache, true);
-  // int8 on the CPU stays close to fp32 (cosine per token).
-  const q8 = await loadAndEmbed(page, MINILM, "cpu", "q8");
+  // int8 on both devices stays close to fp32 (cosine per token).
+  for (const backend of ["cpu", "webgpu"]) {
+  const q8 = await loadAndEmbed(page, MINILM, backend, "q8");
+  assert.equal(q8.error, undefined, q8.error);
   const w = q8.embedding.width;
   for (let t = 0; t < native.tokens.length; t++) {
     let dot = 0, na = 0, nb = 0;
@@ -97,7 +99,8 @@ test("MiniLM on WebGPU and on the CPU in the browser matches the native engine",
       const a = native.hidden[t][j], b = q8.embedding.hidden[t * w + j];
       dot += a * b; na += a * a; nb += b * b;
     }
-    assert.ok(dot / Math.sqrt(na * nb) >= 0.99, `int8 token ${t} cosine ${dot / Math.sqrt(na * nb)}`);
+    assert.ok(dot / Math.sqrt(na * nb) >= 0.99, `${backend} int8 token ${t} cosine ${dot / Math.sqrt(na * nb)}`);
+  }
   }
   assert.deepEqual(errors, []);
   await context.close();

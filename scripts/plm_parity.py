@@ -16,7 +16,8 @@ Writes, all committed (small):
 - tests/golden/minilm_hidden.safetensors: all-MiniLM-L6-v2 (models/, fetched
   by scripts/fetch_models.py) on 50 sentences from ../shared/data: token ids,
   every layer's hidden states projected onto 8 fixed random directions, and
-  layers 3 and 6 in full for the first 5 sentences. Sentences are named by
+  layers 3 and 6 in full for the first 5 sentences. Inputs are cut at the
+  model's 512 positions (model_max_length), as bert_score and the engine do. Sentences are named by
   file/line/field, no dataset text is copied.
 - tests/golden/tokenizer_parity.json: ids from Python `tokenizers`/transformers
   for 500 sentences (English, German, Chinese) with MiniLM's WordPiece and
@@ -176,7 +177,7 @@ def write_minilm():
     tensors = {"projection": proj.numpy()}
     refs = []
     for i, (file, line, field, text) in enumerate(sentences(50)):
-        enc = tok(text, return_tensors="pt", truncation=True, max_length=128)
+        enc = tok(text, return_tensors="pt", truncation=True, max_length=512)
         with torch.no_grad():
             hs = model(**enc, output_hidden_states=True).hidden_states
         stack = torch.stack([h[0] for h in hs])  # [layers, tokens, hidden]

@@ -461,7 +461,9 @@ fn long_inputs_are_truncated_and_say_so() {
     .unwrap();
     let enc = model.encode(&"a long text ".repeat(400)).unwrap();
     assert!(enc.truncated);
-    assert_eq!(enc.tokens.len(), 128);
+    // The model's 512 positions, not the 128 its tokenizer.json carries.
+    assert_eq!(enc.tokens.len(), 512);
+    assert_eq!(enc.tokens[511].id, 102, "[SEP] kept");
     let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
     assert!(model.forward(&[ids]).is_ok());
     let too_long = vec![1000u32; 600];

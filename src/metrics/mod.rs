@@ -11,6 +11,7 @@
 //! metric's signature string, which records every option that changes the
 //! number.
 
+pub mod bertscore;
 pub mod bleu;
 pub mod chrf;
 pub mod rouge;

@@ -133,7 +133,7 @@ impl LmTokenizer {
     /// Token ids and byte spans as the model reads them: with the special
     /// tokens its post-processor adds (`[CLS] ... [SEP]` for BERT, which get
     /// empty spans), truncated as its `tokenizer.json` or
-    /// [`limit_length`](Self::limit_length) says.
+    /// [`set_max_length`](Self::set_max_length) says.
     pub fn encode_for_model(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
         let encoding = self.inner.encode(text, true).map_err(err)?;
         let tokens = encoding
@@ -151,18 +151,17 @@ impl LmTokenizer {
         })
     }
 
-    /// Caps model inputs at `max_tokens` (special tokens included), keeping
-    /// a shorter limit the tokenizer already has. Truncation keeps the
-    /// start and the closing special tokens, as the reference libraries do.
-    pub fn limit_length(&mut self, max_tokens: usize) -> Result<(), TokenizerError> {
-        let current = self.inner.get_truncation().map(|t| t.max_length);
-        if current.is_none_or(|m| m > max_tokens) {
-            let params = tokenizers::TruncationParams {
-                max_length: max_tokens,
-                ..self.inner.get_truncation().cloned().unwrap_or_default()
-            };
-            self.inner.with_truncation(Some(params)).map_err(err)?;
-        }
+    /// Sets the input limit to exactly `max_tokens` (special tokens
+    /// included), replacing whatever `tokenizer.json` says: reference
+    /// libraries truncate at the model's `model_max_length`, and a file's own
+    /// limit (all-MiniLM-L6-v2 ships 128, from sentence-transformers) would
+    /// silently cut long texts short.
+    pub fn set_max_length(&mut self, max_tokens: usize) -> Result<(), TokenizerError> {
+        let params = tokenizers::TruncationParams {
+            max_length: max_tokens,
+            ..self.inner.get_truncation().cloned().unwrap_or_default()
+        };
+        self.inner.with_truncation(Some(params)).map_err(err)?;
         Ok(())
     }
 
@@ -242,16 +241,16 @@ pub(crate) mod tests {
         assert_eq!(&text[plain[3].span.clone()], "!");
         assert!(tok.is_special(101) && tok.is_special(102));
         assert_eq!(tok.vocab_size(), 30522);
-        // Its tokenizer.json truncates at 128 and keeps [SEP]; a tighter
-        // limit wins, a looser one does not.
+        // Its tokenizer.json truncates at 128 and keeps [SEP]; a set limit
+        // replaces that.
         let long = "word ".repeat(300);
         let mut tok = tok;
         let enc = tok.encode_for_model(&long).unwrap();
         assert!(enc.truncated);
         assert_eq!((enc.tokens.len(), enc.tokens[127].id), (128, 102));
-        tok.limit_length(512).unwrap();
-        assert_eq!(tok.max_length(), Some(128));
-        tok.limit_length(16).unwrap();
+        tok.set_max_length(512).unwrap();
+        assert_eq!(tok.max_length(), Some(512));
+        tok.set_max_length(16).unwrap();
         let enc = tok.encode_for_model(&long).unwrap();
         assert_eq!((enc.tokens.len(), enc.tokens[15].id), (16, 102));
         assert!(!tok.encode_for_model(text).unwrap().truncated);

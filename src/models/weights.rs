@@ -422,7 +422,7 @@ impl Plm {
             .tokenizer_json
             .ok_or_else(|| ModelError::Io(format!("{name} has no tokenizer.json")))?;
         let mut tokenizer = LmTokenizer::from_tokenizer_json(name, &tokenizer_json)?;
-        tokenizer.limit_length(config.max_tokens())?;
+        tokenizer.set_max_length(config.max_tokens())?;
         let network = Network::load(
             &config,
             files.weights,

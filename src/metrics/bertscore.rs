@@ -1,0 +1,267 @@
+//! BERTScore (Zhang et al. 2020) with bert_score 0.3.13's conventions:
+//! token embeddings from one layer, L2-normalised; greedy cosine matching in
+//! which `[CLS]`/`[SEP]` take part but weigh 0; precision over hypothesis
+//! tokens, recall over reference tokens, F = 2PR/(P+R); optional idf
+//! weights `ln((M+1)/(df+1))` over the references; several references: the
+//! maximum of P, R and F, each on its own.
+//!
+//! Embedding ([`embed`]) runs the model and is asynchronous (WebGPU reads
+//! are); scoring ([`score`]) is plain arithmetic on the embeddings.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::models::{ModelError, Plm, read_back};
+
+/// Texts per forward pass.
+pub const BATCH: usize = 32;
+
+/// One text's token embeddings at the chosen layer.
+#[derive(Clone, Debug)]
+pub struct TokenEmbeddings {
+    /// Token ids, special tokens included.
+    pub ids: Vec<u32>,
+    /// Byte span of each token in the text (empty for special tokens).
+    pub spans: Vec<std::ops::Range<usize>>,
+    /// L2-normalised rows, `[tokens, width]` row-major.
+    pub rows: Vec<f32>,
+    /// Embedding width.
+    pub width: usize,
+    /// The text was longer than the model's limit and was cut.
+    pub truncated: bool,
+}
+
+impl TokenEmbeddings {
+    fn row(&self, i: usize) -> &[f32] {
+        &self.rows[i * self.width..(i + 1) * self.width]
+    }
+}
+
+/// Embeds `texts` at `layer` (0 = embeddings, `num_layers` = last), in
+/// batches of [`BATCH`] sorted by length so little padding is computed.
+pub async fn embed(
+    plm: &Plm,
+    texts: &[&str],
+    layer: usize,
+) -> Result<Vec<TokenEmbeddings>, ModelError> {
+    if layer > plm.config.num_layers {
+        return Err(ModelError::Unsupported(format!(
+            "layer {layer} does not exist ({} has 0..={})",
+            plm.name, plm.config.num_layers
+        )));
+    }
+    let encoded = texts
+        .iter()
+        .map(|t| plm.encode(t.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| encoded[i].tokens.len());
+    let mut out: Vec<Option<TokenEmbeddings>> = vec![None; texts.len()];
+    for chunk in order.chunks(BATCH) {
+        let ids: Vec<Vec<u32>> = chunk
+            .iter()
+            .map(|&i| encoded[i].tokens.iter().map(|t| t.id).collect())
+            .collect();
+        let forward = plm.forward(&ids)?;
+        let (values, [_, l, w]) = read_back(forward.hidden_states[layer].clone()).await?;
+        for (b, &i) in chunk.iter().enumerate() {
+            let n = ids[b].len();
+            let mut rows = values[b * l * w..(b * l + n) * w].to_vec();
+            for row in rows.chunks_exact_mut(w) {
+                let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                row.iter_mut().for_each(|x| *x /= norm);
+            }
+            out[i] = Some(TokenEmbeddings {
+                ids: ids[b].clone(),
+                spans: encoded[i].tokens.iter().map(|t| t.span.clone()).collect(),
+                rows,
+                width: w,
+                truncated: encoded[i].truncated,
+            });
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|e| e.expect("every text embedded"))
+        .collect())
+}
+
+/// Token weights: idf over a set of references, or uniform; special tokens 0.
+#[derive(Clone, Debug, Default)]
+pub struct Weights {
+    idf: Option<(FxHashMap<u32, f32>, f32)>,
+    specials: FxHashSet<u32>,
+}
+
+impl Weights {
+    /// Every token weighs 1 except the model's special tokens.
+    pub fn uniform(plm: &Plm) -> Self {
+        Self {
+            idf: None,
+            specials: special_ids(plm),
+        }
+    }
+
+    /// idf `ln((M+1)/(df+1))` over `references` (token ids with specials, as
+    /// embedded); tokens no reference has get `ln(M+1)`.
+    pub fn idf(plm: &Plm, references: &[&[u32]]) -> Self {
+        let m = references.len() as f32;
+        let mut df: FxHashMap<u32, u32> = FxHashMap::default();
+        for r in references {
+            let unique: FxHashSet<u32> = r.iter().copied().collect();
+            for id in unique {
+                *df.entry(id).or_default() += 1;
+            }
+        }
+        let idf = df
+            .into_iter()
+            .map(|(id, n)| (id, ((m + 1.0) / (n as f32 + 1.0)).ln()))
+            .collect();
+        Self {
+            idf: Some((idf, (m + 1.0).ln())),
+            specials: special_ids(plm),
+        }
+    }
+
+    /// The weight of token `id`.
+    pub fn of(&self, id: u32) -> f32 {
+        if self.specials.contains(&id) {
+            return 0.0;
+        }
+        match &self.idf {
+            None => 1.0,
+            Some((table, unseen)) => table.get(&id).copied().unwrap_or(*unseen),
+        }
+    }
+
+    /// True when idf weighting is on.
+    pub fn is_idf(&self) -> bool {
+        self.idf.is_some()
+    }
+}
+
+fn special_ids(plm: &Plm) -> FxHashSet<u32> {
+    // bert_score zeroes the tokens the model adds around a text: `[CLS]` and
+    // `[SEP]` (BERT), `<s>` and `</s>` (RoBERTa).
+    let probe = plm.encode("a").map(|e| e.tokens).unwrap_or_default();
+    probe
+        .iter()
+        .filter(|t| t.span.is_empty())
+        .map(|t| t.id)
+        .collect()
+}
+
+/// Precision, recall and F1 of one hypothesis against one reference, with
+/// the greedy alignment behind them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PairScore {
+    /// Precision.
+    pub p: f64,
+    /// Recall.
+    pub r: f64,
+    /// F1.
+    pub f: f64,
+    /// For each hypothesis token, the reference token it matches best.
+    pub hyp_best: Vec<usize>,
+    /// For each reference token, the hypothesis token it matches best.
+    pub ref_best: Vec<usize>,
+    /// Cosine similarities `[hyp tokens, ref tokens]`, row-major.
+    pub similarity: Vec<f32>,
+}
+
+/// Scores one hypothesis against one reference.
+pub fn score_pair(
+    hyp: &TokenEmbeddings,
+    reference: &TokenEmbeddings,
+    weights: &Weights,
+) -> PairScore {
+    let (n, m) = (hyp.ids.len(), reference.ids.len());
+    let mut similarity = vec![0f32; n * m];
+    for i in 0..n {
+        let a = hyp.row(i);
+        for j in 0..m {
+            similarity[i * m + j] = a.iter().zip(reference.row(j)).map(|(x, y)| x * y).sum();
+        }
+    }
+    let argmax = |values: &mut dyn Iterator<Item = f32>| {
+        values
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |best, (k, v)| {
+                if v > best.1 { (k, v) } else { best }
+            })
+    };
+    let hyp_best: Vec<(usize, f32)> = (0..n)
+        .map(|i| argmax(&mut (0..m).map(|j| similarity[i * m + j])))
+        .collect();
+    let ref_best: Vec<(usize, f32)> = (0..m)
+        .map(|j| argmax(&mut (0..n).map(|i| similarity[i * m + j])))
+        .collect();
+    let weighted = |ids: &[u32], best: &[(usize, f32)]| {
+        let total: f64 = ids.iter().map(|&id| weights.of(id) as f64).sum();
+        let sum: f64 = ids
+            .iter()
+            .zip(best)
+            .map(|(&id, &(_, s))| weights.of(id) as f64 * s as f64)
+            .sum();
+        // bert_score divides by the weight sum; an all-special text (empty)
+        // has none, and scores 0 as there (with its warning).
+        if total > 0.0 { sum / total } else { 0.0 }
+    };
+    let p = weighted(&hyp.ids, &hyp_best);
+    let r = weighted(&reference.ids, &ref_best);
+    let f = if p + r > 0.0 {
+        2.0 * p * r / (p + r)
+    } else {
+        0.0
+    };
+    PairScore {
+        p,
+        r,
+        f,
+        hyp_best: hyp_best.iter().map(|b| b.0).collect(),
+        ref_best: ref_best.iter().map(|b| b.0).collect(),
+        similarity,
+    }
+}
+
+/// P, R and F of a hypothesis against several references: each the maximum
+/// over the references (as bert_score does; they may come from different
+/// references).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct BertScore {
+    /// Precision.
+    pub p: f64,
+    /// Recall.
+    pub r: f64,
+    /// F1.
+    pub f: f64,
+}
+
+/// Scores a hypothesis against all its references.
+pub fn score(
+    hyp: &TokenEmbeddings,
+    references: &[TokenEmbeddings],
+    weights: &Weights,
+) -> BertScore {
+    references.iter().map(|r| score_pair(hyp, r, weights)).fold(
+        BertScore {
+            p: f64::NEG_INFINITY,
+            r: f64::NEG_INFINITY,
+            f: f64::NEG_INFINITY,
+        },
+        |best, s| BertScore {
+            p: best.p.max(s.p),
+            r: best.r.max(s.r),
+            f: best.f.max(s.f),
+        },
+    )
+}
+
+/// bert_score's hash-style signature: model, layer, idf, versions.
+pub fn signature(model: &str, layer: usize, idf: bool, precision: &str) -> String {
+    format!(
+        "{model}_L{layer}_{}_version=blindspot-{}(bert_score-0.3.13 conventions)_{precision}",
+        if idf { "idf" } else { "no-idf" },
+        super::VERSION
+    )
+}

@@ -1,0 +1,154 @@
+//! BERTScore against bert-score 0.3.13 (tests/golden/bertscore.json from
+//! scripts/bertscore_golden.py): all-MiniLM-L6-v2, 300 WMT21 pairs, layers 6
+//! and 3, idf off and on, one and two references; and the int8 deviation.
+
+mod common;
+
+use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
+use blindspot::models::{ModelFiles, Plm, Precision};
+use burn::tensor::Device;
+use serde_json::Value;
+
+/// fp32 against bert_score (the bar).
+const TOLERANCE: f64 = 1e-5;
+
+fn model(precision: Precision) -> Plm {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    Plm::load(
+        "all-MiniLM-L6-v2",
+        ModelFiles::from_path(dir.as_ref()).unwrap(),
+        &Device::flex(),
+        precision,
+    )
+    .unwrap()
+}
+
+fn embed(plm: &Plm, texts: &[String], layer: usize) -> Vec<TokenEmbeddings> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    futures::executor::block_on(bertscore::embed(plm, &refs, layer)).unwrap()
+}
+
+#[test]
+fn matches_bert_score_on_300_wmt21_pairs() {
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/bertscore.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let rows = common::rows(golden["file"].as_str().unwrap());
+    let system = golden["system"].as_str().unwrap();
+    let lines: Vec<usize> = golden["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_u64().unwrap() as usize)
+        .collect();
+    assert!(lines.len() >= 300);
+    let hyps: Vec<String> = lines
+        .iter()
+        .map(|&l| common::field(&rows[l - 1], &format!("systems/{system}")))
+        .collect();
+    let ref_a: Vec<String> = lines
+        .iter()
+        .map(|&l| common::field(&rows[l - 1], "ref_a"))
+        .collect();
+    let ref_b: Vec<String> = lines
+        .iter()
+        .map(|&l| common::field(&rows[l - 1], "ref_b"))
+        .collect();
+    let f32_model = model(Precision::F32);
+    let int8_model = model(Precision::Int8);
+    for layer in [6usize, 3] {
+        let (h, a, b) = (
+            embed(&f32_model, &hyps, layer),
+            embed(&f32_model, &ref_a, layer),
+            embed(&f32_model, &ref_b, layer),
+        );
+        for run in golden["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["layer"] == layer)
+        {
+            let multi = run["refs"] == "ref_a+ref_b";
+            let idf = run["idf"].as_bool().unwrap();
+            let all_refs: Vec<&[u32]> = a
+                .iter()
+                .chain(if multi { b.iter() } else { [].iter() })
+                .map(|e| e.ids.as_slice())
+                .collect();
+            let weights = if idf {
+                Weights::idf(&f32_model, &all_refs)
+            } else {
+                Weights::uniform(&f32_model)
+            };
+            let mut worst = 0f64;
+            for i in 0..hyps.len() {
+                let refs: Vec<TokenEmbeddings> = if multi {
+                    vec![a[i].clone(), b[i].clone()]
+                } else {
+                    vec![a[i].clone()]
+                };
+                let s = bertscore::score(&h[i], &refs, &weights);
+                for (k, v) in [("P", s.p), ("R", s.r), ("F", s.f)] {
+                    worst = worst.max((v - run[k][i].as_f64().unwrap()).abs());
+                }
+            }
+            eprintln!(
+                "layer {layer} idf {idf} multi {multi}: max |diff| vs bert_score {worst:.2e}"
+            );
+            assert!(
+                worst <= TOLERANCE,
+                "layer {layer} idf {idf} multi {multi}: {worst}"
+            );
+        }
+        // int8: how far F moves (reported in the README; the target is 0.005).
+        let (hq, aq) = (
+            embed(&int8_model, &hyps, layer),
+            embed(&int8_model, &ref_a, layer),
+        );
+        let w = Weights::uniform(&f32_model);
+        let dev = (0..hyps.len())
+            .map(|i| {
+                (bertscore::score(&h[i], &[a[i].clone()], &w).f
+                    - bertscore::score(&hq[i], &[aq[i].clone()], &w).f)
+                    .abs()
+            })
+            .fold(0f64, f64::max);
+        eprintln!("layer {layer}: int8 F max |diff| vs fp32 {dev:.4}");
+        assert!(dev <= 0.005, "int8 moves F by {dev}");
+    }
+}
+
+#[test]
+fn identical_texts_score_one_and_alignment_points_home() {
+    let plm = model(Precision::F32);
+    let e = embed(
+        &plm,
+        &[
+            "The cat sat on the mat.".into(),
+            "A dog ran in the park.".into(),
+        ],
+        6,
+    );
+    let w = Weights::uniform(&plm);
+    let same = bertscore::score_pair(&e[0], &e[0], &w);
+    assert!((same.f - 1.0).abs() < 1e-6, "{}", same.f);
+    assert_eq!(same.hyp_best, (0..e[0].ids.len()).collect::<Vec<_>>());
+    let other = bertscore::score(&e[0], &[e[1].clone()], &w);
+    assert!(other.f < 0.9);
+    // [CLS]/[SEP] weigh 0, words 1; idf over one reference gives ln 2 to its words.
+    assert_eq!(w.of(101), 0.0);
+    assert_eq!(w.of(4937), 1.0);
+    let idf = Weights::idf(&plm, &[&e[1].ids]);
+    assert!(idf.is_idf() && (idf.of(e[1].ids[1]) - (2f32 / 2.0).ln()).abs() < 1e-6);
+    assert!(
+        (idf.of(4937) - 2f32.ln()).abs() < 1e-6,
+        "unseen token: ln(M+1)"
+    );
+    let e = futures::executor::block_on(bertscore::embed(&plm, &["x"], 9)).unwrap_err();
+    assert!(e.to_string().contains("layer 9 does not exist"));
+}

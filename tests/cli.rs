@@ -7,6 +7,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod common;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_blindspot"))
 }
@@ -448,4 +450,78 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
     let out = run(bin().args(["models", "--format", "json"]), None);
     let models: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(models[0]["id"], "sentence-transformers/all-MiniLM-L6-v2");
+}
+
+#[test]
+fn score_bertscore_matches_bert_score_golden() {
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/bertscore.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let rows = common::rows("wmt21_de_en.jsonl");
+    let system = golden["system"].as_str().unwrap();
+    let golden_run = golden["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layer"] == 6 && r["idf"] == false && r["refs"] == "ref_a")
+        .unwrap();
+    let input: String = (0..20)
+        .map(|i| {
+            let hyp = common::field(&rows[i], &format!("systems/{system}"));
+            let reference = common::field(&rows[i], "ref_a");
+            serde_json::json!({ "hyp": hyp, "ref": reference }).to_string() + "\n"
+        })
+        .collect();
+    let out = run(
+        bin().args([
+            "score",
+            "--input",
+            "-",
+            "--format",
+            "jsonl",
+            "--metrics",
+            "bleu,bertscore-p,bertscore-f",
+        ]),
+        Some(&input),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (i, line) in lines.iter().take(20).enumerate() {
+        for (id, key) in [("bertscore-p", "P"), ("bertscore-f", "F")] {
+            let ours = line[id]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{id} in {line}"));
+            let want = golden_run[key][i].as_f64().unwrap();
+            assert!(
+                (ours - want).abs() <= 1e-5,
+                "pair {i} {id}: {ours} vs bert_score {want}"
+            );
+        }
+        assert!(line["bleu"].is_number());
+    }
+    let out = run(
+        bin().args([
+            "score",
+            "--input",
+            "-",
+            "--metrics",
+            "bertscore-f",
+            "--model-dir",
+            "/nonexistent",
+        ]),
+        Some(&input),
+    );
+    assert_user_error(&out, "no such model folder");
 }

@@ -6,6 +6,7 @@
 import { gpt2Files, initSuite } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { initModels } from "./models.js";
+import { initPlmScores } from "./plm-scores.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
 
@@ -181,6 +182,8 @@ function scoreNow() {
   $("timing").textContent = `scored in ${(performance.now() - started).toFixed(1)} ms`;
   for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
   save();
+  // Model-based scores follow asynchronously (plm-scores.js).
+  document.dispatchEvent(new CustomEvent("blindspot:texts"));
 }
 
 /** Coalesces edits: at most one scoring pass per animation frame. */
@@ -433,6 +436,7 @@ async function main() {
   initSuite(wasm, state.registry, state.injections);
   initAnalyses(state.registry);
   initModels(wasm).catch((err) => console.error("model panel", err));
+  initPlmScores(wasm);
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

@@ -139,6 +139,42 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   };
 }
 
+/** Bytes of the largest tensor in safetensors shards (from their JSON headers). */
+export function largestTensorBytes(shards) {
+  let largest = 0;
+  for (const bytes of shards) {
+    if (bytes.length < 8) continue;
+    const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+    if (n <= 0 || 8 + n > bytes.length) continue;
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+    for (const [name, t] of Object.entries(header)) {
+      if (name !== "__metadata__" && Array.isArray(t.data_offsets)) {
+        // Loaded as f32 whatever the stored width.
+        const count = t.shape.reduce((a, b) => a * b, 1);
+        largest = Math.max(largest, count * 4);
+      }
+    }
+  }
+  return largest;
+}
+
+/**
+ * Why this GPU cannot hold the model (its largest tensor exceeds the
+ * adapter's buffer limits), or null when it can.
+ */
+export function adapterLimitProblem(largestBytes, limits) {
+  const cap = Math.min(limits.maxStorageBufferBindingSize ?? Infinity, limits.maxBufferSize ?? Infinity);
+  if (largestBytes <= cap) return null;
+  return `the model's largest tensor (${(largestBytes / 1e6).toFixed(0)} MB) exceeds this GPU's buffer limit (${(cap / 1e6).toFixed(0)} MB)`;
+}
+
+async function webgpuProblem(shards) {
+  if (!navigator.gpu) return "WebGPU is not available in this browser";
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) return "no WebGPU adapter";
+  return adapterLimitProblem(largestTensorBytes(shards), adapter.limits);
+}
+
 /**
  * Loads model `id` into the engine. backend: "auto" (WebGPU, else the CPU,
  * saying why), "webgpu" or "cpu"; precision "f32" or "q8". Resolves to the
@@ -149,9 +185,11 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, undefined, b, precision);
   let fallback = null;
   let info;
+  const problem = backend === "cpu" ? null : await webgpuProblem(files.shards);
+  if (backend === "webgpu" && problem) throw new Error(`cannot run on WebGPU: ${problem}`);
   if (backend === "auto") {
-    if (!navigator.gpu) {
-      fallback = "WebGPU is not available in this browser";
+    if (problem) {
+      fallback = problem;
       info = await load("cpu");
     } else {
       try {

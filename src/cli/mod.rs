@@ -59,14 +59,14 @@ enum Command {
 
 /// Arguments of `blindspot score`.
 #[derive(clap::Args)]
-struct ScoreArgs {
+pub(crate) struct ScoreArgs {
     /// Comma-separated metric ids (see `blindspot metrics`).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "bleu,chrf,rouge1,rouge2,rougeL"
     )]
-    metrics: Vec<String>,
+    pub(crate) metrics: Vec<String>,
     /// Reference file, one text per line; repeat for several references per pair. `-` is stdin.
     #[arg(long = "refs", conflicts_with = "input")]
     refs: Vec<String>,
@@ -82,6 +82,15 @@ struct ScoreArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     format: output::Format,
+    /// Model folder or .bpk for bertscore-p/r/f (default: models/all-MiniLM-L6-v2).
+    #[arg(long)]
+    pub(crate) model_dir: Option<std::path::PathBuf>,
+    /// BERTScore layer (default: the registry's layer for the model, else the last).
+    #[arg(long)]
+    pub(crate) layer: Option<usize>,
+    /// Weight BERTScore tokens by idf over all references of the input (bert_score `idf=True`).
+    #[arg(long)]
+    pub(crate) idf: bool,
     /// Apply the Porter stemmer before ROUGE matching (rouge-score `use_stemmer=True`).
     #[arg(long)]
     rouge_stemmer: bool,
@@ -160,10 +169,18 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
     let options = MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
     };
+    let plm_ids: Vec<&str> = args
+        .metrics
+        .iter()
+        .map(|id| id.trim())
+        .filter(|id| metrics::bertscore::METRIC_IDS.contains(id))
+        .collect();
     let metrics = args
         .metrics
         .iter()
-        .map(|id| metrics::create(id.trim(), options))
+        .map(|id| id.trim())
+        .filter(|id| !plm_ids.contains(id))
+        .map(|id| metrics::create(id, options))
         .collect::<Result<Vec<_>, _>>()?;
     let pairs = match &args.input {
         Some(path) => Pairs::from_jsonl(path)?,
@@ -194,7 +211,7 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
             return Err(input::InputError::MissingSource(m.info().id).into());
         }
     }
-    let rows = segments
+    let mut rows = segments
         .iter()
         .map(|s| {
             metrics
@@ -203,16 +220,25 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let corpus = metrics
+    let mut corpus = metrics
         .iter()
         .map(|m| m.corpus_score(&segments))
         .collect::<Result<Vec<_>, _>>()?;
-    let ids: Vec<&str> = metrics.iter().map(|m| m.info().id).collect();
+    let mut ids: Vec<&str> = metrics.iter().map(|m| m.info().id).collect();
     let nrefs = refs.first().map_or(1, Vec::len);
-    let sentence_signatures: Vec<String> = metrics
+    let mut sentence_signatures: Vec<String> = metrics
         .iter()
         .map(|m| m.signature(Level::Sentence, nrefs))
         .collect();
+    if !plm_ids.is_empty() {
+        let plm = models::bertscore_rows(args, &pairs.hyps, &refs, &plm_ids)?;
+        for (row, extra) in rows.iter_mut().zip(plm.rows) {
+            row.extend(extra);
+        }
+        corpus.extend(plm.corpus);
+        ids.extend(plm.ids);
+        sentence_signatures.extend(plm.signatures);
+    }
     output::write_scores(args.format, &ids, &rows, &corpus, &sentence_signatures)?;
     Ok(())
 }

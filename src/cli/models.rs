@@ -122,3 +122,105 @@ pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+/// BERTScore columns for `blindspot score`.
+pub struct PlmColumns {
+    /// Metric ids, in the order asked.
+    pub ids: Vec<&'static str>,
+    /// Per segment, one score per id.
+    pub rows: Vec<Vec<blindspot::metrics::Score>>,
+    /// Corpus scores (the mean of the segment scores, as bert_score reports).
+    pub corpus: Vec<blindspot::metrics::Score>,
+    /// Signatures.
+    pub signatures: Vec<String>,
+}
+
+/// Scores every pair with BERTScore on the model `--model-dir` names
+/// (MiniLM from models/ by default), at `--layer`, with `--idf` over all
+/// references of the input.
+pub fn bertscore_rows(
+    args: &super::ScoreArgs,
+    hyps: &[String],
+    refs: &[Vec<&str>],
+    wanted: &[&str],
+) -> Result<PlmColumns, CliError> {
+    use blindspot::metrics::{Score, ScorePart, bertscore};
+    let default_dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/all-MiniLM-L6-v2"
+    ));
+    let dir = args.model_dir.clone().unwrap_or(default_dir);
+    let files = ModelFiles::from_path(&dir).map_err(|e| model_error(&dir, e))?;
+    let name = dir
+        .file_name()
+        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let plm = Plm::load(&name, files, &Device::flex(), Precision::F32)
+        .map_err(|e| model_error(&dir, e))?;
+    let layer = args.layer.unwrap_or_else(|| {
+        registry::models()
+            .into_iter()
+            .find(|m| m.id.ends_with(&format!("/{name}")) || m.id == name)
+            .and_then(|m| m.layer)
+            .unwrap_or(plm.config.num_layers)
+    });
+    let hyp_refs: Vec<&str> = hyps.iter().map(String::as_str).collect();
+    let scores =
+        futures::executor::block_on(bertscore::score_set(&plm, &hyp_refs, refs, layer, args.idf))
+            .map_err(|e| model_error(&dir, e))?;
+    let signature = bertscore::signature(&name, layer, args.idf, "f32");
+    let ids: Vec<&'static str> = bertscore::METRIC_IDS
+        .into_iter()
+        .filter(|id| wanted.contains(id))
+        .collect();
+    let pick = |s: &bertscore::BertScore, id: &str| match id {
+        "bertscore-p" => s.p,
+        "bertscore-r" => s.r,
+        _ => s.f,
+    };
+    let make = |id: &'static str, value: f64, s: Option<&bertscore::BertScore>| Score {
+        metric: id,
+        value,
+        parts: s.map_or_else(Vec::new, |s| {
+            vec![
+                ScorePart {
+                    name: "precision",
+                    value: s.p,
+                },
+                ScorePart {
+                    name: "recall",
+                    value: s.r,
+                },
+                ScorePart {
+                    name: "f1",
+                    value: s.f,
+                },
+            ]
+        }),
+        signature: signature.clone(),
+    };
+    let rows = scores
+        .iter()
+        .map(|s| {
+            ids.iter()
+                .map(|&id| make(id, pick(s, id), Some(s)))
+                .collect()
+        })
+        .collect();
+    let n = scores.len().max(1) as f64;
+    let corpus = ids
+        .iter()
+        .map(|&id| {
+            make(
+                id,
+                scores.iter().map(|s| pick(s, id)).sum::<f64>() / n,
+                None,
+            )
+        })
+        .collect();
+    Ok(PlmColumns {
+        ids: ids.clone(),
+        rows,
+        corpus,
+        signatures: vec![signature.clone(); ids.len()],
+    })
+}

@@ -265,3 +265,42 @@ pub fn signature(model: &str, layer: usize, idf: bool, precision: &str) -> Strin
         super::VERSION
     )
 }
+
+/// Metric ids of the three BERTScore components.
+pub const METRIC_IDS: [&str; 3] = ["bertscore-p", "bertscore-r", "bertscore-f"];
+
+/// BERTScore of every hypothesis against its references, as bert_score's
+/// `score()` computes it: idf (when asked) over all references of the set.
+pub async fn score_set(
+    plm: &Plm,
+    hyps: &[&str],
+    refs: &[Vec<&str>],
+    layer: usize,
+    idf: bool,
+) -> Result<Vec<BertScore>, ModelError> {
+    if let Some(i) = refs.iter().position(Vec::is_empty) {
+        return Err(ModelError::Unsupported(format!(
+            "segment {} has no reference",
+            i + 1
+        )));
+    }
+    let hyp_emb = embed(plm, hyps, layer).await?;
+    let flat: Vec<&str> = refs.iter().flatten().copied().collect();
+    let ref_emb = embed(plm, &flat, layer).await?;
+    let weights = if idf {
+        let ids: Vec<&[u32]> = ref_emb.iter().map(|e| e.ids.as_slice()).collect();
+        Weights::idf(plm, &ids)
+    } else {
+        Weights::uniform(plm)
+    };
+    let mut start = 0;
+    Ok(hyp_emb
+        .iter()
+        .zip(refs)
+        .map(|(h, r)| {
+            let own = &ref_emb[start..start + r.len()];
+            start += r.len();
+            score(h, own, &weights)
+        })
+        .collect())
+}

@@ -138,7 +138,7 @@ impl ModelConfig {
             Head::MaskedLm
         } else if architecture.ends_with("ForSequenceClassification") {
             Head::SequenceClassification
-        } else if architecture.ends_with("Model") {
+        } else if architecture.ends_with("Model") || raw.architectures.is_empty() {
             Head::None
         } else {
             return Err(ModelError::Unsupported(format!(

@@ -164,3 +164,93 @@ pub async fn embed_text(
     };
     serde_wasm_bindgen::to_value(&result).map_err(js_err)
 }
+
+/// BERTScore of one pair, with what the heatmap draws.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BertScoreView {
+    p: f64,
+    r: f64,
+    f: f64,
+    /// Index of the reference that gave the best F (the heatmap shows it).
+    best_reference: usize,
+    hyp_tokens: Vec<String>,
+    ref_tokens: Vec<String>,
+    /// Token weights (0 for special tokens).
+    hyp_weights: Vec<f32>,
+    ref_weights: Vec<f32>,
+    /// `[hyp tokens, ref tokens]` cosine similarities, row-major.
+    similarity: Vec<f32>,
+    hyp_best: Vec<usize>,
+    ref_best: Vec<usize>,
+    layer: usize,
+    truncated: bool,
+    signature: String,
+    elapsed_ms: f64,
+}
+
+/// Scores `hyp` against `refs` with BERTScore at `layer` (default: the last)
+/// on a loaded model. Special tokens weigh 0, other tokens 1 (idf needs a set
+/// of references; suites compute it).
+#[wasm_bindgen(js_name = bertScorePair)]
+pub async fn bert_score_pair(
+    handle: u32,
+    hyp: String,
+    refs: Vec<String>,
+    layer: Option<usize>,
+) -> Result<JsValue, JsError> {
+    use crate::metrics::bertscore;
+    let start = js_sys::Date::now();
+    let plm = model(handle)?;
+    if refs.is_empty() || refs.iter().all(|r| r.trim().is_empty()) {
+        return Err(JsError::new("BERTScore needs a reference"));
+    }
+    if hyp.trim().is_empty() {
+        return Err(JsError::new("BERTScore needs a hypothesis"));
+    }
+    let layer = layer.unwrap_or(plm.config.num_layers);
+    let mut texts: Vec<&str> = vec![hyp.as_str()];
+    texts.extend(refs.iter().map(String::as_str));
+    let emb = bertscore::embed(&plm, &texts, layer)
+        .await
+        .map_err(js_err)?;
+    let weights = bertscore::Weights::uniform(&plm);
+    let pairs: Vec<bertscore::PairScore> = emb[1..]
+        .iter()
+        .map(|r| bertscore::score_pair(&emb[0], r, &weights))
+        .collect();
+    let best = (0..pairs.len())
+        .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
+        .expect("at least one reference");
+    let total = bertscore::score(&emb[0], &emb[1..], &weights);
+    let tokens = |e: &bertscore::TokenEmbeddings| -> Result<Vec<String>, JsError> {
+        e.ids
+            .iter()
+            .map(|&id| plm.tokenizer.decode(&[id]).map_err(js_err))
+            .collect()
+    };
+    let (h, r) = (&emb[0], &emb[best + 1]);
+    let view = BertScoreView {
+        p: total.p,
+        r: total.r,
+        f: total.f,
+        best_reference: best,
+        hyp_tokens: tokens(h)?,
+        ref_tokens: tokens(r)?,
+        hyp_weights: h.ids.iter().map(|&id| weights.of(id)).collect(),
+        ref_weights: r.ids.iter().map(|&id| weights.of(id)).collect(),
+        similarity: pairs[best].similarity.clone(),
+        hyp_best: pairs[best].hyp_best.clone(),
+        ref_best: pairs[best].ref_best.clone(),
+        layer,
+        truncated: emb.iter().any(|e| e.truncated),
+        signature: bertscore::signature(
+            &plm.name,
+            layer,
+            false,
+            &format!("{:?}", plm.precision).to_lowercase(),
+        ),
+        elapsed_ms: js_sys::Date::now() - start,
+    };
+    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+}

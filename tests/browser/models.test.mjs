@@ -165,6 +165,53 @@ test("bad model sources give clear errors, never a panic", async () => {
     route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? '{"model_type":"t5"}' : "{}" }));
   r = await loadAndEmbed(page, "google/t5-small", "cpu");
   assert.match(r.error, /`t5` is not supported/);
+  // A GPU whose buffers are too small for the model: said before trying.
+  const limits = await page.evaluate(async () => {
+    const models = await import("./models.js");
+    const bytes = new Uint8Array(await (await fetch("models/all-MiniLM-L6-v2/model.safetensors")).arrayBuffer());
+    const largest = models.largestTensorBytes([bytes]);
+    return {
+      largest,
+      small: models.adapterLimitProblem(largest, { maxStorageBufferBindingSize: 16 << 20, maxBufferSize: 256 << 20 }),
+      fine: models.adapterLimitProblem(largest, { maxStorageBufferBindingSize: 128 << 20, maxBufferSize: 256 << 20 }),
+    };
+  });
+  assert.equal(limits.largest, 30522 * 384 * 4, "word embeddings are MiniLM's largest tensor");
+  assert.equal(limits.small, "the model's largest tensor (47 MB) exceeds this GPU's buffer limit (17 MB)");
+  assert.equal(limits.fine, null);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("BERTScore updates as the user types, draws its heatmap, and equals the native CLI", async () => {
+  const { context, page, errors } = await openPage();
+  await page.selectOption("#example", "custom");
+  const ref = "The committee approved the new budget after a long debate on Tuesday.";
+  await page.fill("#reference", ref);
+  await page.fill("#hypothesis", "The committee approved the budget on Tuesday.");
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  const first = Number(await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw"));
+  // Type a negation: the score changes, the newest text wins.
+  const hyp = "The committee did not approve the budget on Tuesday.";
+  await page.fill("#hypothesis", "");
+  await page.type("#hypothesis", hyp, { delay: 10 });
+  const input = JSON.stringify({ hyp, ref }) + "\n";
+  const native = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f"], { input }).toString().split("\n")[0])["bertscore-f"];
+  // The card settles on the newest text's score (no stale value left behind).
+  await page.waitForFunction(
+    (want) => Math.abs(Number(document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw) - want) <= 1e-3,
+    native, { timeout: 60_000 });
+  const shown = Number(await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw"));
+  assert.notEqual(shown, first);
+  // One outlined best match per hypothesis token; [CLS]/[SEP] greyed (2 rows + 2 columns).
+  const label = await page.getAttribute("#bertscore-heatmap svg", "aria-label");
+  const rows = Number(label.match(/similarity of (\d+) hypothesis/)[1]);
+  assert.equal(rows, 12, label);
+  assert.equal(await page.locator("#bertscore-heatmap rect.best").count(), rows);
+  assert.equal(await page.locator("#bertscore-heatmap text.special").count(), 4);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -257,6 +257,12 @@ fn list_metrics(format: ListFormat) -> Result<(), CliError> {
             for m in registry {
                 writeln!(out, "{:<8} {:<8} {}", m.id, m.name, m.description)?;
             }
+            writeln!(
+                out,
+                "{} BERTScore precision, recall, F1 on a language model \
+                 (--model-dir, default models/all-MiniLM-L6-v2; --layer, --idf)",
+                metrics::bertscore::METRIC_IDS.join(",")
+            )?;
         }
     }
     Ok(())

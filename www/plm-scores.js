@@ -90,6 +90,7 @@ async function score() {
     value.textContent = v.f.toFixed(4);
     value.dataset.raw = String(v.f);
     el.dataset.p = String(v.p);
+    el.dataset.scoredHypothesis = hyp; // which text the shown numbers belong to
     el.dataset.r = String(v.r);
     el.querySelector('[data-role="parts"]').textContent = `P ${v.p.toFixed(4)} · R ${v.r.toFixed(4)} · F ${v.f.toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
     el.querySelector('[data-role="message"]').textContent = v.truncated ? "a text was cut to the model's limit" : "";

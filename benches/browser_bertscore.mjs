@@ -1,0 +1,44 @@
+// Keystroke-to-updated-BERTScore latency in headless Chromium (the built dist/):
+// all-MiniLM-L6-v2 loaded from dist/models on the CPU (burn-flex in wasm) and on
+// WebGPU (SwiftShader here), a ~30-token pair; types 20 characters, one input
+// event at a time, and measures from each event to the moment the BERTScore
+// card shows the score of exactly that text. Prints median and p95 (ms).
+//
+//   make build-web && node benches/browser_bertscore.mjs [cpu|webgpu]
+
+import { chromium } from "playwright-core";
+import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
+
+const backend = process.argv[2] ?? "cpu";
+const { server, url } = await serveDist();
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+const page = await browser.newPage();
+await page.goto(url);
+await page.waitForSelector("body[data-ready=true]", { timeout: 120_000 });
+await page.selectOption("#example", "custom");
+await page.fill("#reference", "The regional council said on Monday that the new bridge across the river will open in the spring, two months later than planned.");
+await page.fill("#hypothesis", "On Monday the regional council said the new bridge over the river would open in spring");
+await page.selectOption("#model-pick", "sentence-transformers/all-MiniLM-L6-v2");
+await page.selectOption("#model-backend", backend);
+await page.click("#model-load");
+await page.waitForSelector('.card[data-metric="bertscore"][data-scored-hypothesis]', { timeout: 300_000 });
+
+const latencies = await page.evaluate(async () => {
+  const hyp = document.getElementById("hypothesis");
+  const card = document.querySelector('.card[data-metric="bertscore"]');
+  const out = [];
+  for (const ch of ", two months late.".slice(0, 20)) {
+    const t0 = performance.now();
+    hyp.value += ch;
+    hyp.dispatchEvent(new Event("input"));
+    const want = hyp.value;
+    while (card.dataset.scoredHypothesis !== want) await new Promise((r) => setTimeout(r, 2));
+    out.push(performance.now() - t0);
+  }
+  return out;
+});
+latencies.sort((a, b) => a - b);
+const q = (p) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))];
+console.log(`BERTScore keystroke latency on ${backend}: median ${q(0.5).toFixed(0)} ms, p95 ${q(0.95).toFixed(0)} ms (${latencies.length} keystrokes)`);
+await browser.close();
+server.close();

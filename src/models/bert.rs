@@ -231,7 +231,7 @@ impl BertModel {
 
 impl Layer {
     fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let attended = self.attention.forward(x.clone(), Some(bias), None);
+        let attended = self.attention.forward(x.clone(), bias);
         let x = self.attention_norm.forward(x + attended);
         let inner = activate(self.intermediate.forward(x.clone()), self.activation);
         self.output_norm.forward(x + self.output.forward(inner))
@@ -239,18 +239,13 @@ impl Layer {
 }
 
 impl SelfAttention {
-    /// Scaled dot-product attention over all heads. `bias` is added to the
-    /// scores (padding and, for causal models, the future).
-    pub fn forward(
-        &self,
-        x: Tensor<3>,
-        bias: Option<Tensor<4>>,
-        causal: Option<Tensor<4>>,
-    ) -> Tensor<3> {
+    /// Scaled dot-product attention over all heads; `bias` (`[batch, 1, 1,
+    /// tokens]`) hides padding.
+    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let q = split_heads(self.query.forward(x.clone()), self.num_heads);
         let k = split_heads(self.key.forward(x.clone()), self.num_heads);
         let v = split_heads(self.value.forward(x), self.num_heads);
-        self.output.forward(attend(q, k, v, bias, causal))
+        self.output.forward(attend(q, k, v, bias))
     }
 }
 
@@ -260,22 +255,12 @@ pub(crate) fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
     x.reshape([b, l, heads, h / heads]).swap_dims(1, 2)
 }
 
-/// softmax(q kᵀ / sqrt(d) + biases) v, heads merged back to `[batch, tokens, hidden]`.
-pub(crate) fn attend(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: Option<Tensor<4>>,
-    causal: Option<Tensor<4>>,
-) -> Tensor<3> {
+/// softmax(q kᵀ / sqrt(d) + bias) v, heads merged back to `[batch, tokens,
+/// hidden]`. `bias` broadcasts over the scores: padding for encoders, the
+/// future for causal models.
+pub(crate) fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<3> {
     let [b, heads, l, d] = q.dims();
-    let mut scores = q.matmul(k.transpose()).div_scalar((d as f32).sqrt());
-    if let Some(bias) = bias {
-        scores = scores + bias;
-    }
-    if let Some(causal) = causal {
-        scores = scores + causal;
-    }
+    let scores = q.matmul(k.transpose()).div_scalar((d as f32).sqrt()) + bias;
     let weights = activation::softmax(scores, 3);
     weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
 }

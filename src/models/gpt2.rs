@@ -180,8 +180,7 @@ impl Attention {
             split_heads(q, heads),
             split_heads(k, heads),
             split_heads(v, heads),
-            None,
-            Some(causal),
+            causal,
         );
         self.c_proj.forward(out)
     }

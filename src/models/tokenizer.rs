@@ -29,6 +29,19 @@ pub struct LmToken {
     pub span: Range<usize>,
 }
 
+/// Ids and byte spans of an encoding.
+fn tokens_of(encoding: &tokenizers::Encoding) -> Vec<LmToken> {
+    encoding
+        .get_ids()
+        .iter()
+        .zip(encoding.get_offsets())
+        .map(|(&id, &(start, end))| LmToken {
+            id,
+            span: start..end,
+        })
+        .collect()
+}
+
 /// A text as a model reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelEncoding {
@@ -119,15 +132,7 @@ impl LmTokenizer {
     /// Token ids and byte spans of `text`, without special tokens.
     pub fn encode(&self, text: &str) -> Result<Vec<LmToken>, TokenizerError> {
         let encoding = self.inner.encode(text, false).map_err(err)?;
-        Ok(encoding
-            .get_ids()
-            .iter()
-            .zip(encoding.get_offsets())
-            .map(|(&id, &(start, end))| LmToken {
-                id,
-                span: start..end,
-            })
-            .collect())
+        Ok(tokens_of(&encoding))
     }
 
     /// Token ids and byte spans as the model reads them: with the special
@@ -136,17 +141,8 @@ impl LmTokenizer {
     /// [`set_max_length`](Self::set_max_length) says.
     pub fn encode_for_model(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
         let encoding = self.inner.encode(text, true).map_err(err)?;
-        let tokens = encoding
-            .get_ids()
-            .iter()
-            .zip(encoding.get_offsets())
-            .map(|(&id, &(start, end))| LmToken {
-                id,
-                span: start..end,
-            })
-            .collect();
         Ok(ModelEncoding {
-            tokens,
+            tokens: tokens_of(&encoding),
             truncated: !encoding.get_overflowing().is_empty(),
         })
     }

@@ -14,6 +14,8 @@
 pub mod bertscore;
 pub mod bleu;
 pub mod chrf;
+pub mod menli;
+pub mod perplexity;
 pub mod rouge;
 pub mod tokenizer_13a;
 

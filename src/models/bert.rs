@@ -188,7 +188,7 @@ impl BertModel {
         let mut x = e.word_embeddings.forward(batch.ids.clone())
             + e.position_embeddings.forward(batch.positions.clone());
         if let Some(types) = &e.token_type_embeddings {
-            x = x + types.forward(batch.ids.zeros_like());
+            x = x + types.forward(batch.types.clone());
         }
         let mut x = e.layer_norm.forward(x);
         let bias = batch.pad_bias.clone();

@@ -90,8 +90,6 @@ pub struct DecoderOutput {
     /// As in transformers: the embeddings, the input of every later block,
     /// and last the final-normed output (`num_layers + 1` tensors).
     pub hidden_states: Vec<Tensor<3>>,
-    /// Next-token logits `[batch, tokens, vocab]`.
-    pub logits: Tensor<3>,
 }
 
 impl Gpt2Model {
@@ -138,13 +136,14 @@ impl Gpt2Model {
             hidden_states.push(x.clone());
             x = block.forward(x, causal.clone());
         }
-        let x = self.ln_f.forward(x);
-        hidden_states.push(x.clone());
-        let logits = x.matmul(self.wte.weight.val().transpose().unsqueeze());
-        DecoderOutput {
-            hidden_states,
-            logits,
-        }
+        hidden_states.push(self.ln_f.forward(x));
+        DecoderOutput { hidden_states }
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]` from the final hidden
+    /// state (the head is the token embedding matrix).
+    pub fn lm_logits(&self, last_hidden: Tensor<3>) -> Tensor<3> {
+        last_hidden.matmul(self.wte.weight.val().transpose().unsqueeze())
     }
 }
 

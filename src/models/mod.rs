@@ -51,6 +51,8 @@ pub struct Batch {
     pub ids: Tensor<2, Int>,
     /// Position ids `[batch, tokens]`.
     pub positions: Tensor<2, Int>,
+    /// Segment ids `[batch, tokens]` (all 0 unless a BERT text pair).
+    pub types: Tensor<2, Int>,
     /// `[batch, 1, 1, tokens]`: 0 for real tokens, a large negative for padding.
     pub pad_bias: Tensor<4>,
     /// Real length of each sequence.
@@ -59,17 +61,30 @@ pub struct Batch {
 
 impl Batch {
     /// Pads `sequences` (already tokenized and within the model's limit)
-    /// into one batch on `device`.
+    /// into one batch on `device`; all segment ids 0.
     pub fn new(sequences: &[Vec<u32>], config: &ModelConfig, device: &Device) -> Self {
+        Self::with_types(sequences, None, config, device)
+    }
+
+    /// [`Batch::new`] with segment ids per token (text pairs).
+    pub fn with_types(
+        sequences: &[Vec<u32>],
+        types: Option<&[Vec<u32>]>,
+        config: &ModelConfig,
+        device: &Device,
+    ) -> Self {
         let b = sequences.len();
         let l = sequences.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(b * l);
         let mut positions = Vec::with_capacity(b * l);
+        let mut segment = Vec::with_capacity(b * l);
         let mut bias = Vec::with_capacity(b * l);
         let offsets = bert::position_ids(config.family, config.pad_token_id, l);
-        for seq in sequences {
+        for (s, seq) in sequences.iter().enumerate() {
+            let seq_types = types.map(|t| &t[s]);
             for (i, &offset) in offsets.iter().enumerate() {
                 let real = i < seq.len();
+                segment.push(seq_types.and_then(|t| t.get(i)).map_or(0, |&t| t as i64));
                 ids.push(if real {
                     seq[i] as i64
                 } else {
@@ -83,6 +98,7 @@ impl Batch {
         Self {
             ids: Tensor::from_data(TensorData::new(ids, [b, l]), device),
             positions: Tensor::from_data(TensorData::new(positions, [b, l]), device),
+            types: Tensor::from_data(TensorData::new(segment, [b, l]), device),
             pad_bias: Tensor::from_data(TensorData::new(bias, [b, 1, 1, l]), device),
             lengths: sequences.iter().map(Vec::len).collect(),
         }
@@ -143,6 +159,15 @@ impl Plm {
 
     /// Runs the network over token sequences and returns every hidden state.
     pub fn forward(&self, sequences: &[Vec<u32>]) -> Result<ForwardOutput, ModelError> {
+        self.forward_with_types(sequences, None)
+    }
+
+    /// [`Plm::forward`] with segment ids (text pairs for cross-encoders).
+    pub fn forward_with_types(
+        &self,
+        sequences: &[Vec<u32>],
+        types: Option<&[Vec<u32>]>,
+    ) -> Result<ForwardOutput, ModelError> {
         let limit = self.config.max_tokens();
         if let Some(long) = sequences.iter().find(|s| s.len() > limit) {
             return Err(ModelError::Unsupported(format!(
@@ -154,7 +179,7 @@ impl Plm {
         if sequences.is_empty() || sequences.iter().any(Vec::is_empty) {
             return Err(ModelError::Unsupported("empty input sequence".into()));
         }
-        let batch = Batch::new(sequences, &self.config, &self.device);
+        let batch = Batch::with_types(sequences, types, &self.config, &self.device);
         let hidden_states = match &self.network {
             Network::Bert(m) => m.forward(&batch).hidden_states,
             Network::Gpt2(m) => m.forward(&batch).hidden_states,
@@ -164,6 +189,49 @@ impl Plm {
             lengths: batch.lengths,
         })
     }
+}
+
+impl Plm {
+    fn missing_head(&self, what: &str) -> ModelError {
+        ModelError::Unsupported(format!(
+            "{} has no {what} (its config.json says {:?}); pick a checkpoint with one",
+            self.name, self.config.architecture
+        ))
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]` of a causal LM (GPT-2).
+    pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
+        match &self.network {
+            Network::Gpt2(m) => Ok(m.lm_logits(last_hidden(out))),
+            Network::Bert(_) => Err(self.missing_head("causal language-model head")),
+        }
+    }
+
+    /// Masked-LM logits `[batch, tokens, vocab]` from `hidden` (the last
+    /// hidden state, or rows of it).
+    pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
+        match &self.network {
+            Network::Bert(m) => m.mlm_logits(hidden),
+            Network::Gpt2(_) => None,
+        }
+        .ok_or_else(|| self.missing_head("masked-LM head"))
+    }
+
+    /// Sequence-classification logits `[batch, labels]`.
+    pub fn class_logits(&self, out: &ForwardOutput) -> Result<Tensor<2>, ModelError> {
+        match &self.network {
+            Network::Bert(m) => m.class_logits(last_hidden(out)),
+            Network::Gpt2(_) => None,
+        }
+        .ok_or_else(|| self.missing_head("sequence-classification head"))
+    }
+}
+
+fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
+    out.hidden_states
+        .last()
+        .expect("a forward pass returns at least the embeddings")
+        .clone()
 }
 
 /// Reads a tensor back to the host. Asynchronous because WebGPU reads are;

@@ -21,7 +21,7 @@ fn err(e: impl std::fmt::Display) -> TokenizerError {
 }
 
 /// One token: its id and byte span in the input text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LmToken {
     /// Vocabulary id.
     pub id: u32,
@@ -47,8 +47,34 @@ fn tokens_of(encoding: &tokenizers::Encoding) -> Vec<LmToken> {
 pub struct ModelEncoding {
     /// Tokens, special tokens included.
     pub tokens: Vec<LmToken>,
+    /// Segment of each token (0 for the first text, 1 for the second of a
+    /// BERT pair; RoBERTa marks both 0).
+    pub type_ids: Vec<u32>,
+    /// True for the tokens the post-processor added (`[CLS]`, `</s>`), not
+    /// for tokens of the text (an `[UNK]` is the text's).
+    pub added: Vec<bool>,
     /// True when the text was longer than the model's limit and cut.
     pub truncated: bool,
+}
+
+impl ModelEncoding {
+    fn of(encoding: &tokenizers::Encoding) -> Self {
+        Self {
+            tokens: tokens_of(encoding),
+            type_ids: encoding.get_type_ids().to_vec(),
+            added: encoding
+                .get_special_tokens_mask()
+                .iter()
+                .map(|&m| m == 1)
+                .collect(),
+            truncated: !encoding.get_overflowing().is_empty(),
+        }
+    }
+
+    /// The token ids.
+    pub fn ids(&self) -> Vec<u32> {
+        self.tokens.iter().map(|t| t.id).collect()
+    }
 }
 
 /// A language model's tokenizer.
@@ -141,10 +167,38 @@ impl LmTokenizer {
     /// [`set_max_length`](Self::set_max_length) says.
     pub fn encode_for_model(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
         let encoding = self.inner.encode(text, true).map_err(err)?;
-        Ok(ModelEncoding {
-            tokens: tokens_of(&encoding),
-            truncated: !encoding.get_overflowing().is_empty(),
-        })
+        let mut out = ModelEncoding::of(&encoding);
+        // Without a post-processor (GPT-2) the overflow is not kept: a text
+        // that exactly fills the limit is checked again without truncation.
+        if !out.truncated && Some(out.tokens.len()) == self.max_length() {
+            let mut whole = self.inner.clone();
+            whole.with_truncation(None).map_err(err)?;
+            out.truncated = whole.encode(text, true).map_err(err)?.len() > out.tokens.len();
+        }
+        Ok(out)
+    }
+
+    /// A text pair as a cross-encoder (NLI model) reads it: `[CLS] a [SEP] b
+    /// [SEP]` or `<s> a </s></s> b </s>` with segment ids, the longer text
+    /// cut first when the pair exceeds the limit. Spans are byte ranges in
+    /// the text each token came from.
+    pub fn encode_pair_for_model(&self, a: &str, b: &str) -> Result<ModelEncoding, TokenizerError> {
+        let encoding = self
+            .inner
+            .encode((a.to_owned(), b.to_owned()), true)
+            .map_err(err)?;
+        Ok(ModelEncoding::of(&encoding))
+    }
+
+    /// The id of a vocabulary entry or added token (`[MASK]`).
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The masked-LM mask token's id (`[MASK]` or `<mask>`), if the
+    /// vocabulary has one.
+    pub fn mask_id(&self) -> Option<u32> {
+        ["[MASK]", "<mask>"].iter().find_map(|t| self.token_id(t))
     }
 
     /// Sets the input limit to exactly `max_tokens` (special tokens
@@ -170,6 +224,12 @@ impl LmTokenizer {
     /// Text of a token id sequence (special tokens kept).
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         self.inner.decode(ids, false).map_err(err)
+    }
+
+    /// The tokenizer as a `tokenizer.json` (what a site serves beside the
+    /// weights).
+    pub fn to_json(&self) -> Result<String, TokenizerError> {
+        self.inner.to_string(false).map_err(err)
     }
 
     /// Vocabulary size, special tokens included.

@@ -1,0 +1,456 @@
+//! MENLI (Chen & Eger 2023): an NLI model's entailment, neutral and
+//! contradiction probabilities turned into a score.
+//!
+//! - Formulas: `e`, `-c`, `e-n`, `e-c`, `e-n-2c`.
+//! - Directions: reference as premise (`ref-hyp`), hypothesis as premise
+//!   (`hyp-ref`), or `both` (the two probability triples averaged, then the
+//!   formula applied); reference-free: the source as premise.
+//! - Task defaults (the paper's): MT `e` with both directions; reference-based
+//!   summarisation `e-c` with the hypothesis as premise; reference-free
+//!   summarisation `-c` with the source as premise.
+//! - Combination with another metric M: `w*N + (1-w)*M`, both min-max
+//!   rescaled over the scored set (MT w = 0.2, summarisation w = 0.8).
+//!
+//! Label order differs between checkpoints, so it is read from `id2label`.
+//! Several references: the best-scoring reference counts.
+
+use serde::Serialize;
+
+use crate::models::{ModelError, Plm, read_back};
+
+/// Pairs per model pass.
+pub const BATCH: usize = 16;
+
+/// How the three probabilities become one number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Formula {
+    /// `e`.
+    #[serde(rename = "e")]
+    E,
+    /// `-c`.
+    #[serde(rename = "-c")]
+    NegC,
+    /// `e - n`.
+    #[serde(rename = "e-n")]
+    EMinusN,
+    /// `e - c`.
+    #[serde(rename = "e-c")]
+    EMinusC,
+    /// `e - n - 2c`.
+    #[serde(rename = "e-n-2c")]
+    EMinusNMinus2C,
+}
+
+impl Formula {
+    /// Every formula, in the paper's order.
+    pub const ALL: [Formula; 5] = [
+        Formula::E,
+        Formula::NegC,
+        Formula::EMinusN,
+        Formula::EMinusC,
+        Formula::EMinusNMinus2C,
+    ];
+
+    /// The formula's name (`e-n-2c`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Formula::E => "e",
+            Formula::NegC => "-c",
+            Formula::EMinusN => "e-n",
+            Formula::EMinusC => "e-c",
+            Formula::EMinusNMinus2C => "e-n-2c",
+        }
+    }
+
+    /// Applies the formula.
+    pub fn apply(self, p: NliProbs) -> f64 {
+        match self {
+            Formula::E => p.e,
+            Formula::NegC => -p.c,
+            Formula::EMinusN => p.e - p.n,
+            Formula::EMinusC => p.e - p.c,
+            Formula::EMinusNMinus2C => p.e - p.n - 2.0 * p.c,
+        }
+    }
+}
+
+impl std::str::FromStr for Formula {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Formula::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown MENLI formula '{s}' (known: e, -c, e-n, e-c, e-n-2c)"))
+    }
+}
+
+/// Which text is the premise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// Reference (or source) as premise, hypothesis as hypothesis.
+    RefHyp,
+    /// Hypothesis as premise.
+    HypRef,
+    /// Both, probabilities averaged.
+    Both,
+}
+
+impl Direction {
+    /// The direction's name (`ref-hyp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::RefHyp => "ref-hyp",
+            Direction::HypRef => "hyp-ref",
+            Direction::Both => "both",
+        }
+    }
+}
+
+impl std::str::FromStr for Direction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Direction::RefHyp, Direction::HypRef, Direction::Both]
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("unknown MENLI direction '{s}' (known: ref-hyp, hyp-ref, both)"))
+    }
+}
+
+/// What is compared with the hypothesis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Premise {
+    /// The reference(s) (reference-based).
+    Reference,
+    /// The source (reference-free).
+    Source,
+}
+
+/// A complete MENLI configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Setup {
+    /// Formula.
+    pub formula: Formula,
+    /// Direction (for a source premise, `ref-hyp` means source -> hypothesis).
+    pub direction: Direction,
+    /// Reference-based or reference-free.
+    pub premise: Premise,
+    /// Weight of the NLI score when combined with another metric.
+    pub weight: f64,
+}
+
+/// The tasks the paper gives defaults for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// Machine translation (reference-based).
+    Mt,
+    /// Summarisation against references.
+    Summarization,
+    /// Summarisation against the source document.
+    SummarizationRefFree,
+}
+
+impl Task {
+    /// The paper's default setup for the task.
+    pub fn setup(self) -> Setup {
+        match self {
+            Task::Mt => Setup {
+                formula: Formula::E,
+                direction: Direction::Both,
+                premise: Premise::Reference,
+                weight: 0.2,
+            },
+            Task::Summarization => Setup {
+                formula: Formula::EMinusC,
+                direction: Direction::HypRef,
+                premise: Premise::Reference,
+                weight: 0.8,
+            },
+            Task::SummarizationRefFree => Setup {
+                formula: Formula::NegC,
+                direction: Direction::RefHyp,
+                premise: Premise::Source,
+                weight: 0.8,
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Task {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mt" => Ok(Task::Mt),
+            "summ" | "summarization" => Ok(Task::Summarization),
+            "summ-free" | "summarization-ref-free" => Ok(Task::SummarizationRefFree),
+            _ => Err(format!(
+                "unknown MENLI task '{s}' (known: mt, summ, summ-free)"
+            )),
+        }
+    }
+}
+
+/// Entailment, neutral and contradiction probabilities of one pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct NliProbs {
+    /// Entailment.
+    pub e: f64,
+    /// Neutral.
+    pub n: f64,
+    /// Contradiction.
+    pub c: f64,
+}
+
+impl NliProbs {
+    fn mean(self, other: NliProbs) -> NliProbs {
+        NliProbs {
+            e: (self.e + other.e) / 2.0,
+            n: (self.n + other.n) / 2.0,
+            c: (self.c + other.c) / 2.0,
+        }
+    }
+}
+
+/// Output columns of entailment, neutral and contradiction, from the
+/// checkpoint's `id2label` (names compared case-insensitively by prefix:
+/// `ENTAILMENT`, `entailment`, `contradiction`...).
+pub fn label_columns(plm: &Plm) -> Result<[usize; 3], ModelError> {
+    let labels = &plm.config.labels;
+    let find = |prefix: &str| {
+        labels
+            .iter()
+            .position(|l| l.to_lowercase().starts_with(prefix))
+            .ok_or_else(|| {
+                ModelError::Unsupported(format!(
+                    "{} is not an NLI model: its labels are {labels:?}, with no '{prefix}...'",
+                    plm.name
+                ))
+            })
+    };
+    Ok([find("entail")?, find("neutral")?, find("contradict")?])
+}
+
+/// NLI probabilities of each (premise, hypothesis) pair.
+pub async fn probabilities(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<NliProbs>, ModelError> {
+    let [e, n, c] = label_columns(plm)?;
+    let encoded = pairs
+        .iter()
+        .map(|(p, h)| Ok(plm.tokenizer.encode_pair_for_model(p, h)?))
+        .collect::<Result<Vec<_>, ModelError>>()?;
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_by_key(|&i| encoded[i].tokens.len());
+    let mut out = vec![NliProbs::default(); pairs.len()];
+    for chunk in order.chunks(BATCH) {
+        let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
+        let types: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].type_ids.clone()).collect();
+        let forward = plm.forward_with_types(&ids, Some(&types))?;
+        let probs = burn::tensor::activation::softmax(plm.class_logits(&forward)?, 1);
+        let (values, [_, k]) = read_back(probs).await?;
+        for (r, &i) in chunk.iter().enumerate() {
+            let row = &values[r * k..(r + 1) * k];
+            out[i] = NliProbs {
+                e: row[e] as f64,
+                n: row[n] as f64,
+                c: row[c] as f64,
+            };
+        }
+    }
+    Ok(out)
+}
+
+/// One hypothesis's MENLI score with the probabilities behind it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MenliScore {
+    /// The formula's value for the best premise.
+    pub value: f64,
+    /// Premise -> hypothesis probabilities (of the best premise).
+    pub forward: NliProbs,
+    /// Hypothesis -> premise probabilities (of the best premise).
+    pub backward: NliProbs,
+    /// Index of the reference that scored best (0 for a source premise).
+    pub premise: usize,
+}
+
+/// The score of a pair from its two probability triples.
+pub fn pair_value(setup: &Setup, forward: NliProbs, backward: NliProbs) -> f64 {
+    let probs = match setup.direction {
+        Direction::RefHyp => forward,
+        Direction::HypRef => backward,
+        Direction::Both => forward.mean(backward),
+    };
+    setup.formula.apply(probs)
+}
+
+/// MENLI of each hypothesis: against its references (the best one counts)
+/// or, reference-free, against its source.
+pub async fn score_set(
+    plm: &Plm,
+    hyps: &[&str],
+    refs: &[Vec<&str>],
+    srcs: &[Option<&str>],
+    setup: &Setup,
+) -> Result<Vec<MenliScore>, ModelError> {
+    let premises: Vec<Vec<&str>> = match setup.premise {
+        Premise::Reference => refs.to_vec(),
+        Premise::Source => srcs.iter().map(|s| s.iter().copied().collect()).collect(),
+    };
+    if let Some(i) = premises.iter().position(Vec::is_empty) {
+        let what = match setup.premise {
+            Premise::Reference => "reference",
+            Premise::Source => "source",
+        };
+        return Err(ModelError::Unsupported(format!(
+            "segment {} has no {what} to use as MENLI's premise",
+            i + 1
+        )));
+    }
+    let mut pairs = Vec::new();
+    for (h, ps) in hyps.iter().zip(&premises) {
+        for p in ps {
+            pairs.push((*p, *h));
+            pairs.push((*h, *p));
+        }
+    }
+    let probs = probabilities(plm, &pairs).await?;
+    let mut next = 0;
+    Ok(premises
+        .iter()
+        .map(|ps| {
+            let scores: Vec<MenliScore> = (0..ps.len())
+                .map(|k| {
+                    let (forward, backward) = (probs[next + 2 * k], probs[next + 2 * k + 1]);
+                    MenliScore {
+                        value: pair_value(setup, forward, backward),
+                        forward,
+                        backward,
+                        premise: k,
+                    }
+                })
+                .collect();
+            next += 2 * ps.len();
+            scores
+                .into_iter()
+                .reduce(|a, b| if b.value > a.value { b } else { a })
+                .expect("at least one premise")
+        })
+        .collect())
+}
+
+/// Errors combining MENLI with another metric.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CombineError {
+    /// The two score lists differ in length.
+    #[error("{0} MENLI scores but {1} scores of the other metric")]
+    Lengths(usize, usize),
+    /// Min-max rescaling needs a set.
+    #[error(
+        "combining MENLI with another metric rescales over the scored set: it needs at least 2 segments"
+    )]
+    TooFew,
+}
+
+/// `w*N + (1-w)*M` with both min-max rescaled over the set. A metric that
+/// gives every segment the same score contributes 0 to each.
+pub fn combine(nli: &[f64], other: &[f64], weight: f64) -> Result<Vec<f64>, CombineError> {
+    if nli.len() != other.len() {
+        return Err(CombineError::Lengths(nli.len(), other.len()));
+    }
+    if nli.len() < 2 {
+        return Err(CombineError::TooFew);
+    }
+    let rescale = |xs: &[f64]| -> Vec<f64> {
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        xs.iter()
+            .map(|x| if hi > lo { (x - lo) / (hi - lo) } else { 0.0 })
+            .collect()
+    };
+    Ok(rescale(nli)
+        .into_iter()
+        .zip(rescale(other))
+        .map(|(n, m)| weight * n + (1.0 - weight) * m)
+        .collect())
+}
+
+/// Signature: model, formula, direction, premise, precision.
+pub fn signature(model: &str, setup: &Setup, precision: &str) -> String {
+    format!(
+        "model:{model}|formula:{}|direction:{}|premise:{}|{precision}|version:{}",
+        setup.formula.name(),
+        setup.direction.name(),
+        match setup.premise {
+            Premise::Reference => "ref",
+            Premise::Source => "src",
+        },
+        super::VERSION
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: NliProbs = NliProbs {
+        e: 0.6,
+        n: 0.3,
+        c: 0.1,
+    };
+
+    #[test]
+    fn formulas_follow_the_paper() {
+        let values: Vec<f64> = Formula::ALL.iter().map(|f| f.apply(P)).collect();
+        let expected = [0.6, -0.1, 0.3, 0.5, 0.1];
+        for (v, e) in values.iter().zip(expected) {
+            assert!((v - e).abs() < 1e-12, "{values:?}");
+        }
+        for f in Formula::ALL {
+            assert_eq!(f.name().parse::<Formula>().unwrap(), f);
+        }
+        assert!("x".parse::<Formula>().is_err());
+    }
+
+    #[test]
+    fn both_directions_average_before_the_formula() {
+        let back = NliProbs {
+            e: 0.2,
+            n: 0.2,
+            c: 0.6,
+        };
+        let setup = Setup {
+            formula: Formula::EMinusNMinus2C,
+            ..Task::Mt.setup()
+        };
+        // mean (0.4, 0.25, 0.35): 0.4 - 0.25 - 0.7
+        assert!((pair_value(&setup, P, back) - (-0.55)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn combination_rescales_both_over_the_set() {
+        let out = combine(&[0.0, 0.5, 1.0], &[10.0, 30.0, 20.0], 0.2).unwrap();
+        let expected = [0.0, 0.2 * 0.5 + 0.8, 0.2 + 0.8 * 0.5];
+        for (o, e) in out.iter().zip(expected) {
+            assert!((o - e).abs() < 1e-12, "{out:?}");
+        }
+        assert_eq!(combine(&[1.0], &[1.0], 0.2), Err(CombineError::TooFew));
+        assert_eq!(
+            combine(&[1.0, 2.0], &[1.0], 0.2),
+            Err(CombineError::Lengths(2, 1))
+        );
+        assert_eq!(
+            combine(&[1.0, 1.0], &[1.0, 2.0], 0.5).unwrap(),
+            vec![0.0, 0.5]
+        );
+    }
+
+    #[test]
+    fn task_defaults_are_the_papers() {
+        assert_eq!(Task::Mt.setup().formula, Formula::E);
+        assert_eq!(Task::Mt.setup().direction, Direction::Both);
+        assert_eq!(Task::Summarization.setup().formula, Formula::EMinusC);
+        assert_eq!(Task::Summarization.setup().direction, Direction::HypRef);
+        assert_eq!(Task::SummarizationRefFree.setup().premise, Premise::Source);
+        assert_eq!(Task::SummarizationRefFree.setup().formula, Formula::NegC);
+    }
+}

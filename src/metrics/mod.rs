@@ -14,6 +14,7 @@
 pub mod bertscore;
 pub mod bleu;
 pub mod chrf;
+pub mod mauve;
 pub mod menli;
 pub mod perplexity;
 pub mod rouge;

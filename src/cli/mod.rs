@@ -4,6 +4,7 @@ mod inject;
 mod input;
 mod models;
 mod output;
+mod plm_scores;
 mod stress;
 
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ enum Command {
     },
     /// Print a model's hidden states for texts (JSON lines).
     Embed(models::EmbedArgs),
+    /// MAUVE between a set of hypotheses and a set of references.
+    Mauve(plm_scores::MauveArgs),
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -82,15 +85,9 @@ pub(crate) struct ScoreArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     format: output::Format,
-    /// Model folder or .bpk for bertscore-p/r/f (default: models/all-MiniLM-L6-v2).
-    #[arg(long)]
-    pub(crate) model_dir: Option<std::path::PathBuf>,
-    /// BERTScore layer (default: the registry's layer for the model, else the last).
-    #[arg(long)]
-    pub(crate) layer: Option<usize>,
-    /// Weight BERTScore tokens by idf over all references of the input (bert_score `idf=True`).
-    #[arg(long)]
-    pub(crate) idf: bool,
+    /// Options of the model-based metrics.
+    #[command(flatten)]
+    pub(crate) plm: plm_scores::PlmArgs,
     /// Apply the Porter stemmer before ROUGE matching (rouge-score `use_stemmer=True`).
     #[arg(long)]
     rouge_stemmer: bool,
@@ -151,6 +148,7 @@ pub fn run() -> ExitCode {
         Command::Prepare(args) => models::run_prepare(&args),
         Command::Models { format } => models::list_models(matches!(format, ListFormat::Json)),
         Command::Embed(args) => models::run_embed(&args),
+        Command::Mauve(args) => plm_scores::run_mauve(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))
         }
@@ -173,7 +171,7 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
         .metrics
         .iter()
         .map(|id| id.trim())
-        .filter(|id| metrics::bertscore::METRIC_IDS.contains(id))
+        .filter(|id| metrics::model_metric(id).is_some())
         .collect();
     let metrics = args
         .metrics
@@ -231,7 +229,12 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
         .map(|m| m.signature(Level::Sentence, nrefs))
         .collect();
     if !plm_ids.is_empty() {
-        let plm = models::bertscore_rows(args, &pairs.hyps, &refs, &plm_ids)?;
+        let input = plm_scores::Input {
+            hyps: &pairs.hyps,
+            refs: &refs,
+            srcs: &pairs.srcs,
+        };
+        let plm = plm_scores::columns(&args.plm, &input, &plm_ids)?;
         for (row, extra) in rows.iter_mut().zip(plm.rows) {
             row.extend(extra);
         }
@@ -248,20 +251,29 @@ fn list_metrics(format: ListFormat) -> Result<(), CliError> {
     let registry = metrics::registry();
     let mut out = std::io::stdout().lock();
     match format {
-        ListFormat::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&registry).expect("serialisable")
-        )?,
+        ListFormat::Json => {
+            let mut all = serde_json::to_value(registry).expect("serialisable");
+            let model = serde_json::to_value(metrics::MODEL_METRICS).expect("serialisable");
+            if let (Some(all), Some(model)) = (all.as_array_mut(), model.as_array()) {
+                all.extend(model.iter().cloned());
+            }
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&all).expect("serialisable")
+            )?
+        }
         ListFormat::Table => {
             for m in registry {
                 writeln!(out, "{:<8} {:<8} {}", m.id, m.name, m.description)?;
             }
+            for m in &metrics::MODEL_METRICS {
+                writeln!(out, "{:<12} {:<12} {}", m.id, m.name, m.description)?;
+            }
             writeln!(
                 out,
-                "{} BERTScore precision, recall, F1 on a language model \
-                 (--model-dir, default models/all-MiniLM-L6-v2; --layer, --idf)",
-                metrics::bertscore::METRIC_IDS.join(",")
+                "model-based metrics take --model METRIC=DIR (bertscore defaults to \
+                 models/all-MiniLM-L6-v2); see `blindspot score --help`"
             )?;
         }
     }

@@ -169,8 +169,98 @@ fn known_ids() -> String {
     registry()
         .iter()
         .map(|m| m.id)
+        .chain(MODEL_METRICS.iter().map(|m| m.id))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What a model-based metric needs from its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Any encoder (or decoder) whose hidden states are read.
+    Encoder,
+    /// A causal language model (GPT-2).
+    CausalLm,
+    /// A masked language model (BERT, RoBERTa with their MLM head).
+    MaskedLm,
+    /// A sequence classifier with entailment/neutral/contradiction labels.
+    Nli,
+}
+
+/// A model-based metric: scored through its own module, on a loaded model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelMetricInfo {
+    /// Stable identifier (`gpt-ppl`).
+    pub id: &'static str,
+    /// Human-readable name.
+    pub name: &'static str,
+    /// One-line description.
+    pub description: &'static str,
+    /// True when the metric cannot run without a reference (MENLI's
+    /// reference-free mode uses the source instead).
+    pub needs_reference: bool,
+    /// The kind of model it runs on.
+    pub model: ModelKind,
+    /// The `models.toml` metric name whose default checkpoint it uses.
+    pub registry_metric: &'static str,
+}
+
+/// Every model-based metric, in display order.
+pub const MODEL_METRICS: [ModelMetricInfo; 6] = [
+    ModelMetricInfo {
+        id: "bertscore-p",
+        name: "BERTScore P",
+        description: "BERTScore precision: hypothesis tokens matched to their most similar reference token",
+        needs_reference: true,
+        model: ModelKind::Encoder,
+        registry_metric: "bertscore",
+    },
+    ModelMetricInfo {
+        id: "bertscore-r",
+        name: "BERTScore R",
+        description: "BERTScore recall: reference tokens matched to their most similar hypothesis token",
+        needs_reference: true,
+        model: ModelKind::Encoder,
+        registry_metric: "bertscore",
+    },
+    ModelMetricInfo {
+        id: "bertscore-f",
+        name: "BERTScore F1",
+        description: "BERTScore F1 of precision and recall",
+        needs_reference: true,
+        model: ModelKind::Encoder,
+        registry_metric: "bertscore",
+    },
+    ModelMetricInfo {
+        id: "gpt-ppl",
+        name: "GPT-PPL",
+        description: "negated perplexity of the hypothesis under a causal language model (GPT-2)",
+        needs_reference: false,
+        model: ModelKind::CausalLm,
+        registry_metric: "gpt-ppl",
+    },
+    ModelMetricInfo {
+        id: "mlm-ppl",
+        name: "MLM-PPL",
+        description: "negated pseudo-perplexity of the hypothesis under a masked language model",
+        needs_reference: false,
+        model: ModelKind::MaskedLm,
+        registry_metric: "mlm-ppl",
+    },
+    ModelMetricInfo {
+        id: "menli",
+        name: "MENLI",
+        description: "NLI score (entailment, contradiction) of hypothesis and reference or source",
+        needs_reference: false,
+        model: ModelKind::Nli,
+        registry_metric: "menli",
+    },
+];
+
+/// The model-based metric registered under `id`.
+pub fn model_metric(id: &str) -> Option<&'static ModelMetricInfo> {
+    MODEL_METRICS.iter().find(|m| m.id == id)
 }
 
 /// Builds the metric registered under `id`.

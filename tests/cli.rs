@@ -786,3 +786,57 @@ fn mauve_command_compares_two_sets() {
         "--model mauve=DIR",
     );
 }
+
+#[test]
+fn bert_diverge_samples_from_a_masked_lm() {
+    let text = "the committee approved the new budget after a long debate on tuesday";
+    let inject = |model: &PathBuf, seed: &str| {
+        run(
+            bin()
+                .args([
+                    "inject",
+                    "--injection",
+                    "bert_diverge",
+                    "--level",
+                    "0.3",
+                    "--seed",
+                    seed,
+                ])
+                .args(["--mlm-model"])
+                .arg(model),
+            Some(text),
+        )
+    };
+    let mlm = fixture("bert_mlm");
+    let out = inject(&mlm, "1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let noised = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let (before, after): (Vec<&str>, Vec<&str>) =
+        (text.split(' ').collect(), noised.split(' ').collect());
+    assert_eq!(before.len(), after.len(), "{noised}");
+    let changed: Vec<(&str, &str)> = before
+        .iter()
+        .zip(&after)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| (*a, *b))
+        .collect();
+    // ceil(0.3 x 12) = 4 positions, each a vocabulary word other than the original.
+    assert_eq!(changed.len(), 4, "{noised}");
+    let vocab = std::fs::read_to_string(mlm.join("tokenizer.json")).unwrap();
+    for (_, new) in &changed {
+        assert!(
+            vocab.contains(&format!("\"{new}\":")),
+            "{new} is not in the vocabulary"
+        );
+    }
+    // Same seed, same output; a model without a masked-LM head is refused.
+    assert_eq!(
+        String::from_utf8_lossy(&inject(&mlm, "1").stdout).trim(),
+        noised
+    );
+    assert_user_error(&inject(&fixture("roberta_cls"), "1"), "no masked-LM head");
+}

@@ -205,7 +205,23 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
   return { ...info, fromCache: files.fromCache, where: files.where, fallback };
 }
 
-const panel = { wasm: null, handle: null };
+/** The panel's loaded models by registry/hub id (several can be loaded: one per metric). */
+const panel = { wasm: null, handle: null, loaded: new Map() };
+
+function unload(id) {
+  const handle = panel.loaded.get(id);
+  if (handle === undefined) return;
+  panel.wasm.unloadModel(handle);
+  panel.loaded.delete(id);
+  if (panel.handle === handle) panel.handle = null;
+  document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
+}
+
+function refreshLoadedNote() {
+  const ids = [...panel.loaded.keys()];
+  $("model-loaded").textContent = ids.length ? `Loaded: ${ids.join(", ")}` : "No model loaded.";
+  $("model-unload").disabled = !panel.loaded.has(chosenId());
+}
 
 function status(text, kind = "muted") {
   const el = $("model-status");
@@ -216,14 +232,17 @@ function status(text, kind = "muted") {
 const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 
 async function refreshCacheNote() {
-  const id = $("model-pick").value;
+  const id = chosenId();
   const cached = await isCached(id).catch(() => false);
   $("model-cache").textContent = cached ? "in this browser's cache" : "not cached yet";
   $("model-cache").dataset.cached = String(cached);
 }
 
+/** The model the panel acts on: a typed hub id, else the registry pick. */
+const chosenId = () => $("model-custom").value.trim() || $("model-pick").value;
+
 async function onLoad() {
-  const id = $("model-pick").value;
+  const id = chosenId();
   const bar = $("model-progress");
   $("model-load").disabled = true;
   bar.hidden = false;
@@ -231,8 +250,7 @@ async function onLoad() {
   bar.dataset.updates = "0";
   status(`Fetching ${id}…`);
   try {
-    if (panel.handle) panel.wasm.unloadModel(panel.handle);
-    panel.handle = null;
+    unload(id); // loading again replaces it (another backend or precision)
     const started = performance.now();
     const info = await loadModel(panel.wasm, id, {
       backend: $("model-backend").value,
@@ -247,6 +265,7 @@ async function onLoad() {
       },
     });
     panel.handle = info.handle;
+    panel.loaded.set(id, info.handle);
     const where = info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU";
     const why = info.fallback ? ` (WebGPU unavailable: ${info.fallback})` : "";
     const from = info.fromCache ? "from the browser cache" : `from ${info.where}`;
@@ -264,6 +283,7 @@ async function onLoad() {
     bar.hidden = true;
     $("model-load").disabled = false;
     refreshCacheNote();
+    refreshLoadedNote();
   }
 }
 
@@ -292,7 +312,19 @@ export async function initModels(wasm) {
     const opt = new Option(`${m.id} (${m.size_mb >= 1000 ? (m.size_mb / 1000).toFixed(1) + " GB" : m.size_mb + " MB"}, ${m.licence}; ${m.metrics.join(", ")})`, m.id);
     pick.append(opt);
   }
-  pick.addEventListener("change", refreshCacheNote);
+  pick.addEventListener("change", () => {
+    refreshCacheNote();
+    refreshLoadedNote();
+  });
+  $("model-custom").addEventListener("input", () => {
+    refreshLoadedNote();
+    refreshCacheNote();
+  });
+  $("model-unload").addEventListener("click", () => {
+    unload(chosenId());
+    refreshLoadedNote();
+  });
+  refreshLoadedNote();
   $("model-load").addEventListener("click", onLoad);
   $("model-probe-run").addEventListener("click", onProbe);
   $("model-clear-cache").addEventListener("click", async () => {

@@ -40,6 +40,10 @@ pub struct InjectArgs {
     /// a folder with GPT-2's `encoder.json` and `vocab.bpe`.
     #[arg(long)]
     tokenizer: Option<String>,
+    /// Masked-LM checkpoint folder or .bpk (BERT, RoBERTa, DistilBERT with an MLM head)
+    /// for bert_diverge: replacements are sampled from its top-10 predictions.
+    #[arg(long)]
+    mlm_model: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = InjectFormat::Text)]
     format: InjectFormat,
@@ -92,6 +96,42 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
         }
     }
     let all: Vec<&str> = rows.iter().map(|(t, _)| t.as_str()).collect();
+    let plm = match &args.mlm_model {
+        Some(dir) => {
+            let fail = |e: blindspot::models::ModelError| CliError::Model {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            };
+            let files = blindspot::models::ModelFiles::from_path(dir).map_err(fail)?;
+            let name = dir
+                .file_name()
+                .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+            Some(
+                blindspot::models::Plm::load(
+                    &name,
+                    files,
+                    &burn::tensor::Device::flex(),
+                    blindspot::models::Precision::F32,
+                )
+                .map_err(fail)?,
+            )
+        }
+        None => None,
+    };
+    let masked_lm = match &plm {
+        Some(plm) => Some(inject::masked_lm::PlmMaskedLm::new(plm).map_err(|e| {
+            CliError::Model {
+                path: args
+                    .mlm_model
+                    .as_ref()
+                    .expect("loaded from it")
+                    .display()
+                    .to_string(),
+                message: e.to_string(),
+            }
+        })?),
+        None => None,
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (i, (text, src)) in rows.iter().enumerate() {
         // Other samples (for sentence replacement) are the other input lines.
@@ -104,7 +144,9 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
         let ctx = Context {
             source: src.as_deref().or(args.source.as_deref()),
             samples: &samples,
-            masked_lm: None,
+            masked_lm: masked_lm
+                .as_ref()
+                .map(|m| m as &dyn inject::masked_lm::MaskedLm),
             lm_tokenizer: tokenizer.as_ref(),
         };
         let result = inject::apply(injection, text, level, args.seed, &ctx)?;

@@ -1,8 +1,7 @@
-//! Injections driven by a masked language model: BERT-diverge ([BS] Table 16)
-//! and, later, the MENLI-style masked-LM substitutions. This file defines the
-//! generator interface; the model behind it comes from the PLM engine
-//! (`src/models`), so without one these injections report what is missing
-//! instead of falling back to a rule.
+//! Injections driven by a masked language model: BERT-diverge ([BS] Table 16).
+//! [`MaskedLm`] is the generator interface; [`PlmMaskedLm`] implements it
+//! with a masked-LM checkpoint of the PLM engine (`src/models`). Without one
+//! these injections report what is missing instead of falling back to a rule.
 
 use rand::Rng;
 use rand::seq::index::sample;
@@ -23,6 +22,106 @@ pub trait MaskedLm {
 
 /// Candidates the replacement is sampled from ([BS]: top-10).
 pub const TOP_K: usize = 10;
+
+/// A masked-LM checkpoint (BERT, RoBERTa, DistilBERT with their MLM head)
+/// as a [`MaskedLm`]: the words are joined with spaces, the word at the
+/// position replaced by the mask token, and the head's distribution at the
+/// mask read. Candidates are whole-word vocabulary entries (no special
+/// tokens, no `##` continuation pieces, no punctuation-only tokens), with
+/// their probabilities. Runs on the CPU (a WebGPU read cannot block).
+pub struct PlmMaskedLm<'a> {
+    plm: &'a crate::models::Plm,
+}
+
+impl<'a> PlmMaskedLm<'a> {
+    /// Wraps a loaded model; errors when it has no masked-LM head or mask token.
+    pub fn new(plm: &'a crate::models::Plm) -> Result<Self, crate::models::ModelError> {
+        use crate::models::{Head, ModelError};
+        if plm.config.head != Head::MaskedLm {
+            return Err(ModelError::Unsupported(format!(
+                "{} has no masked-LM head",
+                plm.name
+            )));
+        }
+        if plm.tokenizer.mask_id().is_none() {
+            return Err(ModelError::Unsupported(format!(
+                "{}'s tokenizer has no mask token",
+                plm.name
+            )));
+        }
+        Ok(Self { plm })
+    }
+
+    fn predict(
+        &self,
+        words: &[&str],
+        position: usize,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
+        use burn::tensor::{Tensor, TensorData, activation};
+        let plm = self.plm;
+        let mask = plm.tokenizer.mask_id().expect("checked in new");
+        let mask_text = plm.tokenizer.decode(&[mask])?;
+        let text: Vec<&str> = words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| if i == position { mask_text.as_str() } else { w })
+            .collect();
+        let enc = plm.encode(&text.join(" "))?;
+        let ids = enc.ids();
+        let Some(at) = ids.iter().position(|&id| id == mask) else {
+            // The mask fell beyond the model's limit.
+            return Ok(vec![]);
+        };
+        let out = plm.forward(std::slice::from_ref(&ids))?;
+        let l = ids.len();
+        let mut select = vec![0f32; l];
+        select[at] = 1.0;
+        let select: Tensor<3> = Tensor::from_data(TensorData::new(select, [1, 1, l]), &plm.device);
+        let last = out
+            .hidden_states
+            .last()
+            .expect("at least the embeddings")
+            .clone();
+        let probs = activation::softmax(plm.mlm_logits(select.matmul(last))?, 2);
+        let (values, _) = futures::executor::block_on(crate::models::read_back(probs))?;
+        let mut order: Vec<usize> = (0..values.len()).collect();
+        order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
+        let mut picked = Vec::with_capacity(k);
+        for id in order {
+            if picked.len() == k {
+                break;
+            }
+            let id32 = id as u32;
+            if plm.tokenizer.is_special(id32) {
+                continue;
+            }
+            let piece = plm.tokenizer.decode(&[id32])?;
+            let word = piece.trim();
+            // Whole words only: WordPiece continuations start with "##"; a
+            // byte-level BPE word piece without a leading space continues one.
+            let continues = piece.starts_with("##")
+                || (plm.config.family == crate::models::Family::Roberta && !piece.starts_with(' '));
+            if continues || word.is_empty() || !word.chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            picked.push((word.to_owned(), values[id]));
+        }
+        Ok(picked)
+    }
+}
+
+impl MaskedLm for PlmMaskedLm<'_> {
+    fn name(&self) -> &str {
+        &self.plm.name
+    }
+
+    fn top_k(&self, words: &[&str], position: usize, k: usize) -> Vec<(String, f32)> {
+        // A failed pass proposes nothing: the word stays (the injection's
+        // output then shows fewer changes than asked, never a made-up word).
+        self.predict(words, position, k).unwrap_or_default()
+    }
+}
 
 /// All masked-LM injections.
 pub static ALL: [&dyn Injection; 1] = [&BertDiverge];

@@ -258,6 +258,40 @@ pub const MODEL_METRICS: [ModelMetricInfo; 6] = [
     },
 ];
 
+/// The kinds of model-based metric a checkpoint with this head can run.
+pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
+    use crate::models::Head;
+    match config.head {
+        Head::CausalLm => vec![ModelKind::CausalLm],
+        Head::MaskedLm => vec![ModelKind::Encoder, ModelKind::MaskedLm],
+        Head::None => vec![ModelKind::Encoder],
+        Head::SequenceClassification => {
+            let has = |p: &str| {
+                config
+                    .labels
+                    .iter()
+                    .any(|l| l.to_lowercase().starts_with(p))
+            };
+            if has("entail") && has("neutral") && has("contradict") {
+                vec![ModelKind::Nli]
+            } else {
+                vec![]
+            }
+        }
+    }
+}
+
+/// Ids of the model-based metrics a checkpoint can run (`gpt-ppl` for
+/// GPT-2, BERTScore and `mlm-ppl` for a masked LM...).
+pub fn model_metrics_for(config: &crate::models::ModelConfig) -> Vec<&'static str> {
+    let kinds = model_kinds(config);
+    MODEL_METRICS
+        .iter()
+        .filter(|m| kinds.contains(&m.model))
+        .map(|m| m.id)
+        .collect()
+}
+
 /// The model-based metric registered under `id`.
 pub fn model_metric(id: &str) -> Option<&'static ModelMetricInfo> {
     MODEL_METRICS.iter().find(|m| m.id == id)

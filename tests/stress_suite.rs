@@ -233,6 +233,7 @@ fn audit_flags_metrics_that_track_length_more_than_humans() {
         &docs,
         &ids,
         MetricOptions::default(),
+        &[],
     )
     .unwrap();
     assert_eq!(report.examples, 1600);

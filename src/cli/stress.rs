@@ -303,6 +303,48 @@ pub struct AuditArgs {
     /// Write the full results (JSON) here; `-` is stdout.
     #[arg(long, default_value = "-")]
     out: String,
+    /// GPT-2 checkpoint folder or .bpk: adds each summary's perplexity
+    /// (after `<|endoftext|>`) as a correlate.
+    #[arg(long)]
+    ppl_model: Option<std::path::PathBuf>,
+}
+
+/// Each summary's GPT-2 perplexity, in the audit's order.
+fn perplexity_correlate(
+    dir: &std::path::Path,
+    docs: &[blindspot::data::SummEvalDoc],
+) -> Result<(String, Vec<f64>), CliError> {
+    use blindspot::models::{ModelFiles, Plm, Precision};
+    let fail = |e: blindspot::models::ModelError| CliError::Model {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    };
+    let name = dir
+        .file_name()
+        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let plm = Plm::load(
+        &name,
+        ModelFiles::from_path(dir).map_err(fail)?,
+        &burn::tensor::Device::flex(),
+        Precision::F32,
+    )
+    .map_err(fail)?;
+    let texts = blindspot::stress::audit::summaries(docs);
+    eprintln!("scoring {} summaries with {name}...", texts.len());
+    let scored =
+        futures::executor::block_on(blindspot::metrics::perplexity::causal(&plm, &texts, true))
+            .map_err(fail)?;
+    let values = scored
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            p.perplexity.ok_or_else(|| CliError::Model {
+                path: dir.display().to_string(),
+                message: format!("summary {} is empty: it has no perplexity", i + 1),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((format!("{name}-ppl"), values))
 }
 
 /// Runs `blindspot audit`.
@@ -319,8 +361,17 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
     let options = blindspot::metrics::MetricOptions {
         rouge_stemmer: args.rouge_stemmer,
     };
-    let report =
-        blindspot::stress::audit::run_audit(&dataset, &loaded.rows, &args.metrics, options)?;
+    let extra = match &args.ppl_model {
+        Some(dir) => vec![perplexity_correlate(dir, &loaded.rows)?],
+        None => vec![],
+    };
+    let report = blindspot::stress::audit::run_audit(
+        &dataset,
+        &loaded.rows,
+        &args.metrics,
+        options,
+        &extra,
+    )?;
     write_json(&args.out, &report)?;
     let mut table = format!("{:<8}", "kendall");
     for d in &report.dimensions {

@@ -119,6 +119,9 @@ pub enum MetricError {
     /// The metric id is not registered.
     #[error("unknown metric '{0}' (known: {known})", known = known_ids())]
     UnknownMetric(String),
+    /// A model-based metric asked for where only model-free metrics run.
+    #[error("'{0}' runs on a language model: score it with `blindspot score --metrics {0}` or on the page once a model is loaded (here: {known})", known = registry().iter().map(|m| m.id).collect::<Vec<_>>().join(", "))]
+    NeedsModel(String),
     /// The metric needs a reference and the segment has none.
     #[error("{metric} needs at least one reference, but segment {segment} has none")]
     MissingReference {
@@ -305,6 +308,9 @@ pub fn create(id: &str, options: MetricOptions) -> Result<Box<dyn Metric>, Metri
         "rouge1" => Box::new(Rouge::new(RougeKind::N(1), options.rouge_stemmer)),
         "rouge2" => Box::new(Rouge::new(RougeKind::N(2), options.rouge_stemmer)),
         "rougeL" => Box::new(Rouge::new(RougeKind::Lcs, options.rouge_stemmer)),
+        other if model_metric(other).is_some() => {
+            return Err(MetricError::NeedsModel(other.to_string()));
+        }
         other => return Err(MetricError::UnknownMetric(other.to_string())),
     })
 }
@@ -369,7 +375,13 @@ mod tests {
         let err = create("bleurt", MetricOptions::default()).err().unwrap();
         assert_eq!(
             err.to_string(),
-            "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL)"
+            "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
+             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli)"
+        );
+        let err = create("gpt-ppl", MetricOptions::default()).err().unwrap();
+        assert!(
+            err.to_string().contains("runs on a language model"),
+            "{err}"
         );
     }
 

@@ -7,8 +7,9 @@
 //! level (Pearson, Spearman, Kendall tau-b), and measures system-level
 //! pairwise accuracy against each human dimension. A metric is flagged for a
 //! correlate when it correlates more strongly (in absolute value) with that
-//! correlate than with a human dimension. GPT-2 perplexity joins the
-//! correlates once the PLM engine provides GPT-2.
+//! correlate than with a human dimension. Callers add model-based correlates
+//! (GPT-2 perplexity of each summary, `blindspot audit --ppl-model`) through
+//! `extra`, in [`summaries`] order.
 
 use serde::Serialize;
 
@@ -167,12 +168,22 @@ pub struct AuditReport {
     pub metrics: Vec<MetricAudit>,
 }
 
+/// Every system summary, in the order the audit visits them (documents in
+/// file order, then their systems): the order of `extra` correlates.
+pub fn summaries(docs: &[SummEvalDoc]) -> Vec<&str> {
+    docs.iter()
+        .flat_map(|d| d.systems.iter().map(|s| s.summary.as_str()))
+        .collect()
+}
+
 /// Runs the audit. References: the document's gold summary and references.
+/// `extra`: more correlates, one value per summary in [`summaries`] order.
 pub fn run_audit(
     dataset: &str,
     docs: &[SummEvalDoc],
     metric_ids: &[String],
     options: MetricOptions,
+    extra: &[(String, Vec<f64>)],
 ) -> Result<AuditReport, metrics::MetricError> {
     let metrics: Vec<Box<dyn Metric>> = metric_ids
         .iter()
@@ -188,11 +199,16 @@ pub fn run_audit(
             }
             acc
         });
-    let correlates = vec![
+    let mut correlates = vec![
         "length".to_owned(),
         "coverage".to_owned(),
         "density".to_owned(),
     ];
+    let n_summaries = summaries(docs).len();
+    for (name, values) in extra {
+        assert_eq!(values.len(), n_summaries, "one {name} value per summary");
+        correlates.push(name.clone());
+    }
     let mut systems: Vec<String> = Vec::new();
     let (mut system_of, mut human, mut surface) = (
         Vec::new(),
@@ -241,6 +257,7 @@ pub fn run_audit(
             system_of.push(s);
         }
     }
+    surface.extend(extra.iter().map(|(_, v)| v.clone()));
     let system_means = |values: &[f64]| -> Vec<f64> {
         let mut sums = vec![(0.0, 0usize); systems.len()];
         for (v, &s) in values.iter().zip(&system_of) {

@@ -417,8 +417,9 @@ pub fn audit_suite(request: JsValue) -> Result<JsValue, JsError> {
     let options = MetricOptions {
         rouge_stemmer: r.rouge_stemmer,
     };
-    let report = crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.metrics, options)
-        .map_err(|e| JsError::new(&e.to_string()))?;
+    let report =
+        crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.metrics, options, &[])
+            .map_err(|e| JsError::new(&e.to_string()))?;
     #[derive(Serialize)]
     struct Out<'a> {
         report: &'a crate::stress::audit::AuditReport,

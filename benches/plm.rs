@@ -67,20 +67,9 @@ fn bench_bertscore(c: &mut Criterion) {
 }
 
 fn sentences(n: usize) -> Vec<String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/wmt21_de_en.jsonl"
-    );
-    std::fs::read_to_string(path)
-        .expect("../shared/data/wmt21_de_en.jsonl")
-        .lines()
-        .take(n)
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["ref_a"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+    wmt_rows(n)
+        .iter()
+        .map(|row| row["ref_a"].as_str().unwrap().to_owned())
         .collect()
 }
 

@@ -6,6 +6,7 @@ and bert-score 0.3.13 on the same 64 (first system, ref_a) pairs, layer 6.
 
     ~/.cache/blindspot-py/bin/python scripts/bench_torch.py
 """
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -51,7 +52,7 @@ def main():
         times.append(time.perf_counter() - start)
     t = statistics.median(times)
     print(f"bertscore/bert_score_64_pairs: median {t * 1e3:.1f} ms = {64 / t:.1f} pairs/s "
-          f"(bert-score {bert_score.__version__}, model loaded once)")
+          f"(bert-score {importlib.metadata.version('bert-score')}, model loaded once)")
 
 
 if __name__ == "__main__":

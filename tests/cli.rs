@@ -539,6 +539,14 @@ fn score_bertscore_matches_bert_score_golden() {
         Some(&input),
     );
     assert_user_error(&out, "no such model folder");
+    // MiniLM has no published baseline: rescaling is refused, not faked.
+    let out = run(
+        bin()
+            .args(["score", "--input", "-", "--metrics", "bertscore-f"])
+            .arg("--rescale-with-baseline"),
+        Some(&input),
+    );
+    assert_user_error(&out, "no BERTScore baseline is known");
 }
 
 fn plm_golden() -> Value {

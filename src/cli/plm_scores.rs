@@ -31,6 +31,10 @@ pub struct PlmArgs {
     /// Weight BERTScore tokens by idf over all references of the input (bert_score `idf=True`).
     #[arg(long)]
     pub idf: bool,
+    /// Rescale BERTScore with the model's published baseline, (x - b)/(1 - b) (bert_score
+    /// `rescale_with_baseline`); an error for models without one.
+    #[arg(long)]
+    pub rescale_with_baseline: bool,
     /// GPT-PPL: put `<|endoftext|>` first so the text's first token is scored too.
     #[arg(long)]
     pub ppl_bos: bool,
@@ -411,11 +415,23 @@ fn bertscore_columns(
             .unwrap_or(plm.config.num_layers)
     });
     let hyps: Vec<&str> = input.hyps.iter().map(String::as_str).collect();
-    let scores = block_on(bertscore::score_set(
+    let baseline = if args.rescale_with_baseline {
+        Some(bertscore::baseline_for(&name, layer).map_err(|e| model_error(&dir, e))?)
+    } else {
+        None
+    };
+    let mut scores = block_on(bertscore::score_set(
         plm, &hyps, input.refs, layer, args.idf,
     ))
     .map_err(|e| model_error(&dir, e))?;
-    let signature = bertscore::signature(&name, layer, args.idf, "f32");
+    let mut signature = bertscore::signature(&name, layer, args.idf, "f32");
+    if let Some(b) = baseline {
+        scores = scores
+            .into_iter()
+            .map(|s| bertscore::rescale(s, b))
+            .collect();
+        signature.push_str("_rescaled");
+    }
     Ok(bertscore::METRIC_IDS
         .into_iter()
         .filter(|id| wanted.contains(id))

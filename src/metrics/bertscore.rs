@@ -266,6 +266,37 @@ pub fn signature(model: &str, layer: usize, idf: bool, precision: &str) -> Strin
     )
 }
 
+/// bert_score's baseline rescaling `(x - b) / (1 - b)` of P, R and F with a
+/// model's published baseline `[P, R, F]` (for the layer it was computed at).
+pub fn rescale(score: BertScore, baseline: [f64; 3]) -> BertScore {
+    let f = |x: f64, b: f64| (x - b) / (1.0 - b);
+    BertScore {
+        p: f(score.p, baseline[0]),
+        r: f(score.r, baseline[1]),
+        f: f(score.f, baseline[2]),
+    }
+}
+
+/// The registry's baseline for `model` at `layer`, or why there is none.
+pub fn baseline_for(model: &str, layer: usize) -> Result<[f64; 3], String> {
+    let entry = crate::models::registry::models()
+        .into_iter()
+        .find(|m| m.id == model || m.id.ends_with(&format!("/{model}")));
+    match entry {
+        Some(m) if m.baseline.is_some() && m.layer == Some(layer) => {
+            Ok(m.baseline.expect("checked"))
+        }
+        Some(m) if m.baseline.is_some() => Err(format!(
+            "{model}'s baseline is for layer {}, not {layer}",
+            m.layer.unwrap_or(0)
+        )),
+        _ => Err(format!(
+            "no BERTScore baseline is known for {model} (bert_score publishes baselines for its own \
+             model list; all-MiniLM-L6-v2 is not on it): score without rescaling"
+        )),
+    }
+}
+
 /// Metric ids of the three BERTScore components.
 pub const METRIC_IDS: [&str; 3] = ["bertscore-p", "bertscore-r", "bertscore-f"];
 
@@ -303,4 +334,34 @@ pub async fn score_set(
             score(h, own, &weights)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rescaling_uses_bert_scores_formula_and_known_baselines_only() {
+        let b = baseline_for("roberta-large", 17).unwrap();
+        let s = rescale(
+            BertScore {
+                p: 0.9,
+                r: 0.85,
+                f: 0.87,
+            },
+            b,
+        );
+        assert!((s.f - (0.87 - 0.83122575) / (1.0 - 0.83122575)).abs() < 1e-15);
+        assert!((s.p - (0.9 - 0.83150584) / (1.0 - 0.83150584)).abs() < 1e-15);
+        assert!(
+            baseline_for("roberta-large", 10)
+                .unwrap_err()
+                .contains("layer 17")
+        );
+        assert!(
+            baseline_for("all-MiniLM-L6-v2", 6)
+                .unwrap_err()
+                .contains("no BERTScore baseline")
+        );
+    }
 }

@@ -22,6 +22,10 @@ pub struct RegistryModel {
     /// Default BERTScore layer.
     #[serde(default)]
     pub layer: Option<usize>,
+    /// bert_score's rescaling baseline (P, R, F) at the default layer, where
+    /// one is published.
+    #[serde(default)]
+    pub baseline: Option<[f64; 3]>,
     /// Anything a user should know.
     #[serde(default)]
     pub note: Option<String>,
@@ -67,6 +71,11 @@ mod tests {
         assert_eq!(minilm.id, "sentence-transformers/all-MiniLM-L6-v2");
         assert_eq!(minilm.local.as_deref(), Some("models/all-MiniLM-L6-v2"));
         assert_eq!(find("roberta-large").unwrap().layer, Some(17));
+        assert_eq!(
+            find("roberta-large").unwrap().baseline.unwrap()[2],
+            0.83122575
+        );
+        assert_eq!(minilm.baseline, None);
         assert!(all.iter().all(|m| m.size_mb > 0.0 && !m.licence.is_empty()));
     }
 }

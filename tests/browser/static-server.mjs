@@ -5,7 +5,8 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize, resolve } from "node:path";
 
-export const DIST = resolve(import.meta.dirname, "..", "..", "dist");
+// BLINDSPOT_DIST serves another build (benchmarks of a release build).
+export const DIST = process.env.BLINDSPOT_DIST ?? resolve(import.meta.dirname, "..", "..", "dist");
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".css": "text/css" };
 
 /** Starts the server; resolves with `{ server, url }`. */

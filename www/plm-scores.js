@@ -159,9 +159,7 @@ async function score(metric) {
 // --- BERTScore -------------------------------------------------------------
 
 async function runBertScore(handle, t, el) {
-  const info = models.get(handle);
-  const entry = wasm.modelRegistry().find((m) => m.id === info.name);
-  const v = await wasm.bertScorePair(handle, t.hyp, t.refs, entry?.layer ?? info.layers);
+  const v = await wasm.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer);
   return () => {
     setValue(el, v.f, v.f.toFixed(4));
     el.dataset.p = String(v.p);
@@ -323,7 +321,9 @@ export function initPlmScores(bindings) {
   document.addEventListener("blindspot:model", (e) => {
     const info = e.detail;
     for (const [handle, m] of models) if (m.name === info.name) models.delete(handle); // reloaded
-    models.set(info.handle, info);
+    // The registry's BERTScore layer for this checkpoint (else its last), looked up once.
+    const entry = wasm.modelRegistry().find((m) => m.id === info.name);
+    models.set(info.handle, { ...info, bertScoreLayer: entry?.layer ?? info.layers });
     // A newly loaded model becomes the pick of every metric it can run.
     for (const metric of Object.keys(METRICS)) {
       if (info.metrics.includes(METRICS[metric].needs)) runs[metric].handle = info.handle;

@@ -97,25 +97,10 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
     }
     let all: Vec<&str> = rows.iter().map(|(t, _)| t.as_str()).collect();
     let plm = match &args.mlm_model {
-        Some(dir) => {
-            let fail = |e: blindspot::models::ModelError| CliError::Model {
-                path: dir.display().to_string(),
-                message: e.to_string(),
-            };
-            let files = blindspot::models::ModelFiles::from_path(dir).map_err(fail)?;
-            let name = dir
-                .file_name()
-                .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-            Some(
-                blindspot::models::Plm::load(
-                    &name,
-                    files,
-                    &burn::tensor::Device::flex(),
-                    blindspot::models::Precision::F32,
-                )
-                .map_err(fail)?,
-            )
-        }
+        Some(dir) => Some(super::models::load_plm(
+            dir,
+            blindspot::models::Precision::F32,
+        )?),
         None => None,
     };
     let masked_lm = match &plm {

@@ -88,15 +88,19 @@ pub fn list_models(json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Prints one layer's hidden states per text as JSON lines (`tokens`, `truncated`, `hidden`).
-pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
-    let files = ModelFiles::from_path(&args.model).map_err(|e| model_error(&args.model, e))?;
-    let name = args
-        .model
+/// Loads a checkpoint folder or `.bpk` on the CPU, named after the folder;
+/// errors name the path.
+pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
+    let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
+    let name = path
         .file_name()
         .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-    let plm = Plm::load(&name, files, &Device::flex(), args.quant)
-        .map_err(|e| model_error(&args.model, e))?;
+    Plm::load(&name, files, &Device::flex(), precision).map_err(|e| model_error(path, e))
+}
+
+/// Prints one layer's hidden states per text as JSON lines (`tokens`, `truncated`, `hidden`).
+pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
+    let plm = load_plm(&args.model, args.quant)?;
     let layers = plm.config.num_layers;
     let layer = args.layer.unwrap_or(layers);
     if layer > layers {

@@ -10,8 +10,7 @@ use blindspot::metrics::menli::{self, Direction, Formula, Setup, Task};
 use blindspot::metrics::{
     self, MetricOptions, Score, ScorePart, Segment, bertscore, model_metric, perplexity,
 };
-use blindspot::models::{ModelFiles, Plm, Precision, registry};
-use burn::tensor::Device;
+use blindspot::models::{Plm, Precision, registry};
 use futures::executor::block_on;
 
 use super::CliError;
@@ -129,12 +128,7 @@ struct Models(HashMap<PathBuf, Plm>);
 impl Models {
     fn get(&mut self, dir: &Path) -> Result<&Plm, CliError> {
         if !self.0.contains_key(dir) {
-            let files = ModelFiles::from_path(dir).map_err(|e| model_error(dir, e))?;
-            let name = dir
-                .file_name()
-                .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-            let plm = Plm::load(&name, files, &Device::flex(), Precision::F32)
-                .map_err(|e| model_error(dir, e))?;
+            let plm = super::models::load_plm(dir, Precision::F32)?;
             self.0.insert(dir.to_path_buf(), plm);
         }
         Ok(&self.0[dir])

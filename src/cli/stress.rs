@@ -314,26 +314,16 @@ fn perplexity_correlate(
     dir: &std::path::Path,
     docs: &[blindspot::data::SummEvalDoc],
 ) -> Result<(String, Vec<f64>), CliError> {
-    use blindspot::models::{ModelFiles, Plm, Precision};
-    let fail = |e: blindspot::models::ModelError| CliError::Model {
-        path: dir.display().to_string(),
-        message: e.to_string(),
-    };
-    let name = dir
-        .file_name()
-        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-    let plm = Plm::load(
-        &name,
-        ModelFiles::from_path(dir).map_err(fail)?,
-        &burn::tensor::Device::flex(),
-        Precision::F32,
-    )
-    .map_err(fail)?;
+    let plm = super::models::load_plm(dir, blindspot::models::Precision::F32)?;
+    let name = plm.name.clone();
     let texts = blindspot::stress::audit::summaries(docs);
     eprintln!("scoring {} summaries with {name}...", texts.len());
     let scored =
         futures::executor::block_on(blindspot::metrics::perplexity::causal(&plm, &texts, true))
-            .map_err(fail)?;
+            .map_err(|e| CliError::Model {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
     let values = scored
         .iter()
         .enumerate()

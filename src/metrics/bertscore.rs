@@ -237,24 +237,36 @@ pub struct BertScore {
     pub f: f64,
 }
 
+impl BertScore {
+    /// The multi-reference score from each reference's pair score: the
+    /// maximum of P, R and F, each on its own.
+    pub fn best_of<'a>(pairs: impl IntoIterator<Item = &'a PairScore>) -> Self {
+        pairs.into_iter().fold(
+            BertScore {
+                p: f64::NEG_INFINITY,
+                r: f64::NEG_INFINITY,
+                f: f64::NEG_INFINITY,
+            },
+            |best, s| BertScore {
+                p: best.p.max(s.p),
+                r: best.r.max(s.r),
+                f: best.f.max(s.f),
+            },
+        )
+    }
+}
+
 /// Scores a hypothesis against all its references.
 pub fn score(
     hyp: &TokenEmbeddings,
     references: &[TokenEmbeddings],
     weights: &Weights,
 ) -> BertScore {
-    references.iter().map(|r| score_pair(hyp, r, weights)).fold(
-        BertScore {
-            p: f64::NEG_INFINITY,
-            r: f64::NEG_INFINITY,
-            f: f64::NEG_INFINITY,
-        },
-        |best, s| BertScore {
-            p: best.p.max(s.p),
-            r: best.r.max(s.r),
-            f: best.f.max(s.f),
-        },
-    )
+    let pairs: Vec<PairScore> = references
+        .iter()
+        .map(|r| score_pair(hyp, r, weights))
+        .collect();
+    BertScore::best_of(&pairs)
 }
 
 /// bert_score's hash-style signature: model, layer, idf, versions.

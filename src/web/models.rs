@@ -272,7 +272,6 @@ pub async fn bert_score_pair(
         };
         emb.push(e);
     }
-    let emb: Vec<TokenEmbeddings> = emb.iter().map(|e| (**e).clone()).collect();
     let weights = bertscore::Weights::uniform(&plm);
     let pairs: Vec<bertscore::PairScore> = emb[1..]
         .iter()
@@ -281,7 +280,7 @@ pub async fn bert_score_pair(
     let best = (0..pairs.len())
         .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
         .expect("at least one reference");
-    let total = bertscore::score(&emb[0], &emb[1..], &weights);
+    let total = bertscore::BertScore::best_of(&pairs);
     let tokens = |e: &bertscore::TokenEmbeddings| -> Result<Vec<String>, JsError> {
         e.ids
             .iter()

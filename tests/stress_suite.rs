@@ -6,7 +6,10 @@ use blindspot::data::{self, Item};
 use blindspot::metrics::MetricOptions;
 use blindspot::stress::Verdict;
 use blindspot::stress::prefer::run_preference;
-use blindspot::stress::suite::{SuiteConfig, SuiteError, SuiteReport, run_suite};
+use blindspot::stress::suite::{
+    ModelColumns, ModelRows, ModelScorer, SuiteConfig, SuiteError, SuiteModels, SuiteReport, run_suite,
+    run_suite_with_models,
+};
 
 mod common;
 use common::DATA;
@@ -164,6 +167,179 @@ fn results_do_not_depend_on_threads_and_runs_can_be_cancelled() {
             .iter()
             .all(|t| t.skipped.is_some() && t.verdicts.is_empty())
     );
+}
+
+/// Stands in for a model: serves `bertscore-f` with sentence chrF, and
+/// records the batches it is given.
+struct ChrfAsModel {
+    batches: Vec<usize>,
+    distinct: bool,
+}
+
+impl ModelScorer for ChrfAsModel {
+    fn serves(&self, id: &str) -> bool {
+        id == "bertscore-f"
+    }
+
+    fn score(&mut self, ids: &[&str], rows: &ModelRows) -> Result<ModelColumns, String> {
+        assert_eq!(ids, ["bertscore-f"]);
+        self.batches.push(rows.hyps.len());
+        // No (hypothesis, references) row is sent twice.
+        let mut seen = std::collections::HashSet::new();
+        self.distinct &= rows.hyps.iter().zip(&rows.refs).all(|r| seen.insert(r));
+        let chrf = blindspot::metrics::create("chrf", MetricOptions::default()).unwrap();
+        let values = rows
+            .hyps
+            .iter()
+            .zip(&rows.refs)
+            .zip(&rows.srcs)
+            .map(|((hyp, refs), src)| {
+                let segment = blindspot::metrics::Segment {
+                    hyp,
+                    refs,
+                    src: *src,
+                };
+                chrf.sentence_score(&segment).unwrap().value
+            })
+            .collect();
+        Ok(ModelColumns {
+            values: vec![values],
+            signatures: vec!["chrf-as-model".into()],
+        })
+    }
+}
+
+#[test]
+fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
+    // A "model" that computes chrF must reproduce the lexical chrF column
+    // exactly: bases, every level's mean and std, verdicts.
+    let items = wmt(30);
+    let mut cfg = config(&["token_drop", "negation", "sentence_switching"], 3);
+    cfg.metrics = vec!["chrf".into(), "bertscore-f".into()];
+    let mut fake = ChrfAsModel {
+        batches: Vec::new(),
+        distinct: true,
+    };
+    let calls = std::sync::Mutex::new(Vec::new());
+    let models = SuiteModels {
+        scorer: Some(&mut fake),
+        ..SuiteModels::default()
+    };
+    let report = run_suite_with_models("wmt", &items, &cfg, models, &|d, t| {
+        calls.lock().unwrap().push((d, t));
+        true
+    })
+    .unwrap();
+    assert_eq!(report.base[0], report.base[1]);
+    for test in report.tests.iter().filter(|t| t.skipped.is_none()) {
+        assert_eq!(test.verdicts[0], test.verdicts[1]);
+        for level in &test.levels {
+            assert_eq!(level.scores[0], level.scores[1], "{}", test.injection);
+        }
+    }
+    assert_eq!(report.metrics[1].signature, "chrf-as-model");
+    assert!(fake.distinct);
+    // Batches of 4 items (the last one of 2), each far smaller than 4 items x
+    // (1 + 2 tests x levels x 3 seeds) rows: repeated texts go once.
+    assert_eq!(fake.batches.len(), 8);
+    // Progress counts both passes and ends at 2 x items.
+    assert_eq!(calls.lock().unwrap().last(), Some(&(60, 60)));
+    // Without a scorer the model metric is a clear error.
+    let err = run_suite("wmt", &items, &cfg, None, &|_, _| true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("bertscore-f needs a language model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn minilm_bertscore_joins_the_cli_suite() {
+    // The CLI's BERTScore in a suite: the base is the mean BERTScore of the
+    // gold hypotheses, as `blindspot score` computes it, and truncation lowers it.
+    let bin = env!("CARGO_BIN_EXE_blindspot");
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let out = std::process::Command::new(bin)
+        .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
+        .args(["--format", "wmt", "--limit", "6", "--seeds", "2"])
+        .args([
+            "--injections",
+            "truncation",
+            "--metrics",
+            "bleu,bertscore-f,bertscore-r",
+        ])
+        .args(["--model-dir", minilm])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: SuiteReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.metrics[1].id, "bertscore-f");
+    assert!(
+        report.metrics[1]
+            .signature
+            .starts_with("all-MiniLM-L6-v2_L6_no-idf")
+    );
+    let items = wmt(6);
+    let plm = blindspot::models::Plm::load(
+        "all-MiniLM-L6-v2",
+        blindspot::models::ModelFiles::from_path(minilm.as_ref()).unwrap(),
+        &burn::tensor::Device::flex(),
+        blindspot::models::Precision::F32,
+    )
+    .unwrap();
+    let hyps: Vec<&str> = items.iter().map(|i| i.gold.as_str()).collect();
+    let refs: Vec<Vec<&str>> = items
+        .iter()
+        .map(|i| i.refs.iter().map(String::as_str).collect())
+        .collect();
+    let gold = futures::executor::block_on(blindspot::metrics::bertscore::score_set(
+        &plm, &hyps, &refs, 6, false,
+    ))
+    .unwrap();
+    let mean = |f: &dyn Fn(&blindspot::metrics::bertscore::BertScore) -> f64| {
+        gold.iter().map(f).sum::<f64>() / gold.len() as f64
+    };
+    assert!((report.base[1] - mean(&|s| s.f)).abs() < 1e-6);
+    assert!((report.base[2] - mean(&|s| s.r)).abs() < 1e-6);
+    // Cutting half the hypothesis costs recall more than anything else.
+    let t = &report.tests[0];
+    assert_eq!(t.verdicts[2], Verdict::Pass);
+    assert!(t.levels.last().unwrap().scores[2].mean < report.base[2] - 0.05);
+    // BERT-diverge runs once a masked LM is given (the random test MLM here:
+    // this checks the wiring, its words are noise).
+    let mlm = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert_mlm");
+    let out = std::process::Command::new(bin)
+        .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
+        .args(["--format", "wmt", "--limit", "3", "--seeds", "1", "--metrics", "chrf"])
+        .args(["--injections", "bert_diverge", "--mlm-model", mlm])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: SuiteReport = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &report.tests[0];
+    assert_eq!((t.injection.as_str(), &t.skipped), ("bert_diverge", &None));
+    assert!(t.levels.iter().all(|l| l.applied > 0.0), "{:?}", t.levels);
+    // idf needs the whole set: refused rather than computed per batch.
+    let out = std::process::Command::new(bin)
+        .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
+        .args([
+            "--format",
+            "wmt",
+            "--limit",
+            "2",
+            "--metrics",
+            "bertscore-f",
+            "--idf",
+        ])
+        .args(["--model-dir", minilm])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--idf depends on the whole scored set"));
 }
 
 #[test]

@@ -11,6 +11,7 @@ use blindspot::metrics::{
     self, MetricOptions, Score, ScorePart, Segment, bertscore, model_metric, perplexity,
 };
 use blindspot::models::{Plm, Precision, registry};
+use blindspot::stress::suite::{ModelColumns, ModelRows, ModelScorer};
 use futures::executor::block_on;
 
 use super::CliError;
@@ -135,6 +136,69 @@ impl Models {
     }
 }
 
+/// The model-based metrics of `blindspot stress`: models loaded once, each
+/// batch of perturbed texts scored as `blindspot score` would.
+pub struct SuiteScorer<'a> {
+    args: &'a PlmArgs,
+    models: Models,
+}
+
+impl<'a> SuiteScorer<'a> {
+    /// A scorer with `args`' models; refuses what depends on the whole set
+    /// (idf, MENLI's min-max combination), which batches would change.
+    pub fn new(args: &'a PlmArgs) -> Result<Self, CliError> {
+        let refuse = |what: &str| {
+            Err(CliError::Suite(format!(
+                "{what} depends on the whole scored set; stress suites score in batches, so it is not available there"
+            )))
+        };
+        if args.idf {
+            return refuse("--idf");
+        }
+        if args.menli_combine.is_some() {
+            return refuse("--menli-combine");
+        }
+        Ok(Self {
+            args,
+            models: Models::default(),
+        })
+    }
+}
+
+impl ModelScorer for SuiteScorer<'_> {
+    fn serves(&self, id: &str) -> bool {
+        model_metric(id).is_some()
+    }
+
+    fn score(&mut self, ids: &[&str], rows: &ModelRows) -> Result<ModelColumns, String> {
+        let hyps: Vec<String> = rows.hyps.iter().map(|h| (*h).to_owned()).collect();
+        let srcs: Vec<Option<String>> = rows.srcs.iter().map(|s| s.map(str::to_owned)).collect();
+        let input = Input {
+            hyps: &hyps,
+            refs: &rows.refs,
+            srcs: &srcs,
+        };
+        let scored =
+            columns_with(self.args, &mut self.models, &input, ids).map_err(|e| e.to_string())?;
+        // `columns_with` groups BERTScore's parts; hand them back in the order asked.
+        let order = ids
+            .iter()
+            .map(|id| scored.ids.iter().position(|c| c == id))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or("a model metric produced no column")?;
+        Ok(ModelColumns {
+            values: order
+                .iter()
+                .map(|&c| scored.rows.iter().map(|r| r[c].value).collect())
+                .collect(),
+            signatures: order
+                .iter()
+                .map(|&c| scored.signatures[c].clone())
+                .collect(),
+        })
+    }
+}
+
 /// The input of `blindspot score`.
 pub struct Input<'a> {
     /// Hypotheses.
@@ -179,7 +243,15 @@ struct Column {
 
 /// Scores every segment with each model-based metric in `wanted`.
 pub fn columns(args: &PlmArgs, input: &Input, wanted: &[&str]) -> Result<PlmColumns, CliError> {
-    let mut models = Models::default();
+    columns_with(args, &mut Models::default(), input, wanted)
+}
+
+fn columns_with(
+    args: &PlmArgs,
+    models: &mut Models,
+    input: &Input,
+    wanted: &[&str],
+) -> Result<PlmColumns, CliError> {
     let mut columns: Vec<Column> = Vec::new();
     let bertscore_ids: Vec<&str> = wanted
         .iter()
@@ -191,9 +263,9 @@ pub fn columns(args: &PlmArgs, input: &Input, wanted: &[&str]) -> Result<PlmColu
             continue;
         }
         if bertscore::METRIC_IDS.contains(&id) {
-            columns.extend(bertscore_columns(args, &mut models, input, &bertscore_ids)?);
+            columns.extend(bertscore_columns(args, models, input, &bertscore_ids)?);
         } else {
-            columns.push(column(args, &mut models, input, id)?);
+            columns.push(column(args, models, input, id)?);
         }
     }
     let n = input.hyps.len().max(1) as f64;

@@ -4,7 +4,8 @@ use std::io::Write;
 
 use blindspot::data::{self, Item};
 use blindspot::inject;
-use blindspot::stress::suite::{SuiteConfig, SuiteReport, run_suite};
+use blindspot::inject::masked_lm::PlmMaskedLm;
+use blindspot::stress::suite::{SuiteConfig, SuiteModels, SuiteReport, run_suite_with_models};
 use clap::ValueEnum;
 
 use super::CliError;
@@ -61,6 +62,12 @@ pub struct StressArgs {
     /// Also write a self-contained HTML report (card, charts, embedded JSON) here.
     #[arg(long)]
     html: Option<String>,
+    /// Masked-LM checkpoint (folder or .bpk) for BERT-diverge's replacements (top-10 sampling).
+    #[arg(long)]
+    mlm_model: Option<std::path::PathBuf>,
+    /// Models of the model-based metrics (bertscore-f, gpt-ppl, mlm-ppl, menli...).
+    #[command(flatten)]
+    plm: super::plm_scores::PlmArgs,
 }
 
 /// The file-name part of a path, naming the dataset in reports.
@@ -145,10 +152,38 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         .expect("valid template"),
     );
     let dataset = file_name(&args.data);
-    let report = run_suite(&dataset, &items, &config, tokenizer.as_ref(), &|done, _| {
-        bar.set_position(done as u64);
-        true
-    })
+    let mut scorer = super::plm_scores::SuiteScorer::new(&args.plm)?;
+    let mlm = args
+        .mlm_model
+        .as_deref()
+        .map(|dir| super::models::load_plm(dir, blindspot::models::Precision::F32))
+        .transpose()?;
+    let masked_lm = mlm
+        .as_ref()
+        .map(|plm| {
+            PlmMaskedLm::new(plm).map_err(|e| CliError::Model {
+                path: args.mlm_model.as_ref().expect("loaded").display().to_string(),
+                message: e.to_string(),
+            })
+        })
+        .transpose()?;
+    let models = SuiteModels {
+        lm_tokenizer: tokenizer.as_ref(),
+        masked_lm: masked_lm.as_ref().map(|m| m as _),
+        scorer: Some(&mut scorer),
+    };
+    let report = run_suite_with_models(
+        &dataset,
+        &items,
+        &config,
+        models,
+        &|done, total| {
+            // Two passes when a model runs: perturb + lexical, then the model.
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            true
+        },
+    )
     .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
     write_json(&args.out, &report)?;

@@ -327,25 +327,49 @@ pub async fn score_set(
             i + 1
         )));
     }
-    let hyp_emb = embed(plm, hyps, layer).await?;
-    let flat: Vec<&str> = refs.iter().flatten().copied().collect();
-    let ref_emb = embed(plm, &flat, layer).await?;
+    // Each distinct text is embedded once (suites repeat references and texts).
+    let (hyp_texts, hyp_of) = distinct(hyps.iter().copied());
+    let (ref_texts, ref_of) = distinct(refs.iter().flatten().copied());
+    let hyp_emb = embed(plm, &hyp_texts, layer).await?;
+    let ref_emb = embed(plm, &ref_texts, layer).await?;
     let weights = if idf {
-        let ids: Vec<&[u32]> = ref_emb.iter().map(|e| e.ids.as_slice()).collect();
+        // Document frequencies count every reference as given, repeats
+        // included, as bert_score's `get_idf_dict(refs)` does.
+        let ids: Vec<&[u32]> = ref_of.iter().map(|&k| ref_emb[k].ids.as_slice()).collect();
         Weights::idf(plm, &ids)
     } else {
         Weights::uniform(plm)
     };
     let mut start = 0;
-    Ok(hyp_emb
+    Ok(hyp_of
         .iter()
         .zip(refs)
-        .map(|(h, r)| {
-            let own = &ref_emb[start..start + r.len()];
+        .map(|(&h, r)| {
+            let own = &ref_of[start..start + r.len()];
             start += r.len();
-            score(h, own, &weights)
+            let pairs: Vec<PairScore> = own
+                .iter()
+                .map(|&k| score_pair(&hyp_emb[h], &ref_emb[k], &weights))
+                .collect();
+            BertScore::best_of(&pairs)
         })
         .collect())
+}
+
+/// The distinct texts in order of first appearance, and each input's index
+/// among them.
+fn distinct<'a>(texts: impl Iterator<Item = &'a str>) -> (Vec<&'a str>, Vec<usize>) {
+    let mut seen: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut unique = Vec::new();
+    let index = texts
+        .map(|t| {
+            *seen.entry(t).or_insert_with(|| {
+                unique.push(t);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (unique, index)
 }
 
 #[cfg(test)]

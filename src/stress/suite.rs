@@ -12,11 +12,17 @@
 //! score), as in the papers' noised sets. Natively the items are scored in
 //! parallel (rayon); the sums are merged in item order, so results do not
 //! depend on the thread count.
+//!
+//! Model-based metrics (BERTScore, perplexities, MENLI) come from a
+//! [`ModelScorer`] the caller supplies: the perturbed texts are gathered in
+//! the parallel pass, then scored in batches of items (identical texts once),
+//! so the model runs batched and the lexical pass stays parallel.
 
 use serde::{Deserialize, Serialize};
 
 use super::{Verdict, verdict};
 use crate::data::Item;
+use crate::inject::masked_lm::MaskedLm;
 use crate::inject::{self, Context, Family, InjectError, Injection};
 use crate::metrics::{self, Level, Metric, MetricError, MetricOptions, Segment};
 use crate::models::tokenizer::LmTokenizer;
@@ -251,8 +257,69 @@ struct Planned {
     skipped: Option<String>,
 }
 
-/// Runs the suite over `items`. `progress(done, total)` is called as items
-/// finish (from worker threads natively); returning `false` cancels.
+/// Texts a [`ModelScorer`] scores: row `i` is `hyps[i]` against `refs[i]`
+/// with source `srcs[i]`.
+pub struct ModelRows<'a> {
+    /// Hypotheses.
+    pub hyps: Vec<&'a str>,
+    /// References of each hypothesis.
+    pub refs: Vec<Vec<&'a str>>,
+    /// Source of each hypothesis.
+    pub srcs: Vec<Option<&'a str>>,
+}
+
+impl<'a> ModelRows<'a> {
+    /// The row of `text` for `item`, added unless `seen` has it.
+    fn add(
+        &mut self,
+        seen: &mut rustc_hash::FxHashMap<&'a str, usize>,
+        item: &'a Item,
+        text: &'a str,
+    ) -> usize {
+        *seen.entry(text).or_insert_with(|| {
+            self.hyps.push(text);
+            self.refs
+                .push(item.refs.iter().map(String::as_str).collect());
+            self.srcs.push(item.src.as_deref());
+            self.hyps.len() - 1
+        })
+    }
+}
+
+/// Model-based scores of a batch of rows: one column per metric asked.
+pub struct ModelColumns {
+    /// Per metric (in the order asked), one value per row.
+    pub values: Vec<Vec<f64>>,
+    /// Per metric, its signature.
+    pub signatures: Vec<String>,
+}
+
+/// Scores the metrics that need a language model; the caller owns the models.
+pub trait ModelScorer {
+    /// True when this scorer can run metric `id`.
+    fn serves(&self, id: &str) -> bool;
+    /// Scores every row with each metric of `ids`.
+    fn score(&mut self, ids: &[&str], rows: &ModelRows) -> Result<ModelColumns, String>;
+}
+
+/// Language models a suite may use beyond the lexical metrics.
+#[derive(Default)]
+pub struct SuiteModels<'a> {
+    /// Tokenizer of the positioned errors (GPT-2's BPE...).
+    pub lm_tokenizer: Option<&'a LmTokenizer>,
+    /// Masked LM of BERT-diverge (natively shared by the worker threads).
+    pub masked_lm: Option<&'a (dyn MaskedLm + Sync)>,
+    /// Scorer of the metric ids `metrics::create` does not know.
+    pub scorer: Option<&'a mut dyn ModelScorer>,
+}
+
+/// Items whose perturbed texts go to the model scorer together: enough rows
+/// for full batches, few enough that their embeddings stay small.
+const MODEL_CHUNK: usize = 4;
+
+/// Runs the suite over `items` with lexical metrics only. `progress(done,
+/// total)` is called as items finish (from worker threads natively);
+/// returning `false` cancels.
 pub fn run_suite(
     dataset: &str,
     items: &[Item],
@@ -260,6 +327,33 @@ pub fn run_suite(
     lm_tokenizer: Option<&LmTokenizer>,
     progress: Progress,
 ) -> Result<SuiteReport, SuiteError> {
+    let models = SuiteModels {
+        lm_tokenizer,
+        ..SuiteModels::default()
+    };
+    run_suite_with_models(dataset, items, config, models, progress)
+}
+
+/// A perturbed text awaiting the model scorer: (test, level, seed) and the
+/// text, or `None` when the injection left the gold text unchanged.
+type Deferred = (usize, usize, usize, Option<String>);
+
+/// Runs the suite with language models: metric ids `metrics::create` does
+/// not know go to `models.scorer`, BERT-diverge draws on `models.masked_lm`.
+/// Progress counts items twice when a scorer runs: once for the
+/// perturbations and lexical scores, once for the model scores.
+pub fn run_suite_with_models(
+    dataset: &str,
+    items: &[Item],
+    config: &SuiteConfig,
+    models: SuiteModels,
+    progress: Progress,
+) -> Result<SuiteReport, SuiteError> {
+    let SuiteModels {
+        lm_tokenizer,
+        masked_lm,
+        scorer: models,
+    } = models;
     if items.is_empty() {
         return Err(SuiteError::Empty("the dataset has no items"));
     }
@@ -271,11 +365,31 @@ pub fn run_suite(
     let options = MetricOptions {
         rouge_stemmer: config.rouge_stemmer,
     };
-    let metrics: Vec<Box<dyn Metric>> = config
+    // Each column: a lexical metric, or `None` for one the model scorer runs.
+    let mut metrics: Vec<Option<Box<dyn Metric>>> = Vec::new();
+    for id in &config.metrics {
+        match metrics::create(id, options) {
+            Ok(m) => metrics.push(Some(m)),
+            Err(e) => match models.as_deref() {
+                Some(scorer) if scorer.serves(id) => metrics.push(None),
+                _ if metrics::model_metric(id).is_some() => {
+                    return Err(SuiteError::Metric(format!(
+                        "{id} needs a language model (pass one for it)"
+                    )));
+                }
+                _ => return Err(e.into()),
+            },
+        }
+    }
+    let model_ids: Vec<&str> = config
         .metrics
         .iter()
-        .map(|id| metrics::create(id, options))
-        .collect::<Result<_, _>>()?;
+        .zip(&metrics)
+        .filter(|(_, m)| m.is_none())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let deferring = !model_ids.is_empty();
+    let passes = if deferring { 2 } else { 1 };
     let has_sources = items
         .iter()
         .all(|i| i.src.as_deref().is_some_and(|s| !s.trim().is_empty()));
@@ -285,7 +399,7 @@ pub fn run_suite(
         .map(|id| {
             let injection = inject::create(id)?;
             let info = injection.info();
-            let skipped = if info.needs_masked_lm {
+            let skipped = if info.needs_masked_lm && masked_lm.is_none() {
                 Some("needs a masked language model".to_owned())
             } else if info.needs_lm_tokenizer && lm_tokenizer.is_none() {
                 Some("needs a language-model tokenizer".to_owned())
@@ -325,7 +439,7 @@ pub fn run_suite(
     let done = std::sync::atomic::AtomicUsize::new(0);
     let cancelled = std::sync::atomic::AtomicBool::new(false);
     let golds: Vec<&str> = items.iter().map(|i| i.gold.as_str()).collect();
-    let run_item = |index: usize| -> Result<Sums, SuiteError> {
+    let run_item = |index: usize| -> Result<(Sums, Vec<Deferred>), SuiteError> {
         if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(SuiteError::Cancelled);
         }
@@ -339,14 +453,17 @@ pub fn run_suite(
             };
             metrics
                 .iter()
-                .map(|m| {
-                    m.sentence_score(&segment)
+                .map(|m| match m {
+                    Some(m) => m
+                        .sentence_score(&segment)
                         .map(|s| s.value)
-                        .map_err(|e| SuiteError::Metric(format!("item {}: {e}", item.id)))
+                        .map_err(|e| SuiteError::Metric(format!("item {}: {e}", item.id))),
+                    None => Ok(0.0), // filled in by the model pass
                 })
                 .collect()
         };
         let mut sums = empty.clone();
+        let mut deferred: Vec<Deferred> = Vec::new();
         let base = score(&item.gold)?;
         sums.base.clone_from(&base);
         let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
@@ -355,15 +472,15 @@ pub fn run_suite(
         let ctx = Context {
             source: item.src.as_deref(),
             samples: &samples,
-            masked_lm: None,
+            masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
             lm_tokenizer,
         };
-        for (plan, cells) in plans.iter().zip(sums.cells.iter_mut()) {
+        for (t, (plan, cells)) in plans.iter().zip(sums.cells.iter_mut()).enumerate() {
             if plan.skipped.is_some() {
                 continue;
             }
             let levels = plan.injection.info().default_levels;
-            for (&level, seeds) in levels.iter().zip(cells.iter_mut()) {
+            for (l, (&level, seeds)) in levels.iter().zip(cells.iter_mut()).enumerate() {
                 for (seed, cell) in seeds.iter_mut().enumerate() {
                     // Each item draws its own stream for each seed.
                     let stream = seed as u64 * 1_000_003 + index as u64;
@@ -373,6 +490,9 @@ pub fn run_suite(
                     } else {
                         base.clone()
                     };
+                    if deferring {
+                        deferred.push((t, l, seed, out.applied.then_some(out.text)));
+                    }
                     cell.noise = out.noise_ratio;
                     cell.applied = usize::from(out.applied);
                     cell.scores = scores;
@@ -380,15 +500,73 @@ pub fn run_suite(
             }
         }
         let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if !progress(finished, items.len()) {
+        if !progress(finished, passes * items.len()) {
             cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        Ok(sums)
+        Ok((sums, deferred))
     };
     let per_item = map_items(items.len(), &run_item);
     let mut total = empty.clone();
-    for sums in per_item {
-        total.add(&sums?);
+    let mut deferred = Vec::with_capacity(if deferring { items.len() } else { 0 });
+    for out in per_item {
+        let (sums, texts) = out?;
+        total.add(&sums);
+        if deferring {
+            deferred.push(texts);
+        }
+    }
+    let mut model_signatures: Vec<String> = Vec::new();
+    if let Some(scorer) = models.filter(|_| deferring) {
+        let columns: Vec<usize> = (0..metrics.len())
+            .filter(|&m| metrics[m].is_none())
+            .collect();
+        for (c, chunk) in deferred.chunks(MODEL_CHUNK).enumerate() {
+            let first = c * MODEL_CHUNK;
+            // One row per distinct text of each item: its gold text first.
+            let mut rows = ModelRows {
+                hyps: Vec::new(),
+                refs: Vec::new(),
+                srcs: Vec::new(),
+            };
+            let mut row_of: Vec<Vec<usize>> = Vec::with_capacity(chunk.len());
+            for (k, texts) in chunk.iter().enumerate() {
+                let item = &items[first + k];
+                let mut seen = rustc_hash::FxHashMap::default();
+                let base = rows.add(&mut seen, item, &item.gold);
+                let own = texts
+                    .iter()
+                    .map(|(_, _, _, text)| {
+                        text.as_deref()
+                            .map_or(base, |t| rows.add(&mut seen, item, t))
+                    })
+                    .collect::<Vec<usize>>();
+                row_of.push(std::iter::once(base).chain(own).collect());
+            }
+            let scored = scorer
+                .score(&model_ids, &rows)
+                .map_err(SuiteError::Metric)?;
+            if scored.values.len() != model_ids.len()
+                || scored.values.iter().any(|v| v.len() != rows.hyps.len())
+            {
+                return Err(SuiteError::Metric(
+                    "the model scorer returned the wrong number of scores".into(),
+                ));
+            }
+            for (k, texts) in chunk.iter().enumerate() {
+                let rows = &row_of[k];
+                for (column, values) in columns.iter().zip(&scored.values) {
+                    total.base[*column] += values[rows[0]];
+                    for ((t, l, s, _), &row) in texts.iter().zip(&rows[1..]) {
+                        total.cells[*t][*l][*s].scores[*column] += values[row];
+                    }
+                }
+            }
+            model_signatures = scored.signatures;
+            let finished = items.len() + (first + chunk.len());
+            if !progress(finished, 2 * items.len()) {
+                return Err(SuiteError::Cancelled);
+            }
+        }
     }
 
     let n = items.len() as f64;
@@ -453,6 +631,14 @@ pub fn run_suite(
             sig.replace(&format!("nrefs:{nrefs}"), "nrefs:var")
         }
     };
+    let mut model_entries = model_ids.iter().zip(model_signatures).map(|(id, sig)| {
+        let name = metrics::model_metric(id).map_or(*id, |m| m.name);
+        MetricEntry {
+            id: (*id).to_owned(),
+            name: name.to_owned(),
+            signature: sig,
+        }
+    });
     Ok(SuiteReport {
         tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
         dataset: dataset.to_owned(),
@@ -460,10 +646,13 @@ pub fn run_suite(
         config: config.clone(),
         metrics: metrics
             .iter()
-            .map(|m| MetricEntry {
-                id: m.info().id.to_owned(),
-                name: m.info().name.to_owned(),
-                signature: signature(m.as_ref()),
+            .map(|m| match m {
+                Some(m) => MetricEntry {
+                    id: m.info().id.to_owned(),
+                    name: m.info().name.to_owned(),
+                    signature: signature(m.as_ref()),
+                },
+                None => model_entries.next().expect("one entry per model metric"),
             })
             .collect(),
         base,

@@ -18,6 +18,10 @@ use input::Pairs;
 #[derive(Parser)]
 #[command(name = "blindspot", version, about)]
 struct Cli {
+    /// Where language models run: `cpu` (burn-flex), or `gpu` (burn-wgpu:
+    /// Vulkan, Metal or DX12; needs a build with `--features gpu`).
+    #[arg(long, global = true, value_enum, default_value_t = models::Backend::Cpu)]
+    device: models::Backend,
     #[command(subcommand)]
     command: Command,
 }
@@ -138,6 +142,7 @@ pub enum CliError {
 /// Parses arguments, runs the command and maps errors to exit code 2.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    models::use_backend(cli.device);
     let result = match cli.command {
         Command::Score(args) => score(&args),
         Command::Metrics { format } => list_metrics(format),

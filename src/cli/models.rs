@@ -88,14 +88,56 @@ pub fn list_models(json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Loads a checkpoint folder or `.bpk` on the CPU, named after the folder;
-/// errors name the path.
+/// Where the CLI runs language models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// burn-flex on the CPU.
+    Cpu,
+    /// burn-wgpu on the GPU (Vulkan, Metal or DX12).
+    Gpu,
+}
+
+static BACKEND: std::sync::OnceLock<Backend> = std::sync::OnceLock::new();
+
+/// Chooses the backend of every model this process loads (`--device`).
+pub(crate) fn use_backend(backend: Backend) {
+    // Set once, before any command runs.
+    let _ = BACKEND.set(backend);
+}
+
+/// The device of the chosen backend, initialised once.
+fn device() -> Result<Device, String> {
+    match BACKEND.get().copied().unwrap_or(Backend::Cpu) {
+        Backend::Cpu => Ok(Device::flex()),
+        Backend::Gpu => gpu_device(),
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_device() -> Result<Device, String> {
+    static GPU: std::sync::OnceLock<Result<Device, String>> = std::sync::OnceLock::new();
+    GPU.get_or_init(|| {
+        Device::wgpu_options()
+            .init()
+            .map_err(|e| format!("no usable GPU (burn-wgpu): {e}"))
+    })
+    .clone()
+}
+
+#[cfg(not(feature = "gpu"))]
+fn gpu_device() -> Result<Device, String> {
+    Err("this build has no GPU support: build with `cargo build --release --features gpu`".into())
+}
+
+/// Loads a checkpoint folder or `.bpk` on the chosen device (`--device`),
+/// named after the folder; errors name the path.
 pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
     let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
     let name = path
         .file_name()
         .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-    Plm::load(&name, files, &Device::flex(), precision).map_err(|e| model_error(path, e))
+    let device = device().map_err(|e| model_error(path, e))?;
+    Plm::load(&name, files, &device, precision).map_err(|e| model_error(path, e))
 }
 
 /// Prints one layer's hidden states per text as JSON lines (`tokens`, `truncated`, `hidden`).

@@ -7,6 +7,8 @@ import { gpt2Files, initSuite } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { initModels } from "./models.js";
 import { initPlmScores } from "./plm-scores.js";
+import { startModelEngine } from "./model-engine.js";
+import { initMauve } from "./mauve.js";
 import { EXAMPLES } from "./examples.js";
 import { sweepChart } from "./sweep.js";
 
@@ -435,8 +437,12 @@ async function main() {
   buildPalette();
   initSuite(wasm, state.registry, state.injections);
   initAnalyses(state.registry);
-  initModels(wasm).catch((err) => console.error("model panel", err));
-  initPlmScores(wasm);
+  // Language models run in their own worker; the page only sends texts.
+  const models = startModelEngine(wasm);
+  document.body.dataset.modelEngine = models.where;
+  initModels(models).catch((err) => console.error("model panel", err));
+  initPlmScores(models);
+  initMauve(models);
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

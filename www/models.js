@@ -2,7 +2,8 @@
 // folder served with the site, or the Hugging Face hub), stream them with
 // progress, keep them in Cache Storage (the second visit loads offline),
 // verify sha256 where models/manifest.json lists one, and hand the bytes to
-// the wasm engine, which runs the model on WebGPU or on the CPU.
+// the engine (the model worker of model-engine.js, or the wasm bindings
+// themselves), which runs the model on WebGPU or on the CPU.
 
 const $ = (id) => document.getElementById(id);
 export const CACHE_NAME = "blindspot-models-v1";

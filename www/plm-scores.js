@@ -4,15 +4,15 @@
 // neutral and contradiction probabilities per direction). Each card lists the
 // loaded models that can run its metric and says where the chosen one runs.
 //
-// Model passes are asynchronous (WebGPU reads are), so typing stays smooth:
-// each card runs one pass at a time, and when it ends only the newest text is
-// scored (stale results are never shown).
+// Model passes run in the model worker (model-engine.js), so typing stays
+// smooth: each card runs one pass at a time, and when it ends only the newest
+// text is scored (stale results are never shown).
 
 const $ = (id) => document.getElementById(id);
 
 /** Loaded models by handle (infos from models.js's "blindspot:model" event). */
 const models = new Map();
-let wasm = null;
+let engine = null;
 
 const METRICS = {
   bertscore: { title: "BERTScore", scale: "0–1", needs: "bertscore-f", run: runBertScore, clear: () => { $("bertscore-heatmap").hidden = true; } },
@@ -69,6 +69,13 @@ function addOptions(metric, box) {
     select("task", "Task", [["mt", "MT: e, both directions"], ["summ", "summarisation: e−c, hypothesis as premise"], ["summ-free", "reference-free: −c, source as premise"]]);
     select("formula", "Formula", [["", "task default"], ["e", "e"], ["-c", "−c"], ["e-n", "e−n"], ["e-c", "e−c"], ["e-n-2c", "e−n−2c"]]);
     select("direction", "Direction", [["", "task default"], ["ref-hyp", "premise → hypothesis"], ["hyp-ref", "hypothesis → premise"], ["both", "both (averaged)"]]);
+  } else if (metric === "bertscore") {
+    const l = document.createElement("label");
+    l.className = "check";
+    l.title = "Weigh tokens by idf ln((M+1)/(df+1)) over the M references (separate references by a blank line)";
+    l.innerHTML = `<input type="checkbox" data-role="idf"> idf over the references`;
+    l.querySelector("input").addEventListener("change", () => score(metric));
+    box.append(l);
   } else if (metric === "gpt-ppl") {
     const l = document.createElement("label");
     l.className = "check";
@@ -159,7 +166,10 @@ async function score(metric) {
 // --- BERTScore -------------------------------------------------------------
 
 async function runBertScore(handle, t, el) {
-  const v = await wasm.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer);
+  const idf = Boolean(el.querySelector('[data-role="idf"]')?.checked);
+  const v = await engine.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer, idf);
+  v.idf = idf;
+  v.references = t.refs.length;
   return () => {
     setValue(el, v.f, v.f.toFixed(4));
     el.dataset.p = String(v.p);
@@ -175,8 +185,12 @@ function heatmap(v) {
   const wrap = $("bertscore-heatmap");
   wrap.hidden = false;
   const cell = 18;
-  const left = 8 + 7 * Math.max(...v.hypTokens.map((t) => t.length), 4);
-  const top = 8 + 7 * Math.max(...v.refTokens.map((t) => t.length), 4);
+  // With idf each token's label carries its weight (uniform weights are 0 or 1).
+  const label = (t, w) => (v.idf ? `${t} ·${w.toFixed(2)}` : t);
+  const hypLabels = v.hypTokens.map((t, i) => label(t, v.hypWeights[i]));
+  const refLabels = v.refTokens.map((t, j) => label(t, v.refWeights[j]));
+  const left = 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4);
+  const top = 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4);
   const n = v.hypTokens.length, m = v.refTokens.length;
   const svgNs = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(svgNs, "svg");
@@ -191,12 +205,18 @@ function heatmap(v) {
     svg.append(e);
     return e;
   };
-  v.refTokens.forEach((t, j) => {
+  const tokenText = (attrs, text, weight) => {
+    const e = add("text", { ...attrs, class: weight ? "tok" : "tok special", "data-weight": String(weight) }, text);
+    const tip = document.createElementNS(svgNs, "title");
+    tip.textContent = `weight ${weight.toFixed(4)}`;
+    e.append(tip);
+  };
+  refLabels.forEach((t, j) => {
     const x = left + j * cell + cell / 2;
-    add("text", { x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})`, class: v.refWeights[j] ? "tok" : "tok special" }, t);
+    tokenText({ x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})` }, t, v.refWeights[j]);
   });
-  v.hypTokens.forEach((t, i) => {
-    add("text", { x: left - 4, y: top + i * cell + cell * 0.7, "text-anchor": "end", class: v.hypWeights[i] ? "tok" : "tok special" }, t);
+  hypLabels.forEach((t, i) => {
+    tokenText({ x: left - 4, y: top + i * cell + cell * 0.7, "text-anchor": "end" }, t, v.hypWeights[i]);
     for (let j = 0; j < m; j++) {
       const s = v.similarity[i * m + j];
       // Sequential blue scale (colour-blind safe): darker = more similar.
@@ -214,7 +234,7 @@ function heatmap(v) {
   wrap.replaceChildren(svg);
   const note = document.createElement("p");
   note.className = "muted";
-  note.textContent = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; the others weigh 1.`;
+  note.textContent = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
   wrap.append(note);
 }
 
@@ -262,7 +282,7 @@ function drawSurprisal(v) {
 function runPerplexity(kind) {
   return async (handle, t, el) => {
     const bos = kind === "causal" && Boolean(el.querySelector('[data-role="bos"]')?.checked);
-    const v = await wasm.perplexityText(handle, t.hyp, kind, bos);
+    const v = await engine.perplexityText(handle, t.hyp, kind, bos);
     if (v.perplexity === undefined || v.perplexity === null) {
       throw new Error(kind === "causal"
         ? "one token has no context to be scored: tick “score the first token” or type more"
@@ -302,7 +322,7 @@ function probsRow(label, p) {
 
 async function runMenli(handle, t, el) {
   const get = (role) => el.querySelector(`[data-role="${role}"]`).value;
-  const v = await wasm.menliPair(handle, t.hyp, t.refs, t.src, get("task"), get("formula") || undefined, get("direction") || undefined);
+  const v = await engine.menliPair(handle, t.hyp, t.refs, t.src, get("task"), get("formula") || undefined, get("direction") || undefined);
   return () => {
     setValue(el, v.value, v.value.toFixed(4));
     const premise = v.premiseKind === "source" ? "source" : `reference${t.refs.length > 1 ? ` ${v.premise + 1}` : ""}`;
@@ -316,13 +336,13 @@ async function runMenli(handle, t, el) {
 }
 
 /** Scores live once models are loaded (the "blindspot:model" event of models.js). */
-export function initPlmScores(bindings) {
-  wasm = bindings;
+export function initPlmScores(modelEngine) {
+  engine = modelEngine;
   document.addEventListener("blindspot:model", (e) => {
     const info = e.detail;
     for (const [handle, m] of models) if (m.name === info.name) models.delete(handle); // reloaded
     // The registry's BERTScore layer for this checkpoint (else its last), looked up once.
-    const entry = wasm.modelRegistry().find((m) => m.id === info.name);
+    const entry = engine.modelRegistry().find((m) => m.id === info.name);
     models.set(info.handle, { ...info, bertScoreLayer: entry?.layer ?? info.layers });
     // A newly loaded model becomes the pick of every metric it can run.
     for (const metric of Object.keys(METRICS)) {

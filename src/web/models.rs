@@ -225,14 +225,16 @@ struct BertScoreView {
 }
 
 /// Scores `hyp` against `refs` with BERTScore at `layer` (default: the last)
-/// on a loaded model. Special tokens weigh 0, other tokens 1 (idf needs a set
-/// of references; suites compute it).
+/// on a loaded model. Special tokens weigh 0; the others 1, or with `idf`
+/// their idf over `refs` (the set of references on the page, as bert_score
+/// computes it over a set's references; it needs at least two).
 #[wasm_bindgen(js_name = bertScorePair)]
 pub async fn bert_score_pair(
     handle: u32,
     hyp: String,
     refs: Vec<String>,
     layer: Option<usize>,
+    idf: Option<bool>,
 ) -> Result<JsValue, JsError> {
     use crate::metrics::bertscore;
     let start = js_sys::Date::now();
@@ -242,6 +244,13 @@ pub async fn bert_score_pair(
     }
     if hyp.trim().is_empty() {
         return Err(JsError::new("BERTScore needs a hypothesis"));
+    }
+    let idf = idf.unwrap_or(false);
+    if idf && refs.len() < 2 {
+        return Err(JsError::new(
+            "idf weights come from a set of references: with one, each of its tokens has df = 1 \
+             and weighs ln(2/2) = 0. Add references (separated by a blank line) or turn idf off",
+        ));
     }
     let layer = layer.unwrap_or(plm.config.num_layers);
     // The hypothesis and any reference not embedded yet, in one pass.
@@ -272,7 +281,12 @@ pub async fn bert_score_pair(
         };
         emb.push(e);
     }
-    let weights = bertscore::Weights::uniform(&plm);
+    let weights = if idf {
+        let ids: Vec<&[u32]> = emb[1..].iter().map(|e| e.ids.as_slice()).collect();
+        bertscore::Weights::idf(&plm, &ids)
+    } else {
+        bertscore::Weights::uniform(&plm)
+    };
     let pairs: Vec<bertscore::PairScore> = emb[1..]
         .iter()
         .map(|r| bertscore::score_pair(&emb[0], r, &weights))
@@ -305,7 +319,7 @@ pub async fn bert_score_pair(
         signature: bertscore::signature(
             &plm.name,
             layer,
-            false,
+            idf,
             &format!("{:?}", plm.precision).to_lowercase(),
         ),
         elapsed_ms: js_sys::Date::now() - start,
@@ -449,6 +463,85 @@ pub async fn menli_pair(
             Premise::Source => "source",
         },
         signature: menli::signature(&plm.name, &setup, &precision_name(&plm)),
+        elapsed_ms: js_sys::Date::now() - start,
+    };
+    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+}
+
+/// MAUVE between two sets of texts, for the page.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MauveView {
+    mauve: f64,
+    frontier_integral: f64,
+    mauve_star: f64,
+    /// Cluster histograms of P and Q.
+    p_hist: Vec<f64>,
+    q_hist: Vec<f64>,
+    /// Divergence curve points.
+    curve: Vec<(f64, f64)>,
+    clusters: usize,
+    /// PCA dimensions kept.
+    dimensions: usize,
+    hypotheses: usize,
+    references: usize,
+    signature: String,
+    elapsed_ms: f64,
+}
+
+/// MAUVE between `hyps` (P) and `refs` (Q), one text per entry (blank
+/// entries dropped), featurised by a loaded model: last-token final-layer
+/// features, then PCA, k-means (`clusters`, default max(2, round(n/10)),
+/// `seed`) and the divergence curve, as `blindspot mauve`.
+#[wasm_bindgen(js_name = mauveTexts)]
+pub async fn mauve_texts(
+    handle: u32,
+    hyps: Vec<String>,
+    refs: Vec<String>,
+    clusters: Option<usize>,
+    seed: Option<u64>,
+) -> Result<JsValue, JsError> {
+    use crate::metrics::mauve::{self, MauveError, Options};
+    let start = js_sys::Date::now();
+    let plm = model(handle)?;
+    let keep = |texts: &[String]| -> Vec<String> {
+        texts
+            .iter()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    let (hyps, refs) = (keep(&hyps), keep(&refs));
+    if hyps.len() < 2 || refs.len() < 2 {
+        return Err(js_err(MauveError::TooFew {
+            p: hyps.len(),
+            q: refs.len(),
+        }));
+    }
+    let (p_texts, q_texts): (Vec<&str>, Vec<&str>) = (
+        hyps.iter().map(String::as_str).collect(),
+        refs.iter().map(String::as_str).collect(),
+    );
+    let p = mauve::features(&plm, &p_texts).await.map_err(js_err)?;
+    let q = mauve::features(&plm, &q_texts).await.map_err(js_err)?;
+    let options = Options {
+        clusters,
+        seed: seed.unwrap_or(Options::default().seed),
+        ..Options::default()
+    };
+    let result = mauve::compute(&p, &q, &options).map_err(js_err)?;
+    let view = MauveView {
+        mauve: result.mauve,
+        frontier_integral: result.frontier_integral,
+        mauve_star: result.mauve_star,
+        p_hist: result.p_hist,
+        q_hist: result.q_hist,
+        curve: result.curve,
+        clusters: result.clusters,
+        dimensions: result.dimensions,
+        hypotheses: hyps.len(),
+        references: refs.len(),
+        signature: mauve::signature(&plm.name, &options, &precision_name(&plm)),
         elapsed_ms: js_sys::Date::now() - start,
     };
     serde_wasm_bindgen::to_value(&view).map_err(js_err)

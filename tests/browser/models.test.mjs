@@ -7,6 +7,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
@@ -194,6 +196,14 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await page.click("#model-load");
   await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
   const first = Number(await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw"));
+  // Model passes run in the model worker: while the user types, the page's
+  // own thread never blocks for a model pass (one takes 100-350 ms here).
+  assert.equal(await page.getAttribute("body", "data-model-engine"), "worker");
+  await page.evaluate(() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
+      .observe({ type: "longtask" });
+  });
   // Type a negation: the score changes, the newest text wins.
   const hyp = "The committee did not approve the budget on Tuesday.";
   await page.fill("#hypothesis", "");
@@ -206,12 +216,74 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
     native, { timeout: 60_000 });
   const shown = Number(await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw"));
   assert.notEqual(shown, first);
+  const longTasks = await page.evaluate(() => window.longTasks);
+  console.log(`main-thread long tasks while typing ${hyp.length} characters: ${longTasks.map((d) => d.toFixed(0)).join(", ") || "none"}`);
+  assert.ok(Math.max(0, ...longTasks) < 100, `the page froze for ${Math.max(...longTasks)} ms`);
   // One outlined best match per hypothesis token; [CLS]/[SEP] greyed (2 rows + 2 columns).
   const label = await page.getAttribute("#bertscore-heatmap svg", "aria-label");
   const rows = Number(label.match(/similarity of (\d+) hypothesis/)[1]);
   assert.equal(rows, 12, label);
   assert.equal(await page.locator("#bertscore-heatmap rect.best").count(), rows);
   assert.equal(await page.locator("#bertscore-heatmap text.special").count(), 4);
+  // idf over the references on the page: the CLI's --idf over the same set.
+  const ref2 = "On Tuesday the committee passed the budget after a long debate.";
+  const idfInput = JSON.stringify({ hyp, ref: [ref, ref2] }) + "\n";
+  const nativeIdf = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f", "--idf"], { input: idfInput }).toString().split("\n")[0])["bertscore-f"];
+  await page.fill("#reference", `${ref}\n\n${ref2}`);
+  await page.check('.card[data-metric="bertscore"] [data-role="idf"]');
+  await page.waitForFunction(
+    (want) => Math.abs(Number(document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw) - want) <= 1e-3,
+    nativeIdf, { timeout: 60_000 });
+  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /_idf_/);
+  const weights = await page.$$eval("#bertscore-heatmap text.tok:not(.special)", (els) => els.map((e) => Number(e.dataset.weight)));
+  assert.ok(weights.some((w) => w !== 1 && w > 0), `idf weights ${weights}`);
+  // With one reference idf is degenerate: said, not computed.
+  await page.fill("#reference", ref);
+  await page.waitForFunction(() => /idf weights come from a set of references/.test(document.querySelector('.card[data-metric="bertscore"] [data-role="message"]').textContent), null, { timeout: 60_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("MAUVE between two sets of texts in the model worker equals the native CLI", async () => {
+  const { context, page, errors } = await openPage();
+  const read = (name, from) =>
+    readFileSync(join(ROOT, "..", "shared", "data", name), "utf8").split("\n").filter((l) => l.trim())
+      // Each paragraph's first sentence keeps the wasm featurising short.
+      .slice(from, from + 12).map((l) => l.split(". ")[0].trim() + ".");
+  const hyps = read("wikitext_a.txt", 0), refs = read("wikitext_b.txt", 0);
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-mauve-"));
+  writeFileSync(join(dir, "p.txt"), hyps.join("\n") + "\n");
+  writeFileSync(join(dir, "q.txt"), refs.join("\n") + "\n");
+  const native = JSON.parse(execFileSync(CLI, ["mauve", "--hyps", join(dir, "p.txt"), "--refs", join(dir, "q.txt"), "--model", join(ROOT, "models", "all-MiniLM-L6-v2"), "--json"]).toString());
+  // Too few texts: a clear message, nothing computed.
+  await page.fill("#mauve-hyps", hyps[0]);
+  await page.fill("#mauve-refs", refs.join("\n"));
+  assert.equal(await page.isDisabled("#mauve-run"), true, "no model loaded yet");
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForFunction(() => !document.getElementById("mauve-run").disabled, null, { timeout: 120_000 });
+  await page.click("#mauve-run");
+  await page.waitForFunction(() => /at least 2 texts/.test(document.getElementById("mauve-status").textContent));
+  // The sets survive a reload (kept in localStorage); then compute.
+  await page.fill("#mauve-hyps", hyps.join("\n"));
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  assert.equal(await page.textContent("#mauve-hyps-count"), "12 texts");
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForFunction(() => !document.getElementById("mauve-run").disabled, null, { timeout: 120_000 });
+  await page.click("#mauve-run");
+  await page.waitForFunction(() => document.getElementById("mauve-result").dataset.mauve || document.getElementById("mauve-status").className === "bad", null, { timeout: 300_000 });
+  assert.notEqual(await page.getAttribute("#mauve-status", "class"), "bad", await page.textContent("#mauve-status"));
+  const shown = await page.evaluate(() => ({ ...document.getElementById("mauve-result").dataset }));
+  console.log(`MAUVE page ${Number(shown.mauve).toFixed(6)} vs CLI ${native.result.mauve.toFixed(6)} (${native.result.clusters} clusters)`);
+  for (const [key, want] of [["mauve", native.result.mauve], ["frontierIntegral", native.result.frontier_integral], ["mauveStar", native.result.mauve_star]]) {
+    assert.ok(Math.abs(Number(shown[key]) - want) <= 1e-3, `${key}: page ${shown[key]} vs CLI ${want}`);
+  }
+  assert.equal(await page.locator("#mauve-result svg.mauve-curve").count(), 1);
+  assert.match(await page.textContent("#mauve-result .signature"), /all-MiniLM-L6-v2/);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -1,0 +1,185 @@
+// MAUVE between two sets of texts (one per line): pick a loaded model, run
+// the computation in the model worker, show MAUVE, the frontier integral,
+// MAUVE* and the divergence curve. The two sets are kept across reloads.
+
+const $ = (id) => document.getElementById(id);
+const STORAGE_KEY = "blindspot-mauve-v1";
+/** Sets larger than this are not saved (localStorage holds a few MB). */
+const SAVE_LIMIT = 500_000;
+
+const view = { engine: null, models: new Map(), running: false };
+
+const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
+
+function status(text, kind = "muted") {
+  const el = $("mauve-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+function save() {
+  const state = { hyps: $("mauve-hyps").value, refs: $("mauve-refs").value };
+  try {
+    if (state.hyps.length + state.refs.length <= SAVE_LIMIT) localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
+    else localStorage.removeItem(STORAGE_KEY);
+  } catch {
+    // Storage full or disabled: the sets just are not kept.
+  }
+}
+
+function refreshCounts() {
+  for (const which of ["hyps", "refs"]) {
+    const n = lines($(`mauve-${which}`).value).length;
+    $(`mauve-${which}-count`).textContent = `${n} text${n === 1 ? "" : "s"}`;
+  }
+  refreshButton();
+}
+
+function refreshButton() {
+  const ready = view.models.size > 0 && !view.running;
+  $("mauve-run").disabled = !ready;
+}
+
+function refreshModels() {
+  const pick = $("mauve-model");
+  const chosen = pick.value;
+  const options = [...view.models.values()].map((m) => new Option(`${m.name} (${m.precision}, ${m.backend === "webgpu" ? "WebGPU" : "CPU"})`, String(m.handle)));
+  pick.replaceChildren(...(options.length ? options : [new Option("load a model above", "")]));
+  pick.disabled = !options.length;
+  // Prefer the previous pick, else a GPT-2 (the paper's featuriser), else the newest.
+  const gpt2 = [...view.models.values()].reverse().find((m) => m.metrics.includes("gpt-ppl"));
+  if ([...view.models.keys()].map(String).includes(chosen)) pick.value = chosen;
+  else if (gpt2) pick.value = String(gpt2.handle);
+  else if (options.length) pick.value = options[options.length - 1].value;
+  refreshButton();
+}
+
+/** The divergence curve: x = exp(-c KL(Q|R_λ)), y = exp(-c KL(P|R_λ)); MAUVE is the area under it. */
+function curveSvg(curve, mauve) {
+  const size = 220, pad = 34;
+  const svgNs = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNs, "svg");
+  svg.setAttribute("width", size + pad + 10);
+  svg.setAttribute("height", size + pad + 10);
+  svg.setAttribute("class", "mauve-curve");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `Divergence curve, area ${mauve.toFixed(3)}`);
+  const x = (v) => pad + v * size;
+  const y = (v) => 10 + (1 - v) * size;
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(svgNs, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  const points = [...curve].sort((a, b) => a[0] - b[0]);
+  const path = points.map(([a, b]) => `${x(a).toFixed(1)},${y(b).toFixed(1)}`).join(" L");
+  add("path", { class: "area", d: `M${x(points[0][0])},${y(0)} L${path} L${x(points[points.length - 1][0])},${y(0)} Z` });
+  add("path", { class: "line", d: `M${path}` });
+  add("line", { class: "axis", x1: x(0), y1: y(0), x2: x(1), y2: y(0) });
+  add("line", { class: "axis", x1: x(0), y1: y(0), x2: x(0), y2: y(1) });
+  for (const v of [0, 0.5, 1]) {
+    add("text", { x: x(v), y: y(0) + 14, "text-anchor": "middle" }, String(v));
+    add("text", { x: x(0) - 4, y: y(v) + 4, "text-anchor": "end" }, String(v));
+  }
+  add("text", { x: x(0.5), y: y(0) + 28, "text-anchor": "middle" }, "exp(−c·KL(Q‖R))");
+  add("text", { x: 10, y: y(0.5), transform: `rotate(-90 10 ${y(0.5)})`, "text-anchor": "middle" }, "exp(−c·KL(P‖R))");
+  return svg;
+}
+
+function show(v) {
+  const out = $("mauve-result");
+  out.hidden = false;
+  const values = document.createElement("div");
+  values.className = "mauve-values";
+  values.innerHTML = `<span>MAUVE <b data-role="mauve"></b></span><span>frontier integral <b data-role="fi"></b></span><span>MAUVE* <b data-role="star"></b></span>`;
+  values.querySelector('[data-role="mauve"]').textContent = v.mauve.toFixed(4);
+  values.querySelector('[data-role="fi"]').textContent = v.frontierIntegral.toFixed(4);
+  values.querySelector('[data-role="star"]').textContent = v.mauveStar.toFixed(4);
+  out.dataset.mauve = String(v.mauve);
+  out.dataset.frontierIntegral = String(v.frontierIntegral);
+  out.dataset.mauveStar = String(v.mauveStar);
+  const note = document.createElement("p");
+  note.className = "muted";
+  note.textContent = `${v.hypotheses} model texts, ${v.references} human texts, ${v.clusters} clusters, ${v.dimensions} PCA dimensions · ${(v.elapsedMs / 1000).toFixed(1)} s`;
+  const sig = document.createElement("p");
+  sig.className = "signature";
+  sig.textContent = v.signature;
+  out.replaceChildren(values, curveSvg(v.curve, v.mauve), note, sig);
+}
+
+async function run() {
+  const handle = Number($("mauve-model").value);
+  const hyps = lines($("mauve-hyps").value), refs = lines($("mauve-refs").value);
+  if (hyps.length < 2 || refs.length < 2) {
+    status(`MAUVE compares distributions: each set needs at least 2 texts (got ${hyps.length} and ${refs.length}).`, "bad");
+    return;
+  }
+  const clustersText = $("mauve-clusters").value.trim();
+  const clusters = clustersText ? Number(clustersText) : undefined;
+  if (clusters !== undefined && !(Number.isInteger(clusters) && clusters >= 2)) {
+    status("Clusters must be a whole number ≥ 2 (or empty for the default).", "bad");
+    return;
+  }
+  const seed = Number($("mauve-seed").value || 25);
+  view.running = true;
+  refreshButton();
+  $("mauve-progress").hidden = false;
+  const started = performance.now();
+  const tick = setInterval(() => status(`Featurising ${hyps.length + refs.length} texts and clustering… ${((performance.now() - started) / 1000).toFixed(0)} s`), 500);
+  status(`Featurising ${hyps.length + refs.length} texts and clustering…`);
+  try {
+    const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))));
+    show(v);
+    status("");
+  } catch (err) {
+    $("mauve-result").hidden = true;
+    status(String(err.message ?? err), "bad");
+  } finally {
+    clearInterval(tick);
+    view.running = false;
+    $("mauve-progress").hidden = true;
+    refreshButton();
+  }
+}
+
+async function loadFile(input, target) {
+  const file = input.files?.[0];
+  if (!file) return;
+  target.value = await file.text();
+  refreshCounts();
+  save();
+}
+
+/** Wires the MAUVE section to the model engine (models come from models.js's events). */
+export function initMauve(engine) {
+  view.engine = engine;
+  try {
+    const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "null");
+    if (saved) {
+      $("mauve-hyps").value = saved.hyps ?? "";
+      $("mauve-refs").value = saved.refs ?? "";
+    }
+  } catch {
+    // A damaged entry: start empty.
+  }
+  for (const which of ["hyps", "refs"]) {
+    $(`mauve-${which}`).addEventListener("input", () => {
+      refreshCounts();
+      save();
+    });
+    $(`mauve-${which}-file`).addEventListener("change", (e) => loadFile(e.target, $(`mauve-${which}`)));
+  }
+  document.addEventListener("blindspot:model", (e) => {
+    for (const [handle, m] of view.models) if (m.name === e.detail.name) view.models.delete(handle);
+    view.models.set(e.detail.handle, e.detail);
+    refreshModels();
+  });
+  document.addEventListener("blindspot:model-unloaded", (e) => {
+    view.models.delete(e.detail.handle);
+    refreshModels();
+  });
+  $("mauve-run").addEventListener("click", run);
+  refreshCounts();
+}

@@ -1,0 +1,53 @@
+// The language-model engine the page talks to. Model passes run in a Web
+// Worker (model-worker.js) with its own copy of the wasm engine, so a 200 ms
+// BERTScore pass never blocks typing; each call returns a promise. Where a
+// worker cannot start, the same calls run on the main thread.
+
+import { engineUrls } from "./suite.js";
+
+/** Calls that go to the worker; every other engine function stays local. */
+const REMOTE = ["loadModel", "unloadModel", "embedText", "bertScorePair", "perplexityText", "menliPair", "mauveTexts"];
+
+/**
+ * Starts the model engine. `wasm` is the page's own engine (for the
+ * registry, and the fallback). Resolves to an object with the engine's model
+ * calls (all returning promises), `modelRegistry()`, and `where`:
+ * "worker" or "main thread".
+ */
+export function startModelEngine(wasm) {
+  let worker;
+  try {
+    worker = new Worker("model-worker.js", { type: "module" });
+    worker.postMessage({ init: engineUrls() });
+  } catch (err) {
+    console.warn("model worker unavailable, models run on the main thread:", err);
+    const local = { where: "main thread", modelRegistry: () => wasm.modelRegistry() };
+    for (const name of REMOTE) local[name] = async (...args) => wasm[name](...args);
+    return local;
+  }
+  let next = 1;
+  const pending = new Map();
+  worker.onmessage = ({ data }) => {
+    const call = pending.get(data.id);
+    if (!call) return;
+    pending.delete(data.id);
+    if ("error" in data) call.reject(new Error(data.error));
+    else call.resolve(data.value);
+  };
+  worker.onerror = (e) => {
+    // A worker that dies (out of memory, a trap) fails every waiting call.
+    const err = new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);
+    for (const call of pending.values()) call.reject(err);
+    pending.clear();
+  };
+  const engine = { where: "worker", worker, modelRegistry: () => wasm.modelRegistry() };
+  for (const name of REMOTE) {
+    engine[name] = (...args) =>
+      new Promise((resolve, reject) => {
+        const id = next++;
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, method: name, args });
+      });
+  }
+  return engine;
+}

@@ -1,0 +1,35 @@
+// Runs the language models off the main thread, so typing never waits for a
+// model pass. model-engine.js posts {init: {glue, wasm}} once, then
+// {id, method, args} per call; the worker answers {id, value} or {id, error}.
+// Calls interleave at the engine's awaits (GPU reads), as on the main thread.
+
+/** Engine calls the page may make here (the model API of src/web/models.rs). */
+const METHODS = new Set([
+  "loadModel", "unloadModel", "embedText", "bertScorePair", "perplexityText", "menliPair", "mauveTexts",
+]);
+
+let engine = null;
+
+async function load({ glue, wasm }) {
+  const bindings = await import(glue);
+  await bindings.default({ module_or_path: wasm });
+  return bindings;
+}
+
+self.onmessage = async ({ data }) => {
+  if (data.init) {
+    engine = load(data.init);
+    engine.catch(() => {}); // reported to each call below
+    return;
+  }
+  const { id, method, args } = data;
+  try {
+    if (!engine) throw new Error("the model worker was not started");
+    if (!METHODS.has(method)) throw new Error(`unknown engine call ${method}`);
+    const bindings = await engine;
+    const value = await bindings[method](...args);
+    self.postMessage({ id, value });
+  } catch (err) {
+    self.postMessage({ id, error: String(err?.message ?? err) });
+  }
+};

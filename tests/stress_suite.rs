@@ -7,8 +7,8 @@ use blindspot::metrics::MetricOptions;
 use blindspot::stress::Verdict;
 use blindspot::stress::prefer::run_preference;
 use blindspot::stress::suite::{
-    ModelColumns, ModelRows, ModelScorer, SuiteConfig, SuiteError, SuiteModels, SuiteReport, run_suite,
-    run_suite_with_models,
+    ModelColumns, ModelRows, ModelScorer, SuiteConfig, SuiteError, SuiteModels, SuiteReport,
+    run_suite, run_suite_with_models,
 };
 
 mod common;
@@ -314,11 +314,24 @@ fn minilm_bertscore_joins_the_cli_suite() {
     let mlm = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert_mlm");
     let out = std::process::Command::new(bin)
         .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
-        .args(["--format", "wmt", "--limit", "3", "--seeds", "1", "--metrics", "chrf"])
+        .args([
+            "--format",
+            "wmt",
+            "--limit",
+            "3",
+            "--seeds",
+            "1",
+            "--metrics",
+            "chrf",
+        ])
         .args(["--injections", "bert_diverge", "--mlm-model", mlm])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: SuiteReport = serde_json::from_slice(&out.stdout).unwrap();
     let t = &report.tests[0];
     assert_eq!((t.injection.as_str(), &t.skipped), ("bert_diverge", &None));

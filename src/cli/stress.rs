@@ -162,7 +162,12 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         .as_ref()
         .map(|plm| {
             PlmMaskedLm::new(plm).map_err(|e| CliError::Model {
-                path: args.mlm_model.as_ref().expect("loaded").display().to_string(),
+                path: args
+                    .mlm_model
+                    .as_ref()
+                    .expect("loaded")
+                    .display()
+                    .to_string(),
                 message: e.to_string(),
             })
         })
@@ -172,18 +177,12 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         masked_lm: masked_lm.as_ref().map(|m| m as _),
         scorer: Some(&mut scorer),
     };
-    let report = run_suite_with_models(
-        &dataset,
-        &items,
-        &config,
-        models,
-        &|done, total| {
-            // Two passes when a model runs: perturb + lexical, then the model.
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-            true
-        },
-    )
+    let report = run_suite_with_models(&dataset, &items, &config, models, &|done, total| {
+        // Two passes when a model runs: perturb + lexical, then the model.
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        true
+    })
     .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
     write_json(&args.out, &report)?;

@@ -253,30 +253,44 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     );
 }
 
-#[test]
-fn minilm_bertscore_joins_the_cli_suite() {
-    // The CLI's BERTScore in a suite: the base is the mean BERTScore of the
-    // gold hypotheses, as `blindspot score` computes it, and truncation lowers it.
-    let bin = env!("CARGO_BIN_EXE_blindspot");
-    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
-    let out = std::process::Command::new(bin)
+/// `blindspot stress` over WMT21 with `args`.
+fn stress_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
         .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
-        .args(["--format", "wmt", "--limit", "6", "--seeds", "2"])
-        .args([
-            "--injections",
-            "truncation",
-            "--metrics",
-            "bleu,bertscore-f,bertscore-r",
-        ])
-        .args(["--model-dir", minilm])
+        .args(["--format", "wmt"])
+        .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The report of a `blindspot stress` run that must succeed.
+fn stress_report(args: &[&str]) -> SuiteReport {
+    let out = stress_cli(args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: SuiteReport = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn minilm_bertscore_joins_the_cli_suite() {
+    // The CLI's BERTScore in a suite: the base is the mean BERTScore of the
+    // gold hypotheses, as `blindspot score` computes it, and truncation lowers it.
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let report = stress_report(&[
+        "--limit",
+        "6",
+        "--seeds",
+        "2",
+        "--injections",
+        "truncation",
+        "--metrics",
+        "bleu,bertscore-f,bertscore-r",
+        "--model-dir",
+        minilm,
+    ]);
     assert_eq!(report.metrics[1].id, "bertscore-f");
     assert!(
         report.metrics[1]
@@ -312,45 +326,31 @@ fn minilm_bertscore_joins_the_cli_suite() {
     // BERT-diverge runs once a masked LM is given (the random test MLM here:
     // this checks the wiring, its words are noise).
     let mlm = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert_mlm");
-    let out = std::process::Command::new(bin)
-        .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
-        .args([
-            "--format",
-            "wmt",
-            "--limit",
-            "3",
-            "--seeds",
-            "1",
-            "--metrics",
-            "chrf",
-        ])
-        .args(["--injections", "bert_diverge", "--mlm-model", mlm])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: SuiteReport = serde_json::from_slice(&out.stdout).unwrap();
+    let report = stress_report(&[
+        "--limit",
+        "3",
+        "--seeds",
+        "1",
+        "--metrics",
+        "chrf",
+        "--injections",
+        "bert_diverge",
+        "--mlm-model",
+        mlm,
+    ]);
     let t = &report.tests[0];
     assert_eq!((t.injection.as_str(), &t.skipped), ("bert_diverge", &None));
     assert!(t.levels.iter().all(|l| l.applied > 0.0), "{:?}", t.levels);
     // idf needs the whole set: refused rather than computed per batch.
-    let out = std::process::Command::new(bin)
-        .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
-        .args([
-            "--format",
-            "wmt",
-            "--limit",
-            "2",
-            "--metrics",
-            "bertscore-f",
-            "--idf",
-        ])
-        .args(["--model-dir", minilm])
-        .output()
-        .unwrap();
+    let out = stress_cli(&[
+        "--limit",
+        "2",
+        "--metrics",
+        "bertscore-f",
+        "--idf",
+        "--model-dir",
+        minilm,
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--idf depends on the whole scored set"));
 }

@@ -547,6 +547,49 @@ fn score_bertscore_matches_bert_score_golden() {
         Some(&input),
     );
     assert_user_error(&out, "no BERTScore baseline is known");
+    // A prepared int8 file scores at int8 (the signature says so), close to fp32.
+    let dir = std::env::temp_dir().join(format!("blindspot-q8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bpk = dir.join("minilm-q8.bpk");
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let out = run(bin().args(["prepare", minilm]).arg(&bpk), None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(
+        bin()
+            .args([
+                "score",
+                "--input",
+                "-",
+                "--format",
+                "jsonl",
+                "--metrics",
+                "bertscore-f",
+            ])
+            .arg("--model-dir")
+            .arg(&bpk),
+        Some(&input),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let q8: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let signature = q8.last().unwrap()["corpus"]["bertscore-f"]["signature"]
+        .as_str()
+        .unwrap();
+    assert!(signature.ends_with("_int8"), "{signature}");
+    for (a, b) in q8.iter().zip(&lines).take(20) {
+        let d = (a["bertscore-f"].as_f64().unwrap() - b["bertscore-f"].as_f64().unwrap()).abs();
+        assert!(d <= 0.005, "int8 differs by {d}");
+    }
 }
 
 fn plm_golden() -> Value {

@@ -130,13 +130,20 @@ fn gpu_device() -> Result<Device, String> {
 }
 
 /// Loads a checkpoint folder or `.bpk` on the chosen device (`--device`),
-/// named after the folder; errors name the path.
+/// named after the folder, at `precision` (an int8 `.bpk` always at int8);
+/// errors name the path.
 pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
     let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
     let name = path
         .file_name()
         .map_or("model".into(), |n| n.to_string_lossy().into_owned());
     let device = device().map_err(|e| model_error(path, e))?;
+    // A prepared int8 file loads at int8 (its fp32 weights are gone).
+    let precision = if files.stored_precision == Precision::Int8 {
+        Precision::Int8
+    } else {
+        precision
+    };
     Plm::load(&name, files, &device, precision).map_err(|e| model_error(path, e))
 }
 

@@ -123,7 +123,8 @@ test("the model panel shows progress, where the model runs, and the cache", asyn
   assert.equal(await page.getAttribute("#model-progress", "data-fraction"), "1");
   assert.equal(await page.textContent("#model-cache"), "in this browser's cache");
   await page.click("#model-probe-run");
-  await page.waitForFunction(() => /tokens, layer 6/.test(document.getElementById("model-probe-out").textContent));
+  // One pass on SwiftShader (a CPU-emulated GPU) takes 15 s or more on a busy machine.
+  await page.waitForFunction(() => /tokens, layer 6/.test(document.getElementById("model-probe-out").textContent), null, { timeout: 180_000 });
   // CPU fallback is said out loud when WebGPU is unavailable.
   await page.evaluate(() => Object.defineProperty(navigator, "gpu", { value: undefined }));
   await page.click("#model-load");

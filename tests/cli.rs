@@ -492,27 +492,7 @@ fn score_bertscore_matches_bert_score_golden() {
             serde_json::json!({ "hyp": hyp, "ref": reference }).to_string() + "\n"
         })
         .collect();
-    let out = run(
-        bin().args([
-            "score",
-            "--input",
-            "-",
-            "--format",
-            "jsonl",
-            "--metrics",
-            "bleu,bertscore-p,bertscore-f",
-        ]),
-        Some(&input),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = score_jsonl(&["--metrics", "bleu,bertscore-p,bertscore-f"], &input);
     for (i, line) in lines.iter().take(20).enumerate() {
         for (id, key) in [("bertscore-p", "P"), ("bertscore-f", "F")] {
             let ours = line[id]
@@ -558,30 +538,15 @@ fn score_bertscore_matches_bert_score_golden() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = run(
-        bin()
-            .args([
-                "score",
-                "--input",
-                "-",
-                "--format",
-                "jsonl",
-                "--metrics",
-                "bertscore-f",
-            ])
-            .arg("--model-dir")
-            .arg(&bpk),
-        Some(&input),
+    let q8 = score_jsonl(
+        &[
+            "--metrics",
+            "bertscore-f",
+            "--model-dir",
+            bpk.to_str().unwrap(),
+        ],
+        &input,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let q8: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let signature = q8.last().unwrap()["corpus"]["bertscore-f"]["signature"]
         .as_str()
         .unwrap();
@@ -590,6 +555,25 @@ fn score_bertscore_matches_bert_score_golden() {
         let d = (a["bertscore-f"].as_f64().unwrap() - b["bertscore-f"].as_f64().unwrap()).abs();
         assert!(d <= 0.005, "int8 differs by {d}");
     }
+}
+
+/// `blindspot score --format jsonl` on `input` with `args`: its lines, which must succeed.
+fn score_jsonl(args: &[&str], input: &str) -> Vec<Value> {
+    let out = run(
+        bin()
+            .args(["score", "--input", "-", "--format", "jsonl"])
+            .args(args),
+        Some(input),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn plm_golden() -> Value {

@@ -470,6 +470,8 @@ async function main() {
         state.edits = [];
         renderDiff();
       }
+      // Model passes start now (in their worker); the lexical scores follow in this frame.
+      document.dispatchEvent(new CustomEvent("blindspot:texts"));
       schedule();
     });
   }

@@ -181,6 +181,11 @@ async function runBertScore(handle, t, el) {
   };
 }
 
+/** Escapes text for markup. */
+function escapeXml(text) {
+  return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+}
+
 function heatmap(v) {
   const wrap = $("bertscore-heatmap");
   wrap.hidden = false;
@@ -192,46 +197,37 @@ function heatmap(v) {
   const left = 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4);
   const top = 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4);
   const n = v.hypTokens.length, m = v.refTokens.length;
-  const svgNs = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(svgNs, "svg");
-  svg.setAttribute("width", left + m * cell + 4);
-  svg.setAttribute("height", top + n * cell + 4);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens`);
-  const add = (tag, attrs, text) => {
-    const e = document.createElementNS(svgNs, tag);
-    for (const [k, val] of Object.entries(attrs)) e.setAttribute(k, val);
-    if (text !== undefined) e.textContent = text;
-    svg.append(e);
-    return e;
-  };
-  const tokenText = (attrs, text, weight) => {
-    const e = add("text", { ...attrs, class: weight ? "tok" : "tok special", "data-weight": String(weight) }, text);
-    const tip = document.createElementNS(svgNs, "title");
-    tip.textContent = `weight ${weight.toFixed(4)}`;
-    e.append(tip);
-  };
+  // Built as one markup string: hundreds of cells per keystroke cost a few ms this way
+  // (element by element, creation and layout took most of a frame).
+  const parts = [];
+  const tokenText = (x, y, extra, text, weight) =>
+    parts.push(`<text x="${x}" y="${y}" ${extra} class="${weight ? "tok" : "tok special"}" data-weight="${weight}">${escapeXml(text)}<title>weight ${weight.toFixed(4)}</title></text>`);
   refLabels.forEach((t, j) => {
     const x = left + j * cell + cell / 2;
-    tokenText({ x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})` }, t, v.refWeights[j]);
+    tokenText(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, t, v.refWeights[j]);
   });
   hypLabels.forEach((t, i) => {
-    tokenText({ x: left - 4, y: top + i * cell + cell * 0.7, "text-anchor": "end" }, t, v.hypWeights[i]);
+    const y = top + i * cell;
+    tokenText(left - 4, y + cell * 0.7, 'text-anchor="end"', t, v.hypWeights[i]);
     for (let j = 0; j < m; j++) {
-      const s = v.similarity[i * m + j];
       // Sequential blue scale (colour-blind safe): darker = more similar.
-      const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, s)));
-      const rect = add("rect", { x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1, fill: `rgb(${shade},${Math.min(255, shade + 20)},255)` });
-      rect.dataset.i = i;
-      rect.dataset.j = j;
-      const tip = document.createElementNS(svgNs, "title");
-      tip.textContent = `${v.hypTokens[i]} ~ ${v.refTokens[j]}: ${s.toFixed(3)}`;
-      rect.append(tip);
+      const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, v.similarity[i * m + j])));
+      // No <title> per cell: the readout below the map follows the pointer.
+      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="rgb(${shade},${Math.min(255, shade + 20)},255)" data-i="${i}" data-j="${j}"/>`);
     }
-    const j = v.hypBest[i];
-    add("rect", { x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1, class: "best", fill: "none" });
+    parts.push(`<rect x="${left + v.hypBest[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
   });
-  wrap.replaceChildren(svg);
+  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens">${parts.join("")}</svg>`;
+  const svg = wrap.firstElementChild;
+  const readout = document.createElement("p");
+  readout.className = "heatmap-readout";
+  readout.textContent = "Point at a cell to read its similarity.";
+  svg.addEventListener("pointerover", (e) => {
+    const { i, j } = e.target.dataset;
+    if (i === undefined) return;
+    readout.textContent = `${v.hypTokens[i]} ~ ${v.refTokens[j]}: ${v.similarity[i * m + Number(j)].toFixed(3)}`;
+  });
+  wrap.append(readout);
   const note = document.createElement("p");
   note.className = "muted";
   note.textContent = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
@@ -356,7 +352,13 @@ export function initPlmScores(modelEngine) {
     refreshCards();
   });
   // Every scoring pass of the page (typing, injections, examples) announces itself.
+  // The page announces an edit at once (before its own frame) and again after scoring; a
+  // pass starts only when the texts differ from the last ones announced.
+  let announced = "";
   document.addEventListener("blindspot:texts", () => {
+    const key = JSON.stringify(texts());
+    if (key === announced) return;
+    announced = key;
     for (const metric of Object.keys(METRICS)) score(metric);
   });
 }

@@ -5,7 +5,7 @@
 
 import { engineUrls } from "./suite.js";
 
-/** Calls that go to the worker; every other engine function stays local. */
+/** Calls that go to the worker (the only ones it accepts); every other engine function stays local. */
 const REMOTE = ["loadModel", "unloadModel", "embedText", "bertScorePair", "perplexityText", "menliPair", "mauveTexts"];
 
 /**
@@ -18,7 +18,7 @@ export function startModelEngine(wasm) {
   let worker;
   try {
     worker = new Worker("model-worker.js", { type: "module" });
-    worker.postMessage({ init: engineUrls() });
+    worker.postMessage({ init: engineUrls(), methods: REMOTE });
   } catch (err) {
     console.warn("model worker unavailable, models run on the main thread:", err);
     const local = { where: "main thread", modelRegistry: () => wasm.modelRegistry() };

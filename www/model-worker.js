@@ -1,13 +1,10 @@
 // Runs the language models off the main thread, so typing never waits for a
-// model pass. model-engine.js posts {init: {glue, wasm}} once, then
+// model pass. model-engine.js posts {init: {glue, wasm}, methods} once, then
 // {id, method, args} per call; the worker answers {id, value} or {id, error}.
 // Calls interleave at the engine's awaits (GPU reads), as on the main thread.
 
-/** Engine calls the page may make here (the model API of src/web/models.rs). */
-const METHODS = new Set([
-  "loadModel", "unloadModel", "embedText", "bertScorePair", "perplexityText", "menliPair", "mauveTexts",
-]);
-
+/** Engine calls the page may make here (sent with init: model-engine.js's REMOTE list). */
+let methods = new Set();
 let engine = null;
 
 async function load({ glue, wasm }) {
@@ -18,6 +15,7 @@ async function load({ glue, wasm }) {
 
 self.onmessage = async ({ data }) => {
   if (data.init) {
+    methods = new Set(data.methods);
     engine = load(data.init);
     engine.catch(() => {}); // reported to each call below
     return;
@@ -25,7 +23,7 @@ self.onmessage = async ({ data }) => {
   const { id, method, args } = data;
   try {
     if (!engine) throw new Error("the model worker was not started");
-    if (!METHODS.has(method)) throw new Error(`unknown engine call ${method}`);
+    if (!methods.has(method)) throw new Error(`unknown engine call ${method}`);
     const bindings = await engine;
     const value = await bindings[method](...args);
     self.postMessage({ id, value });

@@ -4,43 +4,18 @@
 //
 // Run through `make test` (it builds dist/ and the native CLI first).
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { chromium } from "playwright-core";
-import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
+import { join } from "node:path";
+import { ROOT, CLI, playground } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "..", "..");
-const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
 const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
 const TEXT = "The committee approved the new budget after a long debate on Tuesday. Grüße!";
 
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  ({ server, url: baseUrl } = await serveDist());
-  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
-async function openPage() {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(baseUrl);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-  return { context, page, errors };
-}
+const openPage = playground();
 
 /** Loads a model through www/models.js and embeds TEXT; returns { info, embedding } or { error }. */
 function loadAndEmbed(page, id, backend, precision = "f32") {
@@ -226,6 +201,15 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   assert.equal(rows, 12, label);
   assert.equal(await page.locator("#bertscore-heatmap rect.best").count(), rows);
   assert.equal(await page.locator("#bertscore-heatmap text.special").count(), 4);
+  // Pointing at a cell reads out its pair of tokens and their similarity.
+  await page.hover('#bertscore-heatmap rect[data-i="1"][data-j="1"]');
+  assert.match(await page.textContent("#bertscore-heatmap .heatmap-readout"), /^the ~ the: 0\.\d{3}$/);
+  // Tokens that are markup characters are drawn as text.
+  await page.fill("#hypothesis", "a < b & c");
+  await page.waitForFunction(() => /similarity of 7 hypothesis/.test(document.querySelector("#bertscore-heatmap svg")?.getAttribute("aria-label")), null, { timeout: 60_000 });
+  const drawn = await page.$$eval("#bertscore-heatmap text.tok", (els) => els.map((e) => e.firstChild.textContent));
+  assert.ok(drawn.includes("<") && drawn.includes("&"), drawn.join(" "));
+  await page.fill("#hypothesis", hyp);
   // idf over the references on the page: the CLI's --idf over the same set.
   const ref2 = "On Tuesday the committee passed the budget after a long debate.";
   const idfInput = JSON.stringify({ hyp, ref: [ref, ref2] }) + "\n";

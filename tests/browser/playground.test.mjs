@@ -4,23 +4,17 @@
 //
 // Run through `make test` (it builds dist/ and the native CLI first).
 
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { readFileSync, writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
-import { chromium } from "playwright-core";
-import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
+import { ROOT, CLI, playground } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "..", "..");
+const openPlayground = playground();
 const ARTIFACTS = join(ROOT, "test-artifacts");
 const DATA = resolve(ROOT, "..", "shared", "data");
-const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
-
-let server;
-let baseUrl;
-let browser;
 
 /** The native CLI's sentence-level scores for one pair. */
 function nativeScores(hyp, ref) {
@@ -29,18 +23,7 @@ function nativeScores(hyp, ref) {
   return JSON.parse(out.toString().split("\n")[0]);
 }
 
-async function openPage({ fresh = true } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(baseUrl);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-  if (fresh) {
-    await page.evaluate(() => localStorage.clear());
-  }
-  return { context, page, errors };
-}
+const openPage = () => openPlayground({ viewport: { width: 1280, height: 900 }, clearStorage: true });
 
 async function setText(page, id, text) {
   await page.fill(`#${id}`, "");
@@ -53,18 +36,7 @@ const cardValue = (page, id) => page.getAttribute(`.card[data-metric="${id}"] [d
 const cardDelta = (page, id) => page.getAttribute(`.card[data-metric="${id}"] [data-role="delta"]`, "data-raw");
 
 before(async () => {
-  ({ server, url: baseUrl } = await serveDist());
-  browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: CHROMIUM_ARGS,
-  });
   await mkdir(ARTIFACTS, { recursive: true });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
 });
 
 test("typing updates BLEU to the native value, pinning shows deltas", async () => {

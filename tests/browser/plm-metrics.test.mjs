@@ -5,17 +5,14 @@
 //
 // Run through `make test` (it builds dist/ and the native CLI first).
 
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { chromium } from "playwright-core";
-import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
+import { join } from "node:path";
+import { ROOT, CLI, playground } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "..", "..");
-const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "blindspot");
 const FIXTURES = join(ROOT, "tests", "fixtures", "plm");
 const GOLDEN = JSON.parse(readFileSync(join(ROOT, "tests", "golden", "plm_metrics.json"), "utf8"));
 
@@ -39,35 +36,25 @@ function gpt2Folder() {
 
 const HUB = { "test/tiny-gpt2": null, "test/tiny-nli": join(FIXTURES, "roberta_cls"), "test/tiny-mlm": join(FIXTURES, "bert_mlm") };
 
-let server, baseUrl, browser;
+const openPlayground = playground();
 
-before(async () => {
+before(() => {
   HUB["test/tiny-gpt2"] = gpt2Folder();
-  ({ server, url: baseUrl } = await serveDist());
-  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
 });
 
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
+/** A fresh page whose Hugging Face hub is the fixtures (404 for files a checkpoint lacks). */
 async function openPage() {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  // The hub, served from the fixtures (404 for files a checkpoint lacks).
-  await page.route("https://huggingface.co/test/**", (route) => {
-    const m = route.request().url().match(/huggingface\.co\/(test\/[^/]+)\/resolve\/main\/(.+)$/);
-    const file = m && HUB[m[1]] && join(HUB[m[1]], m[2]);
-    if (!file || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
-    return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+  const opened = await openPlayground({
+    beforeLoad: (page) =>
+      page.route("https://huggingface.co/test/**", (route) => {
+        const m = route.request().url().match(/huggingface\.co\/(test\/[^/]+)\/resolve\/main\/(.+)$/);
+        const file = m && HUB[m[1]] && join(HUB[m[1]], m[2]);
+        if (!file || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
+        return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+      }),
   });
-  await page.goto(baseUrl);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-  await page.selectOption("#example", "custom");
-  return { context, page, errors };
+  await opened.page.selectOption("#example", "custom");
+  return opened;
 }
 
 async function load(page, id, backend) {

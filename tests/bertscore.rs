@@ -152,3 +152,84 @@ fn identical_texts_score_one_and_alignment_points_home() {
     let e = futures::executor::block_on(bertscore::embed(&plm, &["x"], 9)).unwrap_err();
     assert!(e.to_string().contains("layer 9 does not exist"));
 }
+
+/// Blindspot's MiniLM baseline (scripts/bertscore_baseline.py): models.toml
+/// carries the computed numbers, and rescaling with it equals bert_score's
+/// own rescaling given the same baseline file, layers 6 and 3.
+#[test]
+fn minilm_baseline_matches_its_computation_and_bert_score_rescaling() {
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/bertscore_baseline.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let model_id = golden["model"].as_str().unwrap();
+    for entry in golden["layers"].as_array().unwrap() {
+        let layer = entry["layer"].as_u64().unwrap() as usize;
+        let known = bertscore::baseline_for(model_id, layer).unwrap();
+        assert_eq!(known.by, "blindspot");
+        for k in 0..3 {
+            assert_eq!(
+                known.prf[k],
+                entry["prf"][k].as_f64().unwrap(),
+                "layer {layer}"
+            );
+        }
+    }
+    assert_eq!(
+        bertscore::baseline_for("all-MiniLM-L6-v2", 6)
+            .unwrap()
+            .signature_suffix(),
+        "_rescaled(baseline=blindspot)"
+    );
+    assert_eq!(
+        bertscore::baseline_for("roberta-large", 17)
+            .unwrap()
+            .signature_suffix(),
+        "_rescaled"
+    );
+    assert!(
+        bertscore::baseline_for("roberta-large", 16)
+            .unwrap_err()
+            .contains("baselines are for layer 17, not 16")
+    );
+    let parity = &golden["parity"];
+    let rows = common::rows(golden["file"].as_str().unwrap());
+    let system = parity["system"].as_str().unwrap();
+    let lines: Vec<usize> = parity["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_u64().unwrap() as usize)
+        .collect();
+    let hyps: Vec<String> = lines
+        .iter()
+        .map(|&l| common::field(&rows[l - 1], &format!("systems/{system}")))
+        .collect();
+    let refs: Vec<String> = lines
+        .iter()
+        .map(|&l| common::field(&rows[l - 1], "ref_a"))
+        .collect();
+    let plm = model(Precision::F32);
+    let weights = Weights::uniform(&plm);
+    for run in parity["runs"].as_array().unwrap() {
+        let layer = run["layer"].as_u64().unwrap() as usize;
+        let baseline = bertscore::baseline_for(model_id, layer).unwrap();
+        let (h, r) = (embed(&plm, &hyps, layer), embed(&plm, &refs, layer));
+        let mut worst = 0f64;
+        for i in 0..hyps.len() {
+            let s = bertscore::rescale(
+                bertscore::score(&h[i], &[r[i].clone()], &weights),
+                baseline.prf,
+            );
+            for (k, v) in [("P", s.p), ("R", s.r), ("F", s.f)] {
+                worst = worst.max((v - run[k][i].as_f64().unwrap()).abs());
+            }
+        }
+        eprintln!("layer {layer}: rescaled, max |diff| vs bert_score {worst:.2e}");
+        assert!(worst <= TOLERANCE, "layer {layer}: {worst}");
+    }
+}

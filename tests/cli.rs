@@ -519,14 +519,55 @@ fn score_bertscore_matches_bert_score_golden() {
         Some(&input),
     );
     assert_user_error(&out, "no such model folder");
-    // MiniLM has no published baseline: rescaling is refused, not faked.
+    // MiniLM rescales with Blindspot's baseline exactly as bert_score does
+    // when handed the same baseline file (scripts/bertscore_baseline.py).
+    let baseline: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/bertscore_baseline.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let parity = &baseline["parity"];
+    assert_eq!(parity["system"], golden["system"]);
+    let rescaled_run = parity["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layer"] == 6)
+        .unwrap();
+    let rescaled = score_jsonl(
+        &["--metrics", "bertscore-f", "--rescale-with-baseline"],
+        &input,
+    );
+    let signature = rescaled.last().unwrap()["corpus"]["bertscore-f"]["signature"]
+        .as_str()
+        .unwrap();
+    assert!(
+        signature.ends_with("_rescaled(baseline=blindspot)"),
+        "{signature}"
+    );
+    for (i, line) in rescaled.iter().take(20).enumerate() {
+        let (ours, want) = (
+            line["bertscore-f"].as_f64().unwrap(),
+            rescaled_run["F"][i].as_f64().unwrap(),
+        );
+        assert!(
+            (ours - want).abs() <= 1e-5,
+            "pair {i} rescaled F: {ours} vs bert_score {want}"
+        );
+    }
+    // A model with no known baseline: rescaling is refused, not faked.
     let out = run(
         bin()
             .args(["score", "--input", "-", "--metrics", "bertscore-f"])
+            .arg("--model-dir")
+            .arg(fixture("bert_mlm"))
             .arg("--rescale-with-baseline"),
         Some(&input),
     );
-    assert_user_error(&out, "no BERTScore baseline is known");
+    assert_user_error(&out, "no BERTScore baseline is known for bert_mlm");
     // A prepared int8 file scores at int8 (the signature says so), close to fp32.
     let dir = std::env::temp_dir().join(format!("blindspot-q8-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

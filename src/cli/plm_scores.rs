@@ -31,8 +31,9 @@ pub struct PlmArgs {
     /// Weight BERTScore tokens by idf over all references of the input (bert_score `idf=True`).
     #[arg(long)]
     pub idf: bool,
-    /// Rescale BERTScore with the model's published baseline, (x - b)/(1 - b) (bert_score
-    /// `rescale_with_baseline`); an error for models without one.
+    /// Rescale BERTScore with the model's baseline, (x - b)/(1 - b) (bert_score
+    /// `rescale_with_baseline`): bert_score's published ones, Blindspot's for MiniLM;
+    /// an error for models without one.
     #[arg(long)]
     pub rescale_with_baseline: bool,
     /// GPT-PPL: put `<|endoftext|>` first so the text's first token is scored too.
@@ -499,9 +500,9 @@ fn bertscore_columns(
     if let Some(b) = baseline {
         scores = scores
             .into_iter()
-            .map(|s| bertscore::rescale(s, b))
+            .map(|s| bertscore::rescale(s, b.prf))
             .collect();
-        signature.push_str("_rescaled");
+        signature.push_str(&b.signature_suffix());
     }
     Ok(bertscore::METRIC_IDS
         .into_iter()

@@ -279,7 +279,7 @@ pub fn signature(model: &str, layer: usize, idf: bool, precision: &str) -> Strin
 }
 
 /// bert_score's baseline rescaling `(x - b) / (1 - b)` of P, R and F with a
-/// model's published baseline `[P, R, F]` (for the layer it was computed at).
+/// baseline `[P, R, F]` computed at the same layer.
 pub fn rescale(score: BertScore, baseline: [f64; 3]) -> BertScore {
     let f = |x: f64, b: f64| (x - b) / (1.0 - b);
     BertScore {
@@ -289,22 +289,51 @@ pub fn rescale(score: BertScore, baseline: [f64; 3]) -> BertScore {
     }
 }
 
+/// A rescaling baseline found for a model and layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnownBaseline {
+    /// Mean P, R and F of unrelated pairs at the layer.
+    pub prf: [f64; 3],
+    /// Who computed it: `bert_score` or `blindspot`.
+    pub by: String,
+}
+
+impl KnownBaseline {
+    /// What a rescaled score's signature ends with: bert_score's `_rescaled`,
+    /// naming the baseline's origin when bert_score did not publish it.
+    pub fn signature_suffix(&self) -> String {
+        if self.by == "bert_score" {
+            "_rescaled".into()
+        } else {
+            format!("_rescaled(baseline={})", self.by)
+        }
+    }
+}
+
 /// The registry's baseline for `model` at `layer`, or why there is none.
-pub fn baseline_for(model: &str, layer: usize) -> Result<[f64; 3], String> {
+pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> {
     let entry = crate::models::registry::models()
         .into_iter()
         .find(|m| m.id == model || m.id.ends_with(&format!("/{model}")));
-    match entry {
-        Some(m) if m.baseline.is_some() && m.layer == Some(layer) => {
-            Ok(m.baseline.expect("checked"))
-        }
-        Some(m) if m.baseline.is_some() => Err(format!(
-            "{model}'s baseline is for layer {}, not {layer}",
-            m.layer.unwrap_or(0)
-        )),
-        _ => Err(format!(
-            "no BERTScore baseline is known for {model} (bert_score publishes baselines for its own \
-             model list; all-MiniLM-L6-v2 is not on it): score without rescaling"
+    let Some(entry) = entry.filter(|m| !m.baselines.is_empty()) else {
+        return Err(format!(
+            "no BERTScore baseline is known for {model}: bert_score publishes baselines for its \
+             own model list, and Blindspot ships one for all-MiniLM-L6-v2; score without rescaling"
+        ));
+    };
+    match entry.baselines.iter().find(|b| b.layer == layer) {
+        Some(b) => Ok(KnownBaseline {
+            prf: b.prf,
+            by: entry.baseline_by.unwrap_or_else(|| "unknown".into()),
+        }),
+        None => Err(format!(
+            "{model}'s baselines are for layer {}, not {layer}",
+            entry
+                .baselines
+                .iter()
+                .map(|b| b.layer.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -385,7 +414,7 @@ mod tests {
                 r: 0.85,
                 f: 0.87,
             },
-            b,
+            b.prf,
         );
         assert!((s.f - (0.87 - 0.83122575) / (1.0 - 0.83122575)).abs() < 1e-15);
         assert!((s.p - (0.9 - 0.83150584) / (1.0 - 0.83150584)).abs() < 1e-15);
@@ -394,10 +423,11 @@ mod tests {
                 .unwrap_err()
                 .contains("layer 17")
         );
+        assert_eq!(baseline_for("all-MiniLM-L6-v2", 6).unwrap().by, "blindspot");
         assert!(
-            baseline_for("all-MiniLM-L6-v2", 6)
+            baseline_for("some/unknown-model", 6)
                 .unwrap_err()
-                .contains("no BERTScore baseline")
+                .contains("no BERTScore baseline is known for some/unknown-model")
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The model registry: `models.toml` names the default checkpoint of each
-//! model-based metric with its hub id, size, licence and BERTScore layer.
+//! model-based metric with its hub id, size, licence, BERTScore layer and
+//! rescaling baselines.
 
 use serde::Deserialize;
 
@@ -22,13 +23,27 @@ pub struct RegistryModel {
     /// Default BERTScore layer.
     #[serde(default)]
     pub layer: Option<usize>,
-    /// bert_score's rescaling baseline (P, R, F) at the default layer, where
-    /// one is published.
+    /// BERTScore rescaling baselines by layer, where known.
     #[serde(default)]
-    pub baseline: Option<[f64; 3]>,
+    pub baselines: Vec<Baseline>,
+    /// Who computed `baselines`: `bert_score` (published with it) or
+    /// `blindspot` (scripts/bertscore_baseline.py, the same way, where
+    /// bert_score publishes none).
+    #[serde(default)]
+    pub baseline_by: Option<String>,
     /// Anything a user should know.
     #[serde(default)]
     pub note: Option<String>,
+}
+
+/// A BERTScore rescaling baseline: the mean P, R and F of unrelated sentence
+/// pairs at one layer (0 = the embeddings), as in bert_score's baseline files.
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
+pub struct Baseline {
+    /// The layer the baseline was computed at.
+    pub layer: usize,
+    /// Mean precision, recall and F1.
+    pub prf: [f64; 3],
 }
 
 #[derive(Deserialize)]
@@ -71,11 +86,11 @@ mod tests {
         assert_eq!(minilm.id, "sentence-transformers/all-MiniLM-L6-v2");
         assert_eq!(minilm.local.as_deref(), Some("models/all-MiniLM-L6-v2"));
         assert_eq!(find("roberta-large").unwrap().layer, Some(17));
-        assert_eq!(
-            find("roberta-large").unwrap().baseline.unwrap()[2],
-            0.83122575
-        );
-        assert_eq!(minilm.baseline, None);
+        let roberta = find("roberta-large").unwrap();
+        assert_eq!(roberta.baselines[0].layer, 17);
+        assert_eq!(roberta.baselines[0].prf[2], 0.83122575);
+        assert_eq!(roberta.baseline_by.as_deref(), Some("bert_score"));
+        assert_eq!(minilm.baseline_by.as_deref(), Some("blindspot"));
         assert!(all.iter().all(|m| m.size_mb > 0.0 && !m.licence.is_empty()));
     }
 }

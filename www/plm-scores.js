@@ -75,7 +75,12 @@ function addOptions(metric, box) {
     l.title = "Weigh tokens by idf ln((M+1)/(df+1)) over the M references (separate references by a blank line)";
     l.innerHTML = `<input type="checkbox" data-role="idf"> idf over the references`;
     l.querySelector("input").addEventListener("change", () => score(metric));
-    box.append(l);
+    const r = document.createElement("label");
+    r.className = "check";
+    r.title = "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)";
+    r.innerHTML = `<input type="checkbox" data-role="rescale"> rescale with baseline`;
+    r.querySelector("input").addEventListener("change", () => score(metric));
+    box.append(l, " ", r);
   } else if (metric === "gpt-ppl") {
     const l = document.createElement("label");
     l.className = "check";
@@ -167,14 +172,15 @@ async function score(metric) {
 
 async function runBertScore(handle, t, el) {
   const idf = Boolean(el.querySelector('[data-role="idf"]')?.checked);
-  const v = await engine.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer, idf);
+  const rescale = Boolean(el.querySelector('[data-role="rescale"]')?.checked);
+  const v = await engine.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer, idf, rescale);
   v.idf = idf;
   v.references = t.refs.length;
   return () => {
     setValue(el, v.f, v.f.toFixed(4));
     el.dataset.p = String(v.p);
     el.dataset.r = String(v.r);
-    el.querySelector('[data-role="parts"]').textContent = `P ${v.p.toFixed(4)} · R ${v.r.toFixed(4)} · F ${v.f.toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
+    el.querySelector('[data-role="parts"]').textContent = `P ${v.p.toFixed(4)} · R ${v.r.toFixed(4)} · F ${v.f.toFixed(4)}${v.rescaled ? " (rescaled)" : ""} · ${v.elapsedMs.toFixed(0)} ms`;
     el.querySelector('[data-role="message"]').textContent = v.truncated ? "a text was cut to the model's limit" : "";
     el.querySelector('[data-role="signature"]').textContent = v.signature;
     heatmap(v);

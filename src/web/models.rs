@@ -221,13 +221,16 @@ struct BertScoreView {
     layer: usize,
     truncated: bool,
     signature: String,
+    /// P, R and F are rescaled with the model's baseline.
+    rescaled: bool,
     elapsed_ms: f64,
 }
 
 /// Scores `hyp` against `refs` with BERTScore at `layer` (default: the last)
 /// on a loaded model. Special tokens weigh 0; the others 1, or with `idf`
 /// their idf over `refs` (the set of references on the page, as bert_score
-/// computes it over a set's references; it needs at least two).
+/// computes it over a set's references; it needs at least two). `rescale`
+/// applies the model's baseline at that layer (an error where none is known).
 #[wasm_bindgen(js_name = bertScorePair)]
 pub async fn bert_score_pair(
     handle: u32,
@@ -235,6 +238,7 @@ pub async fn bert_score_pair(
     refs: Vec<String>,
     layer: Option<usize>,
     idf: Option<bool>,
+    rescale: Option<bool>,
 ) -> Result<JsValue, JsError> {
     use crate::metrics::bertscore;
     let start = js_sys::Date::now();
@@ -253,6 +257,12 @@ pub async fn bert_score_pair(
         ));
     }
     let layer = layer.unwrap_or(plm.config.num_layers);
+    let baseline = match rescale {
+        Some(true) => {
+            Some(bertscore::baseline_for(&plm.name, layer).map_err(|e| JsError::new(&e))?)
+        }
+        _ => None,
+    };
     // The hypothesis and any reference not embedded yet, in one pass.
     let known: Vec<Option<Rc<TokenEmbeddings>>> = refs
         .iter()
@@ -294,7 +304,12 @@ pub async fn bert_score_pair(
     let best = (0..pairs.len())
         .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
         .expect("at least one reference");
-    let total = bertscore::BertScore::best_of(&pairs);
+    let mut total = bertscore::BertScore::best_of(&pairs);
+    let mut signature = bertscore::signature(&plm.name, layer, idf, &precision_name(&plm));
+    if let Some(b) = &baseline {
+        total = bertscore::rescale(total, b.prf);
+        signature.push_str(&b.signature_suffix());
+    }
     let tokens = |e: &bertscore::TokenEmbeddings| -> Result<Vec<String>, JsError> {
         e.ids
             .iter()
@@ -316,12 +331,8 @@ pub async fn bert_score_pair(
         ref_best: pairs[best].ref_best.clone(),
         layer,
         truncated: emb.iter().any(|e| e.truncated),
-        signature: bertscore::signature(
-            &plm.name,
-            layer,
-            idf,
-            &format!("{:?}", plm.precision).to_lowercase(),
-        ),
+        signature,
+        rescaled: baseline.is_some(),
         elapsed_ms: js_sys::Date::now() - start,
     };
     serde_wasm_bindgen::to_value(&view).map_err(js_err)

@@ -210,6 +210,15 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   const drawn = await page.$$eval("#bertscore-heatmap text.tok", (els) => els.map((e) => e.firstChild.textContent));
   assert.ok(drawn.includes("<") && drawn.includes("&"), drawn.join(" "));
   await page.fill("#hypothesis", hyp);
+  // Rescaled with MiniLM's baseline: the CLI's --rescale-with-baseline.
+  const nativeRescaled = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f", "--rescale-with-baseline"], { input }).toString().split("\n")[0])["bertscore-f"];
+  await page.check('.card[data-metric="bertscore"] [data-role="rescale"]');
+  await page.waitForFunction(
+    (want) => Math.abs(Number(document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw) - want) <= 1e-3,
+    nativeRescaled, { timeout: 60_000 });
+  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /_rescaled\(baseline=blindspot\)$/);
+  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="parts"]'), /\(rescaled\)/);
+  await page.uncheck('.card[data-metric="bertscore"] [data-role="rescale"]');
   // idf over the references on the page: the CLI's --idf over the same set.
   const ref2 = "On Tuesday the committee passed the budget after a long debate.";
   const idfInput = JSON.stringify({ hyp, ref: [ref, ref2] }) + "\n";

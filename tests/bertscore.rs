@@ -7,7 +7,6 @@ mod common;
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::{ModelFiles, Plm, Precision};
 use burn::tensor::Device;
-use serde_json::Value;
 
 /// fp32 against bert_score (the bar).
 const TOLERANCE: f64 = 1e-5;
@@ -30,14 +29,7 @@ fn embed(plm: &Plm, texts: &[String], layer: usize) -> Vec<TokenEmbeddings> {
 
 #[test]
 fn matches_bert_score_on_300_wmt21_pairs() {
-    let golden: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/golden/bertscore.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let golden = common::golden("bertscore.json");
     let rows = common::rows(golden["file"].as_str().unwrap());
     let system = golden["system"].as_str().unwrap();
     let lines: Vec<usize> = golden["lines"]
@@ -158,14 +150,7 @@ fn identical_texts_score_one_and_alignment_points_home() {
 /// own rescaling given the same baseline file, layers 6 and 3.
 #[test]
 fn minilm_baseline_matches_its_computation_and_bert_score_rescaling() {
-    let golden: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/golden/bertscore_baseline.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let golden = common::golden("bertscore_baseline.json");
     let model_id = golden["model"].as_str().unwrap();
     for entry in golden["layers"].as_array().unwrap() {
         let layer = entry["layer"].as_u64().unwrap() as usize;

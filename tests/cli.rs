@@ -58,9 +58,7 @@ fn assert_user_error(out: &Output, needle: &str) {
 
 /// Golden single-reference WMT21 pairs, rebuilt from ../shared/data.
 fn golden_pairs(n: usize) -> Vec<(String, String, Value)> {
-    let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string("tests/golden/lexical.json").unwrap())
-            .unwrap();
+    let golden = common::golden("lexical.json");
     let data: Vec<Value> = std::fs::read_to_string("../shared/data/wmt21_de_en.jsonl")
         .unwrap()
         .lines()
@@ -469,14 +467,7 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
 
 #[test]
 fn score_bertscore_matches_bert_score_golden() {
-    let golden: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/golden/bertscore.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let golden = common::golden("bertscore.json");
     let rows = common::rows("wmt21_de_en.jsonl");
     let system = golden["system"].as_str().unwrap();
     let golden_run = golden["runs"]
@@ -521,14 +512,7 @@ fn score_bertscore_matches_bert_score_golden() {
     assert_user_error(&out, "no such model folder");
     // MiniLM rescales with Blindspot's baseline exactly as bert_score does
     // when handed the same baseline file (scripts/bertscore_baseline.py).
-    let baseline: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/golden/bertscore_baseline.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let baseline = common::golden("bertscore_baseline.json");
     let parity = &baseline["parity"];
     assert_eq!(parity["system"], golden["system"]);
     let rescaled_run = parity["runs"]
@@ -618,8 +602,7 @@ fn score_jsonl(args: &[&str], input: &str) -> Vec<Value> {
 }
 
 fn plm_golden() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/plm_metrics.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::golden("plm_metrics.json")
 }
 
 fn fixture(name: &str) -> PathBuf {

@@ -18,12 +18,7 @@ use common::{field, rows};
 const TOLERANCE: f64 = 1e-6;
 
 fn golden() -> Value {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/lexical.json"
-    ))
-    .unwrap();
-    serde_json::from_str(&text).unwrap()
+    common::golden("lexical.json")
 }
 
 /// Mirrors `drop_every` in the Python script.

@@ -27,12 +27,7 @@ use common::{field, rows};
 const ENTITY_TYPES: &[&str] = &["PERSON", "GPE", "ORG", "LOC"];
 
 fn golden() -> Value {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/tagger_heldout.json"
-    ))
-    .unwrap();
-    serde_json::from_str(&text).unwrap()
+    common::golden("tagger_heldout.json")
 }
 
 /// Byte offset of every char offset (plus the end) in `text`.
@@ -183,12 +178,7 @@ fn analysis_spans_and_entities_are_consistent() {
 
 #[test]
 fn port_matches_spacy_on_its_own_tokens() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/spacy_parity.json"
-    ))
-    .unwrap();
-    let golden: Value = serde_json::from_str(&text).unwrap();
+    let golden = common::golden("spacy_parity.json");
     let tagger = Tagger::english();
     let mut files: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let (mut n, mut same_tag, mut same_pos, mut same_ent, mut same_norm) = (0, 0, 0, 0, 0);

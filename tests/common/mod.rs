@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: reading rows of ../shared/data
-//! back by file, line and field path (golden files name data, never copy it).
+//! back by file, line and field path (golden files name data, never copy it),
+//! and the golden files themselves.
 
 #![allow(dead_code)]
 
@@ -41,6 +42,13 @@ pub fn rows(file: &str) -> Vec<Value> {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+}
+
+/// A golden file of tests/golden (written by a script in scripts/), parsed.
+pub fn golden(name: &str) -> Value {
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The string at a `/`-separated path (`systems/M0/summary`, `refs/3`).

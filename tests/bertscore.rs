@@ -27,30 +27,25 @@ fn embed(plm: &Plm, texts: &[String], layer: usize) -> Vec<TokenEmbeddings> {
     futures::executor::block_on(bertscore::embed(plm, &refs, layer)).unwrap()
 }
 
+/// The texts at `path` of the data rows a golden file names by (1-based) line.
+fn golden_texts(rows: &[serde_json::Value], lines: &serde_json::Value, path: &str) -> Vec<String> {
+    lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| common::field(&rows[l.as_u64().unwrap() as usize - 1], path))
+        .collect()
+}
+
 #[test]
 fn matches_bert_score_on_300_wmt21_pairs() {
     let golden = common::golden("bertscore.json");
     let rows = common::rows(golden["file"].as_str().unwrap());
     let system = golden["system"].as_str().unwrap();
-    let lines: Vec<usize> = golden["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_u64().unwrap() as usize)
-        .collect();
-    assert!(lines.len() >= 300);
-    let hyps: Vec<String> = lines
-        .iter()
-        .map(|&l| common::field(&rows[l - 1], &format!("systems/{system}")))
-        .collect();
-    let ref_a: Vec<String> = lines
-        .iter()
-        .map(|&l| common::field(&rows[l - 1], "ref_a"))
-        .collect();
-    let ref_b: Vec<String> = lines
-        .iter()
-        .map(|&l| common::field(&rows[l - 1], "ref_b"))
-        .collect();
+    let hyps = golden_texts(&rows, &golden["lines"], &format!("systems/{system}"));
+    assert!(hyps.len() >= 300);
+    let ref_a = golden_texts(&rows, &golden["lines"], "ref_a");
+    let ref_b = golden_texts(&rows, &golden["lines"], "ref_b");
     let f32_model = model(Precision::F32);
     let int8_model = model(Precision::Int8);
     for layer in [6usize, 3] {
@@ -184,20 +179,8 @@ fn minilm_baseline_matches_its_computation_and_bert_score_rescaling() {
     let parity = &golden["parity"];
     let rows = common::rows(golden["file"].as_str().unwrap());
     let system = parity["system"].as_str().unwrap();
-    let lines: Vec<usize> = parity["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_u64().unwrap() as usize)
-        .collect();
-    let hyps: Vec<String> = lines
-        .iter()
-        .map(|&l| common::field(&rows[l - 1], &format!("systems/{system}")))
-        .collect();
-    let refs: Vec<String> = lines
-        .iter()
-        .map(|&l| common::field(&rows[l - 1], "ref_a"))
-        .collect();
+    let hyps = golden_texts(&rows, &parity["lines"], &format!("systems/{system}"));
+    let refs = golden_texts(&rows, &parity["lines"], "ref_a");
     let plm = model(Precision::F32);
     let weights = Weights::uniform(&plm);
     for run in parity["runs"].as_array().unwrap() {

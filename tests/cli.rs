@@ -584,25 +584,12 @@ fn score_bertscore_matches_bert_score_golden() {
 
 /// `blindspot score --format jsonl` on `input` with `args`: its lines, which must succeed.
 fn score_jsonl(args: &[&str], input: &str) -> Vec<Value> {
-    let out = run(
+    jsonl_lines(&run(
         bin()
             .args(["score", "--input", "-", "--format", "jsonl"])
             .args(args),
         Some(input),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn plm_golden() -> Value {
-    common::golden("plm_metrics.json")
+    ))
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -624,6 +611,7 @@ fn gpt2_folder(dir: &std::path::Path) -> PathBuf {
     out
 }
 
+/// The JSON lines a successful run printed.
 fn jsonl_lines(out: &Output) -> Vec<Value> {
     assert!(
         out.status.success(),
@@ -638,7 +626,7 @@ fn jsonl_lines(out: &Output) -> Vec<Value> {
 
 #[test]
 fn score_perplexities_and_menli_match_transformers_golden() {
-    let g = plm_golden();
+    let g = common::golden("plm_metrics.json");
     let dir = scratch("plm-metrics");
     let gpt2 = gpt2_folder(&dir);
     // The first ten golden texts (all have at least two GPT-2 tokens).

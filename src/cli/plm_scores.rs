@@ -222,11 +222,6 @@ fn model_dir(args: &PlmArgs, registry_metric: &str) -> Result<PathBuf, CliError>
     default_model(registry_metric)
 }
 
-/// The weights' precision as signatures write it (`f32`, `int8`).
-fn precision_name(plm: &Plm) -> String {
-    format!("{:?}", plm.precision).to_lowercase()
-}
-
 fn part(name: &'static str, value: f64) -> ScorePart {
     ScorePart { name, value }
 }
@@ -304,7 +299,7 @@ fn column(
     let dir = model_dir(args, info.registry_metric)?;
     let plm = models.get(&dir)?;
     let hyps: Vec<&str> = input.hyps.iter().map(String::as_str).collect();
-    let precision = &precision_name(plm);
+    let precision = &plm.precision.to_string();
     match info.id {
         "gpt-ppl" | "mlm-ppl" => {
             let (result, signature) = if info.id == "gpt-ppl" {
@@ -381,7 +376,7 @@ fn menli_column(
     let hyps: Vec<&str> = input.hyps.iter().map(String::as_str).collect();
     let srcs: Vec<Option<&str>> = input.srcs.iter().map(Option::as_deref).collect();
     let plm = models.get(dir)?;
-    let mut signature = menli::signature(&plm.name, &setup, &precision_name(plm));
+    let mut signature = menli::signature(&plm.name, &setup, &plm.precision.to_string());
     let nli = block_on(menli::score_set(plm, &hyps, input.refs, &srcs, &setup))
         .map_err(|e| model_error(dir, e))?;
     let combined = match &args.menli_combine {
@@ -496,7 +491,7 @@ fn bertscore_columns(
         plm, &hyps, input.refs, layer, args.idf,
     ))
     .map_err(|e| model_error(&dir, e))?;
-    let mut signature = bertscore::signature(&name, layer, args.idf, &precision_name(plm));
+    let mut signature = bertscore::signature(&name, layer, args.idf, &plm.precision.to_string());
     if let Some(b) = baseline {
         scores = scores
             .into_iter()
@@ -591,7 +586,7 @@ pub fn run_mauve(args: &MauveArgs) -> Result<(), CliError> {
         ..MauveOptions::default()
     };
     let result = mauve::compute(&p, &q, &options).map_err(|e| model_error(&dir, e))?;
-    let signature = mauve::signature(&plm.name, &options, &precision_name(plm));
+    let signature = mauve::signature(&plm.name, &options, &plm.precision.to_string());
     if args.json {
         let out = serde_json::json!({ "result": result, "signature": signature,
             "hypotheses": hyps.len(), "references": refs.len() });

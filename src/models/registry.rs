@@ -92,5 +92,11 @@ mod tests {
         assert_eq!(roberta.baseline_by.as_deref(), Some("bert_score"));
         assert_eq!(minilm.baseline_by.as_deref(), Some("blindspot"));
         assert!(all.iter().all(|m| m.size_mb > 0.0 && !m.licence.is_empty()));
+        // Every baseline says who computed it (signatures name non-bert_score ones).
+        assert!(
+            all.iter()
+                .filter(|m| !m.baselines.is_empty())
+                .all(|m| matches!(m.baseline_by.as_deref(), Some("bert_score" | "blindspot")))
+        );
     }
 }

@@ -40,6 +40,16 @@ impl std::str::FromStr for Precision {
     }
 }
 
+/// The name signatures and the page use (`f32`, `int8`), as serialised.
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::F32 => "f32",
+            Self::Int8 => "int8",
+        })
+    }
+}
+
 /// Values sharing one int8 scale.
 pub const QUANT_BLOCK: u8 = 32;
 

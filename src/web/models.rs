@@ -305,7 +305,7 @@ pub async fn bert_score_pair(
         .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
         .expect("at least one reference");
     let mut total = bertscore::BertScore::best_of(&pairs);
-    let mut signature = bertscore::signature(&plm.name, layer, idf, &precision_name(&plm));
+    let mut signature = bertscore::signature(&plm.name, layer, idf, &plm.precision.to_string());
     if let Some(b) = &baseline {
         total = bertscore::rescale(total, b.prf);
         signature.push_str(&b.signature_suffix());
@@ -353,10 +353,6 @@ struct PerplexityView {
     elapsed_ms: f64,
 }
 
-fn precision_name(plm: &Plm) -> String {
-    format!("{:?}", plm.precision).to_lowercase()
-}
-
 /// GPT-PPL (`kind` "causal", `bos` puts `<|endoftext|>` first) or MLM
 /// pseudo-perplexity (`kind` "masked") of `text` on a loaded model.
 #[wasm_bindgen(js_name = perplexityText)]
@@ -375,11 +371,11 @@ pub async fn perplexity_text(
     let (result, signature) = match kind.as_str() {
         "causal" => (
             perplexity::causal(&plm, &[text.as_str()], bos).await,
-            perplexity::causal_signature(&plm.name, bos, &precision_name(&plm)),
+            perplexity::causal_signature(&plm.name, bos, &plm.precision.to_string()),
         ),
         "masked" => (
             perplexity::pseudo(&plm, &[text.as_str()]).await,
-            perplexity::pseudo_signature(&plm.name, &precision_name(&plm)),
+            perplexity::pseudo_signature(&plm.name, &plm.precision.to_string()),
         ),
         other => {
             return Err(JsError::new(&format!(
@@ -473,7 +469,7 @@ pub async fn menli_pair(
             Premise::Reference => "reference",
             Premise::Source => "source",
         },
-        signature: menli::signature(&plm.name, &setup, &precision_name(&plm)),
+        signature: menli::signature(&plm.name, &setup, &plm.precision.to_string()),
         elapsed_ms: js_sys::Date::now() - start,
     };
     serde_wasm_bindgen::to_value(&view).map_err(js_err)
@@ -552,7 +548,7 @@ pub async fn mauve_texts(
         dimensions: result.dimensions,
         hypotheses: hyps.len(),
         references: refs.len(),
-        signature: mauve::signature(&plm.name, &options, &precision_name(&plm)),
+        signature: mauve::signature(&plm.name, &options, &plm.precision.to_string()),
         elapsed_ms: js_sys::Date::now() - start,
     };
     serde_wasm_bindgen::to_value(&view).map_err(js_err)

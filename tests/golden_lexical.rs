@@ -207,7 +207,8 @@ fn corpus_bleu_and_chrf_match_sacrebleu() {
     assert_eq!(ours(&chrf.signature), theirs(&corpus["chrf_signature"]));
     assert_eq!(
         Bleu::default()
-            .signature(Level::Sentence, 1)
+            .signature(Level::Sentence, Some(1))
+            .to_string()
             .split('|')
             .nth(3),
         Some("eff:yes")

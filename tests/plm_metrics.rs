@@ -157,7 +157,7 @@ fn menli_matches_transformers_for_every_formula_and_direction() {
             .collect();
         let srcs = vec![None; hyps.len()];
         for direction in [Direction::RefHyp, Direction::HypRef, Direction::Both] {
-            for formula in Formula::ALL {
+            for &formula in Formula::ALL {
                 let setup = Setup {
                     formula,
                     direction,
@@ -166,14 +166,14 @@ fn menli_matches_transformers_for_every_formula_and_direction() {
                 };
                 let ours = block_on(menli::score_set(&plm, &hyps, &refs, &srcs, &setup)).unwrap();
                 for (case, s) in cases.iter().zip(&ours) {
-                    let theirs = case["scores"][direction.name()][formula.name()]
+                    let theirs = case["scores"][direction.as_str()][formula.as_str()]
                         .as_f64()
                         .unwrap();
                     assert!(
                         (s.value - theirs).abs() <= NLI_TOLERANCE,
                         "{name} {} {}: {} vs {theirs}",
-                        direction.name(),
-                        formula.name(),
+                        direction.as_str(),
+                        formula.as_str(),
                         s.value
                     );
                     let rh = f64s(&case["ref_hyp"]);

@@ -2,14 +2,28 @@
 //! metrics on ../shared/data, plus its own guarantees (determinism across
 //! thread counts, cancellation, the CLI writing the library's numbers).
 
+use blindspot::data::MenliCase;
 use blindspot::data::{self, Item};
-use blindspot::metrics::MetricOptions;
+use blindspot::metrics::{Engine, MetricSpec, Settings};
 use blindspot::stress::Verdict;
-use blindspot::stress::prefer::run_preference;
+use blindspot::stress::prefer::PreferenceReport;
 use blindspot::stress::suite::{
     ModelColumns, ModelRows, ModelScorer, SuiteConfig, SuiteError, SuiteModels, SuiteReport,
     run_suite, run_suite_with_models,
 };
+
+/// The preference suite with model-free metrics.
+fn run_preference(dataset: &str, cases: &[MenliCase], ids: &[&str]) -> PreferenceReport {
+    let specs = Settings::default().specs(ids).unwrap();
+    futures::executor::block_on(blindspot::stress::prefer::run_preference(
+        dataset,
+        cases,
+        &specs,
+        &Engine::lexical(),
+        &|_, _| true,
+    ))
+    .unwrap()
+}
 
 mod common;
 use common::DATA;
@@ -77,7 +91,7 @@ fn rouge_2_and_l_are_not_penalised_by_truncation_on_summeval() {
 }
 
 #[test]
-fn bleu_passes_every_fluency_test_on_wmt21() {
+fn bleu_passes_every_fluency_test_on_wmt21_but_middle_swap_ties() {
     let fluency: Vec<&str> = blindspot::inject::registry()
         .into_iter()
         .filter(|i| i.info().family == blindspot::inject::Family::Fluency)
@@ -94,8 +108,29 @@ fn bleu_passes_every_fluency_test_on_wmt21() {
     .unwrap();
     for id in &fluency {
         println!("{id:20} BLEU {:?}", verdict(&report, id, "bleu"));
-        assert_eq!(verdict(&report, id, "bleu"), Verdict::Pass, "{id}");
+        if *id != "middle_swap" {
+            assert_eq!(verdict(&report, id, "bleu"), Verdict::Pass, "{id}");
+        }
     }
+    // WMT21 segments hold one or two sentences: swapping the halves of 3
+    // sentences does what swapping 2 does, so levels 2 and 3 tie. The
+    // released code's strict rank rule (each score must exceed the next by
+    // more than 1e-5) calls a tie non-monotone; it was a pass before.
+    let t = report
+        .tests
+        .iter()
+        .find(|t| t.injection == "middle_swap")
+        .unwrap();
+    let means: Vec<f64> = t.levels.iter().map(|l| l.scores[0].mean).collect();
+    assert_eq!(means[1], means[2], "{means:?}");
+    assert!(
+        means[1] < means[0] && means[0] < report.base[0],
+        "{means:?}"
+    );
+    assert_eq!(
+        verdict(&report, "middle_swap", "bleu"),
+        Verdict::NonMonotone
+    );
     // Noise grows with the level, and the std over seeds is reported.
     let drop = report
         .tests
@@ -114,18 +149,7 @@ fn bleu_passes_every_fluency_test_on_wmt21() {
 fn lexical_metrics_rarely_prefer_the_paraphrase_on_menli_wmt20() {
     let text = std::fs::read_to_string(format!("{DATA}/menli_wmt20_de.csv")).unwrap();
     let cases = data::load_menli_csv(&text).unwrap().rows;
-    let ids: Vec<String> = ["bleu", "chrf", "rougeL"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let report = run_preference(
-        "menli_wmt20_de.csv",
-        &cases,
-        &ids,
-        MetricOptions::default(),
-        &|_, _| true,
-    )
-    .unwrap();
+    let report = run_preference("menli_wmt20_de.csv", &cases, &["bleu", "chrf", "rougeL"]);
     assert_eq!(report.cases, 2400);
     assert_eq!(report.error_types.len(), 12);
     for m in &report.metrics {
@@ -177,17 +201,16 @@ struct ChrfAsModel {
 }
 
 impl ModelScorer for ChrfAsModel {
-    fn serves(&self, id: &str) -> bool {
-        id == "bertscore-f"
-    }
-
-    fn score(&mut self, ids: &[&str], rows: &ModelRows) -> Result<ModelColumns, String> {
-        assert_eq!(ids, ["bertscore-f"]);
+    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
+        assert_eq!(
+            specs,
+            [Settings::default().spec("bertscore-f".parse().unwrap())]
+        );
         self.batches.push(rows.hyps.len());
         // No (hypothesis, references) row is sent twice.
         let mut seen = std::collections::HashSet::new();
         self.distinct &= rows.hyps.iter().zip(&rows.refs).all(|r| seen.insert(r));
-        let chrf = blindspot::metrics::create("chrf", MetricOptions::default()).unwrap();
+        let chrf = blindspot::metrics::create("chrf", false).unwrap();
         let values = rows
             .hyps
             .iter()
@@ -239,11 +262,12 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     }
     assert_eq!(report.metrics[1].signature, "chrf-as-model");
     assert!(fake.distinct);
-    // Batches of 4 items (the last one of 2), each far smaller than 4 items x
-    // (1 + 2 tests x levels x 3 seeds) rows: repeated texts go once.
-    assert_eq!(fake.batches.len(), 8);
-    // Progress counts both passes and ends at 2 x items.
-    assert_eq!(calls.lock().unwrap().last(), Some(&(60, 60)));
+    // Batches of 4 items (the last one of 2) for the base and for each of the
+    // three tests, each far smaller than 4 items x (levels x 3 seeds) rows:
+    // repeated texts go once.
+    assert_eq!(fake.batches.len(), 4 * 8);
+    // Progress counts both passes of the base and of each test.
+    assert_eq!(calls.lock().unwrap().last(), Some(&(240, 240)));
     // Without a scorer the model metric is a clear error.
     let err = run_suite("wmt", &items, &cfg, None, &|_, _| true).unwrap_err();
     assert!(
@@ -295,7 +319,7 @@ fn minilm_bertscore_joins_the_cli_suite() {
     assert!(
         report.metrics[1]
             .signature
-            .starts_with("all-MiniLM-L6-v2_L6_no-idf")
+            .starts_with("bertscore|model:all-MiniLM-L6-v2|layer:6|idf:no|rescale:no")
     );
     let items = wmt(6);
     let plm = blindspot::models::Plm::load(
@@ -352,7 +376,10 @@ fn minilm_bertscore_joins_the_cli_suite() {
         minilm,
     ]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--idf depends on the whole scored set"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("BERTScore's idf weights depend on the whole scored set")
+    );
 }
 
 #[test]
@@ -416,14 +443,14 @@ fn the_cli_writes_the_library_numbers() {
 fn audit_flags_metrics_that_track_length_more_than_humans() {
     let text = std::fs::read_to_string(format!("{DATA}/summeval.jsonl")).unwrap();
     let docs = data::load_summeval(&text).rows;
-    let ids: Vec<String> = LEXICAL.iter().map(|s| s.to_string()).collect();
-    let report = blindspot::stress::audit::run_audit(
+    let specs = Settings::default().specs(LEXICAL).unwrap();
+    let report = futures::executor::block_on(blindspot::stress::audit::run_audit(
         "summeval.jsonl",
         &docs,
-        &ids,
-        MetricOptions::default(),
+        &specs,
+        &Engine::lexical(),
         &[],
-    )
+    ))
     .unwrap();
     assert_eq!(report.examples, 1600);
     assert_eq!(report.systems, 16);
@@ -471,11 +498,7 @@ fn preference_suites_built_from_wmt21_show_the_same_blind_spot() {
         assert_ne!(c.adversarial_ref_based, c.reference);
         assert_eq!(c.adversarial_ref_based, c.adversarial_ref_free);
     }
-    let ids: Vec<String> = ["bleu", "chrf"].iter().map(|s| s.to_string()).collect();
-    let report = run_preference("wmt21", &cases, &ids, MetricOptions::default(), &|_, _| {
-        true
-    })
-    .unwrap();
+    let report = run_preference("wmt21", &cases, &["bleu", "chrf"]);
     for m in &report.metrics {
         println!(
             "{}: paraphrase preferred in {:.1}% of built cases",

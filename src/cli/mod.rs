@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use blindspot::metrics::{self, Level, MetricOptions, Segment};
+use blindspot::metrics::{self, Segment};
+use futures::executor::block_on;
 use input::Pairs;
 
 /// Stress-test text-generation metrics from the command line.
@@ -40,6 +41,8 @@ enum Command {
     },
     /// Run the blind-spot stress suite over a dataset: every injection, level and seed.
     Stress(stress::StressArgs),
+    /// Combine the partial results of `stress --shard I/N` runs into one report.
+    Merge(stress::MergeArgs),
     /// Run the MENLI preference suite: does each metric prefer the paraphrase to the adversarial text?
     Prefer(stress::PreferArgs),
     /// Audit metrics for spurious correlates (length, coverage, density) on SummEval-format data.
@@ -115,6 +118,12 @@ pub enum CliError {
     /// Problem raised by a metric.
     #[error(transparent)]
     Metric(#[from] metrics::MetricError),
+    /// Metric ids or options that do not resolve.
+    #[error(transparent)]
+    Specs(#[from] metrics::spec::SpecsError),
+    /// Scoring failed (a model, an input a metric refuses).
+    #[error(transparent)]
+    Engine(#[from] metrics::EngineError),
     /// A stress suite could not run.
     #[error("{0}")]
     Suite(String),
@@ -148,6 +157,7 @@ pub fn run() -> ExitCode {
         Command::Metrics { format } => list_metrics(format),
         Command::Inject(args) => inject::run_inject(&args),
         Command::Stress(args) => stress::run_stress(&args),
+        Command::Merge(args) => stress::run_merge(&args),
         Command::Prefer(args) => stress::run_prefer(&args),
         Command::Audit(args) => stress::run_audit(&args),
         Command::Prepare(args) => models::run_prepare(&args),
@@ -169,22 +179,7 @@ pub fn run() -> ExitCode {
 }
 
 fn score(args: &ScoreArgs) -> Result<(), CliError> {
-    let options = MetricOptions {
-        rouge_stemmer: args.rouge_stemmer,
-    };
-    let plm_ids: Vec<&str> = args
-        .metrics
-        .iter()
-        .map(|id| id.trim())
-        .filter(|id| metrics::model_metric(id).is_some())
-        .collect();
-    let metrics = args
-        .metrics
-        .iter()
-        .map(|id| id.trim())
-        .filter(|id| !plm_ids.contains(id))
-        .map(|id| metrics::create(id, options))
-        .collect::<Result<Vec<_>, _>>()?;
+    let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
     let pairs = match &args.input {
         Some(path) => Pairs::from_jsonl(path)?,
         None => Pairs::from_line_files(
@@ -209,45 +204,19 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
             src: src.as_deref(),
         })
         .collect();
-    for m in &metrics {
-        if m.info().needs_source && segments.iter().any(|s| s.src.is_none()) {
-            return Err(input::InputError::MissingSource(m.info().id).into());
+    for spec in &specs {
+        if spec.info().needs_source && segments.iter().any(|s| s.src.is_none()) {
+            return Err(input::InputError::MissingSource(spec.info().id).into());
         }
     }
-    let mut rows = segments
-        .iter()
-        .map(|s| {
-            metrics
-                .iter()
-                .map(|m| m.sentence_score(s))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut corpus = metrics
-        .iter()
-        .map(|m| m.corpus_score(&segments))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut ids: Vec<&str> = metrics.iter().map(|m| m.info().id).collect();
-    let nrefs = refs.first().map_or(1, Vec::len);
-    let mut sentence_signatures: Vec<String> = metrics
-        .iter()
-        .map(|m| m.signature(Level::Sentence, nrefs))
+    let columns = block_on(args.plm.engine().score(&specs, &segments))?;
+    let rows: Vec<Vec<_>> = (0..segments.len())
+        .map(|i| columns.iter().map(|c| c.scores[i].clone()).collect())
         .collect();
-    if !plm_ids.is_empty() {
-        let input = plm_scores::Input {
-            hyps: &pairs.hyps,
-            refs: &refs,
-            srcs: &pairs.srcs,
-        };
-        let plm = plm_scores::columns(&args.plm, &input, &plm_ids)?;
-        for (row, extra) in rows.iter_mut().zip(plm.rows) {
-            row.extend(extra);
-        }
-        corpus.extend(plm.corpus);
-        ids.extend(plm.ids);
-        sentence_signatures.extend(plm.signatures);
-    }
-    output::write_scores(args.format, &ids, &rows, &corpus, &sentence_signatures)?;
+    let corpus: Vec<_> = columns.iter().map(|c| c.corpus.clone()).collect();
+    let ids: Vec<&str> = columns.iter().map(|c| c.spec.id().as_str()).collect();
+    let signatures: Vec<String> = columns.iter().map(|c| c.signature.to_string()).collect();
+    output::write_scores(args.format, &ids, &rows, &corpus, &signatures)?;
     Ok(())
 }
 
@@ -256,23 +225,13 @@ fn list_metrics(format: ListFormat) -> Result<(), CliError> {
     let registry = metrics::registry();
     let mut out = std::io::stdout().lock();
     match format {
-        ListFormat::Json => {
-            let mut all = serde_json::to_value(registry).expect("serialisable");
-            let model = serde_json::to_value(metrics::MODEL_METRICS).expect("serialisable");
-            if let (Some(all), Some(model)) = (all.as_array_mut(), model.as_array()) {
-                all.extend(model.iter().cloned());
-            }
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&all).expect("serialisable")
-            )?
-        }
+        ListFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&registry).expect("serialisable")
+        )?,
         ListFormat::Table => {
             for m in registry {
-                writeln!(out, "{:<8} {:<8} {}", m.id, m.name, m.description)?;
-            }
-            for m in &metrics::MODEL_METRICS {
                 writeln!(out, "{:<12} {:<12} {}", m.id, m.name, m.description)?;
             }
             writeln!(

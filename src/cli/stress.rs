@@ -5,8 +5,11 @@ use std::io::Write;
 use blindspot::data::{self, Item};
 use blindspot::inject;
 use blindspot::inject::masked_lm::PlmMaskedLm;
-use blindspot::stress::suite::{SuiteConfig, SuiteModels, SuiteReport, run_suite_with_models};
+use blindspot::stress::suite::{
+    Shard, SuiteConfig, SuiteModels, SuitePart, SuiteReport, merge, run_part, run_suite_with_models,
+};
 use clap::ValueEnum;
+use futures::executor::block_on;
 
 use super::CliError;
 use super::input::read_text;
@@ -53,6 +56,24 @@ pub struct StressArgs {
     /// Language-model tokenizer for positioned errors (tokenizer.json, or a GPT-2 vocabulary folder).
     #[arg(long)]
     tokenizer: Option<String>,
+    /// Where the report goes (with `--shard`: the partial result, to `--out`).
+    #[command(flatten)]
+    report: ReportFiles,
+    /// Masked-LM checkpoint (folder or .bpk) for BERT-diverge's replacements (top-10 sampling).
+    #[arg(long)]
+    mlm_model: Option<std::path::PathBuf>,
+    /// Run only shard I of N (0-based, contiguous items) and write its partial
+    /// result to `--out`; `blindspot merge` combines the parts into the report.
+    #[arg(long)]
+    shard: Option<Shard>,
+    /// Models of the model-based metrics (bertscore-f, gpt-ppl, mlm-ppl, menli...).
+    #[command(flatten)]
+    plm: super::plm_scores::PlmArgs,
+}
+
+/// Where a suite report is written.
+#[derive(clap::Args)]
+pub struct ReportFiles {
     /// Write the full results (JSON) here; `-` is stdout.
     #[arg(long, default_value = "-")]
     out: String,
@@ -62,12 +83,17 @@ pub struct StressArgs {
     /// Also write a self-contained HTML report (card, charts, embedded JSON) here.
     #[arg(long)]
     html: Option<String>,
-    /// Masked-LM checkpoint (folder or .bpk) for BERT-diverge's replacements (top-10 sampling).
-    #[arg(long)]
-    mlm_model: Option<std::path::PathBuf>,
-    /// Models of the model-based metrics (bertscore-f, gpt-ppl, mlm-ppl, menli...).
+}
+
+/// Arguments of `blindspot merge`.
+#[derive(clap::Args)]
+pub struct MergeArgs {
+    /// The partial results of `blindspot stress --shard I/N`, one per shard.
+    #[arg(required = true)]
+    parts: Vec<String>,
+    /// Where the merged report goes.
     #[command(flatten)]
-    plm: super::plm_scores::PlmArgs,
+    report: ReportFiles,
 }
 
 /// The file-name part of a path, naming the dataset in reports.
@@ -152,7 +178,7 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         .expect("valid template"),
     );
     let dataset = file_name(&args.data);
-    let mut scorer = super::plm_scores::SuiteScorer::new(&args.plm)?;
+    let mut engine = args.plm.engine();
     let mlm = args
         .mlm_model
         .as_deref()
@@ -175,25 +201,79 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     let models = SuiteModels {
         lm_tokenizer: tokenizer.as_ref(),
         masked_lm: masked_lm.as_ref().map(|m| m as _),
-        scorer: Some(&mut scorer),
+        scorer: Some(&mut engine),
+        settings: args.plm.settings(args.rouge_stemmer),
+        on_test: None,
     };
-    let report = run_suite_with_models(&dataset, &items, &config, models, &|done, total| {
-        // Two passes when a model runs: perturb + lexical, then the model.
+    let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         true
-    })
-    .map_err(|e| CliError::Suite(e.to_string()))?;
+    };
+    if let Some(shard) = args.shard {
+        let part = run_part(&dataset, &items, &config, models, Some(shard), &progress)
+            .map_err(|e| CliError::Suite(e.to_string()))?;
+        bar.finish_and_clear();
+        write_json(&args.report.out, &part)?;
+        eprintln!(
+            "shard {}/{}: {} of {} items; combine the parts with `blindspot merge`",
+            shard.index,
+            shard.count,
+            part.indices.len(),
+            part.items
+        );
+        return Ok(());
+    }
+    let report = run_suite_with_models(&dataset, &items, &config, models, &progress)
+        .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
-    write_json(&args.out, &report)?;
-    if let Some(path) = &args.csv {
+    write_report(
+        &report,
+        &args.out,
+        args.csv.as_deref(),
+        args.html.as_deref(),
+    )
+}
+
+/// Writes a suite report as JSON (and CSV and HTML where asked) and prints its card.
+fn write_report(
+    report: &SuiteReport,
+    out: &str,
+    csv: Option<&str>,
+    html: Option<&str>,
+) -> Result<(), CliError> {
+    write_json(out, report)?;
+    if let Some(path) = csv {
         std::fs::write(path, report.to_csv())?;
     }
-    if let Some(path) = &args.html {
-        std::fs::write(path, blindspot::stress::html::suite_html(&report))?;
+    if let Some(path) = html {
+        std::fs::write(path, blindspot::stress::html::suite_html(report))?;
     }
-    eprintln!("{}", summary(&report));
+    eprintln!("{}", summary(report));
     Ok(())
+}
+
+/// Runs `blindspot merge`.
+pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
+    let parts = args
+        .parts
+        .iter()
+        .map(|path| {
+            let text = read_text(path)?;
+            serde_json::from_str::<SuitePart>(&text).map_err(|e| {
+                CliError::Suite(format!(
+                    "{path}: not a partial result of `blindspot stress --shard` ({e})"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = merge(parts).map_err(|e| CliError::Suite(e.to_string()))?;
+    write_report(
+        &report,
+        &args.out,
+        args.csv.as_deref(),
+        args.html.as_deref(),
+    )
 }
 
 /// The report card as a terminal table: one row per test, one column per metric.
@@ -236,7 +316,7 @@ pub struct PreferArgs {
     /// Use only the first N items of `--data`.
     #[arg(long)]
     limit: Option<usize>,
-    /// Comma-separated metric ids.
+    /// Comma-separated metric ids, model-based ones included.
     #[arg(
         long,
         value_delimiter = ',',
@@ -249,6 +329,9 @@ pub struct PreferArgs {
     /// Write the full results (JSON) here; `-` is stdout.
     #[arg(long, default_value = "-")]
     out: String,
+    /// Models of the model-based metrics.
+    #[command(flatten)]
+    plm: super::plm_scores::PlmArgs,
 }
 
 /// Runs `blindspot prefer`.
@@ -280,20 +363,18 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         (None, None) => unreachable!("clap requires --menli or --data"),
     };
     let dataset = file_name(&path);
+    let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
     let bar = indicatif::ProgressBar::new(cases.len() as u64);
-    let options = blindspot::metrics::MetricOptions {
-        rouge_stemmer: args.rouge_stemmer,
-    };
-    let report = blindspot::stress::prefer::run_preference(
+    let report = block_on(blindspot::stress::prefer::run_preference(
         &dataset,
         &cases,
-        &args.metrics,
-        options,
+        &specs,
+        &args.plm.engine(),
         &|done, _| {
             bar.set_position(done as u64);
             true
         },
-    )?;
+    ))?;
     bar.finish_and_clear();
     write_json(&args.out, &report)?;
     let mut table = format!("{:<26}", "error");
@@ -324,7 +405,7 @@ pub struct AuditArgs {
     /// SummEval-format JSONL (src, ref, refs, systems with summary and expert scores).
     #[arg(long)]
     summeval: String,
-    /// Comma-separated metric ids.
+    /// Comma-separated metric ids, model-based ones included.
     #[arg(
         long,
         value_delimiter = ',',
@@ -341,34 +422,42 @@ pub struct AuditArgs {
     /// (after `<|endoftext|>`) as a correlate.
     #[arg(long)]
     ppl_model: Option<std::path::PathBuf>,
+    /// Models of the model-based metrics.
+    #[command(flatten)]
+    plm: super::plm_scores::PlmArgs,
 }
 
-/// Each summary's GPT-2 perplexity, in the audit's order.
+/// Each summary's GPT-2 perplexity (after `<|endoftext|>`), in the audit's
+/// order, from the engine's GPT-PPL.
 fn perplexity_correlate(
+    engine: &blindspot::metrics::Engine,
     dir: &std::path::Path,
     docs: &[blindspot::data::SummEvalDoc],
 ) -> Result<(String, Vec<f64>), CliError> {
-    let plm = super::models::load_plm(dir, blindspot::models::Precision::F32)?;
-    let name = plm.name.clone();
     let texts = blindspot::stress::audit::summaries(docs);
-    eprintln!("scoring {} summaries with {name}...", texts.len());
-    let scored =
-        futures::executor::block_on(blindspot::metrics::perplexity::causal(&plm, &texts, true))
-            .map_err(|e| CliError::Model {
-                path: dir.display().to_string(),
-                message: e.to_string(),
-            })?;
-    let values = scored
+    let segments: Vec<blindspot::metrics::Segment> = texts
         .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            p.perplexity.ok_or_else(|| CliError::Model {
-                path: dir.display().to_string(),
-                message: format!("summary {} is empty: it has no perplexity", i + 1),
-            })
+        .map(|hyp| blindspot::metrics::Segment {
+            hyp,
+            refs: &[],
+            src: None,
         })
-        .collect::<Result<_, _>>()?;
-    Ok((format!("{name}-ppl"), values))
+        .collect();
+    let spec = blindspot::metrics::MetricSpec::GptPpl {
+        model: Some(dir.display().to_string()),
+        bos: true,
+    };
+    eprintln!(
+        "scoring {} summaries with {}...",
+        texts.len(),
+        dir.display()
+    );
+    let column = block_on(engine.score(&[spec], &segments))?.remove(0);
+    let name = column.signature.get("model").unwrap_or("gpt2").to_owned();
+    Ok((
+        format!("{name}-ppl"),
+        column.values().iter().map(|v| -v).collect(),
+    ))
 }
 
 /// Runs `blindspot audit`.
@@ -382,20 +471,19 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
         );
     }
     let dataset = file_name(&args.summeval);
-    let options = blindspot::metrics::MetricOptions {
-        rouge_stemmer: args.rouge_stemmer,
-    };
+    let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
+    let engine = args.plm.engine();
     let extra = match &args.ppl_model {
-        Some(dir) => vec![perplexity_correlate(dir, &loaded.rows)?],
+        Some(dir) => vec![perplexity_correlate(&engine, dir, &loaded.rows)?],
         None => vec![],
     };
-    let report = blindspot::stress::audit::run_audit(
+    let report = block_on(blindspot::stress::audit::run_audit(
         &dataset,
         &loaded.rows,
-        &args.metrics,
-        options,
+        &specs,
+        &engine,
         &extra,
-    )?;
+    ))?;
     write_json(&args.out, &report)?;
     let mut table = format!("{:<8}", "kendall");
     for d in &report.dimensions {

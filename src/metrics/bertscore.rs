@@ -8,9 +8,13 @@
 //! Embedding ([`embed`]) runs the model and is asynchronous (WebGPU reads
 //! are); scoring ([`score`]) is plain arithmetic on the embeddings.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
+use super::Signature;
 use crate::models::{ModelError, Plm, read_back};
 
 /// Texts per forward pass.
@@ -269,13 +273,37 @@ pub fn score(
     BertScore::best_of(&pairs)
 }
 
-/// bert_score's hash-style signature: model, layer, idf, versions.
-pub fn signature(model: &str, layer: usize, idf: bool, precision: &str) -> String {
-    format!(
-        "{model}_L{layer}_{}_version=blindspot-{}(bert_score-0.3.13 conventions)_{precision}",
-        if idf { "idf" } else { "no-idf" },
-        super::VERSION
-    )
+/// BERTScore's signature: model, layer, idf, rescaling baseline (`no`, or
+/// who computed it: `bert_score` or `blindspot`), weight precision.
+pub fn signature(
+    model: &str,
+    layer: usize,
+    idf: bool,
+    baseline: Option<&KnownBaseline>,
+    precision: &str,
+) -> Signature {
+    Signature::new("bertscore")
+        .with("model", model)
+        .with("layer", layer)
+        .flag("idf", idf)
+        .with("rescale", baseline.map_or("no", |b| b.by.as_str()))
+        .with("precision", precision)
+        .with("ref", "bert_score-0.3.13")
+        .versioned()
+}
+
+/// The layer BERTScore reads when none is asked for: the registry's layer
+/// for `model` (bert_score's per-model defaults), else the model's last.
+pub fn default_layer(model: &str, num_layers: usize) -> usize {
+    registry_entry(model)
+        .and_then(|m| m.layer)
+        .unwrap_or(num_layers)
+}
+
+fn registry_entry(model: &str) -> Option<crate::models::registry::RegistryModel> {
+    crate::models::registry::models()
+        .into_iter()
+        .find(|m| m.id == model || m.id.ends_with(&format!("/{model}")))
 }
 
 /// bert_score's baseline rescaling `(x - b) / (1 - b)` of P, R and F with a
@@ -298,23 +326,9 @@ pub struct KnownBaseline {
     pub by: String,
 }
 
-impl KnownBaseline {
-    /// What a rescaled score's signature ends with: bert_score's `_rescaled`,
-    /// naming the baseline's origin when bert_score did not publish it.
-    pub fn signature_suffix(&self) -> String {
-        if self.by == "bert_score" {
-            "_rescaled".into()
-        } else {
-            format!("_rescaled(baseline={})", self.by)
-        }
-    }
-}
-
 /// The registry's baseline for `model` at `layer`, or why there is none.
 pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> {
-    let entry = crate::models::registry::models()
-        .into_iter()
-        .find(|m| m.id == model || m.id.ends_with(&format!("/{model}")));
+    let entry = registry_entry(model);
     let Some(entry) = entry.filter(|m| !m.baselines.is_empty()) else {
         return Err(format!(
             "no BERTScore baseline is known for {model}: bert_score publishes baselines for its \
@@ -339,18 +353,73 @@ pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> 
     }
 }
 
-/// Metric ids of the three BERTScore components.
-pub const METRIC_IDS: [&str; 3] = ["bertscore-p", "bertscore-r", "bertscore-f"];
+/// Reference embeddings kept between calls, so that while a user edits
+/// the hypothesis each reference is embedded once, not per keystroke.
+#[derive(Default)]
+pub struct EmbeddingCache {
+    /// `(model key, layer, text, embeddings)`, oldest first.
+    entries: Vec<(String, usize, String, Rc<TokenEmbeddings>)>,
+}
+
+impl EmbeddingCache {
+    /// Entries kept (a few references at a few layers).
+    pub const CAPACITY: usize = 8;
+
+    fn key(plm: &Plm) -> String {
+        format!("{}@{}", plm.name, plm.precision)
+    }
+
+    fn get(&self, key: &str, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
+        self.entries
+            .iter()
+            .find(|(k, l, t, _)| k == key && *l == layer && t == text)
+            .map(|e| e.3.clone())
+    }
+
+    fn put(&mut self, key: &str, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
+        self.entries
+            .retain(|(k, l, t, _)| !(k == key && *l == layer && t == text));
+        self.entries
+            .push((key.to_owned(), layer, text.to_owned(), emb));
+        let excess = self.entries.len().saturating_sub(Self::CAPACITY);
+        self.entries.drain(..excess);
+    }
+
+    /// Drops every entry of the model named `name` (it was unloaded).
+    pub fn forget(&mut self, name: &str) {
+        self.entries
+            .retain(|(k, ..)| k.rsplit_once('@').is_none_or(|(n, _)| n != name));
+    }
+}
+
+/// One hypothesis's BERTScore with the alignment to its best reference.
+#[derive(Clone, Debug)]
+pub struct SegmentScore {
+    /// P, R and F (each the maximum over the references).
+    pub score: BertScore,
+    /// Index of the reference with the best F.
+    pub best: usize,
+    /// The pair score against that reference.
+    pub pair: PairScore,
+    /// The hypothesis's embeddings.
+    pub hyp: Rc<TokenEmbeddings>,
+    /// The best reference's embeddings.
+    pub reference: Rc<TokenEmbeddings>,
+}
 
 /// BERTScore of every hypothesis against its references, as bert_score's
-/// `score()` computes it: idf (when asked) over all references of the set.
-pub async fn score_set(
+/// `score()` computes it: each distinct text embedded once, idf (when asked)
+/// over all references of the set. With a `cache`, references embedded by
+/// an earlier call are reused and new ones kept. Returns the scores and the
+/// token weights used.
+pub async fn score_texts(
     plm: &Plm,
     hyps: &[&str],
     refs: &[Vec<&str>],
     layer: usize,
     idf: bool,
-) -> Result<Vec<BertScore>, ModelError> {
+    cache: Option<&RefCell<EmbeddingCache>>,
+) -> Result<(Vec<SegmentScore>, Weights), ModelError> {
     if let Some(i) = refs.iter().position(Vec::is_empty) {
         return Err(ModelError::Unsupported(format!(
             "segment {} has no reference",
@@ -360,8 +429,44 @@ pub async fn score_set(
     // Each distinct text is embedded once (suites repeat references and texts).
     let (hyp_texts, hyp_of) = distinct(hyps.iter().copied());
     let (ref_texts, ref_of) = distinct(refs.iter().flatten().copied());
-    let hyp_emb = embed(plm, &hyp_texts, layer).await?;
-    let ref_emb = embed(plm, &ref_texts, layer).await?;
+    if idf && ref_of.len() < 2 {
+        return Err(ModelError::Unsupported(
+            "idf weights come from a set of references: with one, each of its tokens has \
+             df = 1 and weighs ln(2/2) = 0. Add references (on the page: separated by a blank \
+             line) or turn idf off"
+                .into(),
+        ));
+    }
+    let hyp_emb: Vec<Rc<TokenEmbeddings>> = embed(plm, &hyp_texts, layer)
+        .await?
+        .into_iter()
+        .map(Rc::new)
+        .collect();
+    let key = EmbeddingCache::key(plm);
+    let known: Vec<Option<Rc<TokenEmbeddings>>> = ref_texts
+        .iter()
+        .map(|t| cache.and_then(|c| c.borrow().get(&key, layer, t)))
+        .collect();
+    let missing: Vec<&str> = ref_texts
+        .iter()
+        .zip(&known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(t, _)| *t)
+        .collect();
+    let mut fresh = embed(plm, &missing, layer).await?.into_iter();
+    let ref_emb: Vec<Rc<TokenEmbeddings>> = ref_texts
+        .iter()
+        .zip(known)
+        .map(|(text, k)| {
+            k.unwrap_or_else(|| {
+                let e = Rc::new(fresh.next().expect("one embedding per missing reference"));
+                if let Some(c) = cache {
+                    c.borrow_mut().put(&key, layer, text, e.clone());
+                }
+                e
+            })
+        })
+        .collect();
     let weights = if idf {
         // Document frequencies count every reference as given, repeats
         // included, as bert_score's `get_idf_dict(refs)` does.
@@ -371,7 +476,7 @@ pub async fn score_set(
         Weights::uniform(plm)
     };
     let mut start = 0;
-    Ok(hyp_of
+    let scores = hyp_of
         .iter()
         .zip(refs)
         .map(|(&h, r)| {
@@ -381,9 +486,32 @@ pub async fn score_set(
                 .iter()
                 .map(|&k| score_pair(&hyp_emb[h], &ref_emb[k], &weights))
                 .collect();
-            BertScore::best_of(&pairs)
+            let best = (0..pairs.len())
+                .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
+                .expect("at least one reference");
+            SegmentScore {
+                score: BertScore::best_of(&pairs),
+                best,
+                reference: ref_emb[own[best]].clone(),
+                hyp: hyp_emb[h].clone(),
+                pair: pairs.into_iter().nth(best).expect("best is an index"),
+            }
         })
-        .collect())
+        .collect();
+    Ok((scores, weights))
+}
+
+/// BERTScore of every hypothesis against its references ([`score_texts`]
+/// without a cache), P, R and F only.
+pub async fn score_set(
+    plm: &Plm,
+    hyps: &[&str],
+    refs: &[Vec<&str>],
+    layer: usize,
+    idf: bool,
+) -> Result<Vec<BertScore>, ModelError> {
+    let (scores, _) = score_texts(plm, hyps, refs, layer, idf, None).await?;
+    Ok(scores.into_iter().map(|s| s.score).collect())
 }
 
 /// The distinct texts in order of first appearance, and each input's index

@@ -7,10 +7,11 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::signature::nrefs_value;
 use super::tokenizer_13a::tokenize_13a;
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, nrefs_label, require_references, uniform_nrefs,
+    Signature, require_references, uniform_nrefs,
 };
 use crate::text::python_rstrip;
 
@@ -24,6 +25,8 @@ pub static INFO: MetricInfo = MetricInfo {
     needs_source: false,
     scale: Scale::Percent,
     corpus: CorpusAggregation::SummedStatistics,
+    model: None,
+    slot: None,
 };
 
 /// Maximum n-gram order (sacrebleu `MAX_NGRAM_ORDER`).
@@ -251,22 +254,19 @@ impl Bleu {
             metric: INFO.id,
             value: v.score,
             parts,
-            signature: self.signature_for(level, nrefs),
+            signature: self.signature_for(level, nrefs).to_string(),
         }
     }
 
-    fn signature_for(&self, level: Level, nrefs: Option<usize>) -> String {
-        format!(
-            "bleu|nrefs:{}|case:{}|eff:{}|tok:13a|smooth:{}|ref:sacrebleu-2.6.0|v:{VERSION}",
-            nrefs_label(nrefs),
-            if self.lowercase { "lc" } else { "mixed" },
-            if level == Level::Sentence {
-                "yes"
-            } else {
-                "no"
-            },
-            self.smoothing.signature(),
-        )
+    fn signature_for(&self, level: Level, nrefs: Option<usize>) -> Signature {
+        Signature::new("bleu")
+            .with("nrefs", nrefs_value(nrefs))
+            .with("case", if self.lowercase { "lc" } else { "mixed" })
+            .flag("eff", level == Level::Sentence)
+            .with("tok", "13a")
+            .with("smooth", self.smoothing.signature())
+            .with("ref", "sacrebleu-2.6.0")
+            .versioned()
     }
 }
 
@@ -275,8 +275,8 @@ impl Metric for Bleu {
         &INFO
     }
 
-    fn signature(&self, level: Level, nrefs: usize) -> String {
-        self.signature_for(level, Some(nrefs))
+    fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature {
+        self.signature_for(level, nrefs)
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
@@ -331,7 +331,9 @@ mod tests {
 
     #[test]
     fn signature_matches_sacrebleu_fields() {
-        let sig = Bleu::default().signature(Level::Corpus, 2);
+        let sig = Bleu::default()
+            .signature(Level::Corpus, Some(2))
+            .to_string();
         assert!(sig.starts_with("bleu|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|"));
     }
 }

@@ -8,9 +8,10 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::signature::nrefs_value;
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, nrefs_label, require_references, uniform_nrefs,
+    Signature, require_references, uniform_nrefs,
 };
 use crate::text::python_split;
 
@@ -24,6 +25,8 @@ pub static INFO: MetricInfo = MetricInfo {
     needs_source: false,
     scale: Scale::Percent,
     corpus: CorpusAggregation::SummedStatistics,
+    model: None,
+    slot: None,
 };
 
 /// Character n-gram order (sacrebleu `CHRF.CHAR_ORDER`).
@@ -158,21 +161,25 @@ impl Chrf {
                     value: avg(rec),
                 },
             ],
-            signature: self.signature_for(level, nrefs),
+            signature: self.signature_for(level, nrefs).to_string(),
         }
     }
 
-    fn signature_for(&self, _level: Level, nrefs: Option<usize>) -> String {
-        format!(
-            "chrf|nrefs:{}|case:{}|eff:yes|nc:{CHAR_ORDER}|nw:0|space:no|ref:sacrebleu-2.6.0|v:{VERSION}{}",
-            nrefs_label(nrefs),
-            if self.lowercase { "lc" } else { "mixed" },
-            if self.beta == BETA {
-                String::new()
-            } else {
-                format!("|beta:{}", self.beta)
-            },
-        )
+    fn signature_for(&self, _level: Level, nrefs: Option<usize>) -> Signature {
+        let sig = Signature::new("chrf")
+            .with("nrefs", nrefs_value(nrefs))
+            .with("case", if self.lowercase { "lc" } else { "mixed" })
+            .flag("eff", true)
+            .with("nc", CHAR_ORDER)
+            .with("nw", 0)
+            .flag("space", false)
+            .with("ref", "sacrebleu-2.6.0")
+            .versioned();
+        if self.beta == BETA {
+            sig
+        } else {
+            sig.with("beta", self.beta)
+        }
     }
 }
 
@@ -181,8 +188,8 @@ impl Metric for Chrf {
         &INFO
     }
 
-    fn signature(&self, level: Level, nrefs: usize) -> String {
-        self.signature_for(level, Some(nrefs))
+    fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature {
+        self.signature_for(level, nrefs)
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {

@@ -20,6 +20,7 @@ use rand_xoshiro::Xoshiro256Plus;
 use rand_xoshiro::rand_core::SeedableRng;
 use serde::Serialize;
 
+use super::Signature;
 use crate::models::{ModelError, Plm, read_back};
 
 /// Texts per forward pass when featurising.
@@ -105,6 +106,65 @@ pub enum MauveError {
     /// A numeric step failed (features with NaN, a degenerate SVD).
     #[error("MAUVE: {0}")]
     Numeric(String),
+    /// The featurising model failed.
+    #[error("{0}")]
+    Model(String),
+}
+
+/// MAUVE of two sets of texts with what the CLI and the page show.
+#[derive(Clone, Debug, Serialize)]
+pub struct MauveScore {
+    /// The result.
+    pub result: Mauve,
+    /// Its signature.
+    pub signature: Signature,
+    /// Texts of P kept (blank entries dropped).
+    pub hypotheses: usize,
+    /// Texts of Q kept.
+    pub references: usize,
+}
+
+fn as_strs(texts: &[String]) -> Vec<&str> {
+    texts.iter().map(String::as_str).collect()
+}
+
+/// MAUVE between `hyps` (P) and `refs` (Q), one text per entry (blank
+/// entries dropped, the rest trimmed), featurised by `plm`: the one entry
+/// point of `blindspot mauve` and the page. `progress(what, n)` is told
+/// before each set is featurised.
+pub async fn score_texts(
+    plm: &Plm,
+    hyps: &[String],
+    refs: &[String],
+    options: &Options,
+    progress: &dyn Fn(&str, usize),
+) -> Result<MauveScore, MauveError> {
+    let keep = |texts: &[String]| -> Vec<String> {
+        texts
+            .iter()
+            .map(|t| t.trim())
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (p_texts, q_texts) = (keep(hyps), keep(refs));
+    if p_texts.len() < 2 || q_texts.len() < 2 {
+        return Err(MauveError::TooFew {
+            p: p_texts.len(),
+            q: q_texts.len(),
+        });
+    }
+    let model = |e: ModelError| MauveError::Model(e.to_string());
+    progress("hypotheses", p_texts.len());
+    let p = features(plm, &as_strs(&p_texts)).await.map_err(model)?;
+    progress("references", q_texts.len());
+    let q = features(plm, &as_strs(&q_texts)).await.map_err(model)?;
+    Ok(MauveScore {
+        result: compute(&p, &q, options)?,
+        signature: signature(&plm.name, options, &plm.precision.to_string()),
+        hypotheses: p_texts.len(),
+        references: q_texts.len(),
+    })
 }
 
 /// Each text's last-token final hidden state, `[texts, hidden]`.
@@ -331,20 +391,25 @@ fn frontier_integral(p: &[f64], q: &[f64]) -> f64 {
 }
 
 /// Signature: features, clusters, PCA, k-means and curve settings.
-pub fn signature(model: &str, options: &Options, precision: &str) -> String {
-    format!(
-        "model:{model}|feat:last-token|pca:{}|k:{}|redo:{}|iter:{}|curve:{}|c:{}|seed:{}|{precision}|version:{}(mauve-text-0.4.0 conventions)",
-        options.explained_variance,
-        options
-            .clusters
-            .map_or("auto".to_owned(), |k| k.to_string()),
-        options.restarts,
-        options.max_iterations,
-        options.curve_points,
-        options.scaling,
-        options.seed,
-        super::VERSION
-    )
+pub fn signature(model: &str, options: &Options, precision: &str) -> Signature {
+    Signature::new("mauve")
+        .with("model", model)
+        .with("feat", "last-token")
+        .with("pca", options.explained_variance)
+        .with(
+            "k",
+            options
+                .clusters
+                .map_or("auto".to_owned(), |k| k.to_string()),
+        )
+        .with("redo", options.restarts)
+        .with("iter", options.max_iterations)
+        .with("curve", options.curve_points)
+        .with("c", options.scaling)
+        .with("seed", options.seed)
+        .with("precision", precision)
+        .with("ref", "mauve-text-0.4.0")
+        .versioned()
 }
 
 #[cfg(test)]

@@ -16,52 +16,42 @@
 
 use serde::Serialize;
 
+use super::Signature;
+use super::spec::named_enum;
+
 use crate::models::{ModelError, Plm, read_back};
 
 /// Pairs per model pass.
 pub const BATCH: usize = 16;
 
 /// How the three probabilities become one number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Formula {
     /// `e`.
-    #[serde(rename = "e")]
     E,
     /// `-c`.
-    #[serde(rename = "-c")]
     NegC,
     /// `e - n`.
-    #[serde(rename = "e-n")]
     EMinusN,
     /// `e - c`.
-    #[serde(rename = "e-c")]
     EMinusC,
     /// `e - n - 2c`.
-    #[serde(rename = "e-n-2c")]
     EMinusNMinus2C,
 }
 
+named_enum!(
+    Formula,
+    "MENLI formula",
+    [
+        (E, "e"),
+        (NegC, "-c"),
+        (EMinusN, "e-n"),
+        (EMinusC, "e-c"),
+        (EMinusNMinus2C, "e-n-2c"),
+    ]
+);
+
 impl Formula {
-    /// Every formula, in the paper's order.
-    pub const ALL: [Formula; 5] = [
-        Formula::E,
-        Formula::NegC,
-        Formula::EMinusN,
-        Formula::EMinusC,
-        Formula::EMinusNMinus2C,
-    ];
-
-    /// The formula's name (`e-n-2c`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Formula::E => "e",
-            Formula::NegC => "-c",
-            Formula::EMinusN => "e-n",
-            Formula::EMinusC => "e-c",
-            Formula::EMinusNMinus2C => "e-n-2c",
-        }
-    }
-
     /// Applies the formula.
     pub fn apply(self, p: NliProbs) -> f64 {
         match self {
@@ -74,19 +64,8 @@ impl Formula {
     }
 }
 
-impl std::str::FromStr for Formula {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Formula::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| format!("unknown MENLI formula '{s}' (known: e, -c, e-n, e-c, e-n-2c)"))
-    }
-}
-
 /// Which text is the premise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
     /// Reference (or source) as premise, hypothesis as hypothesis.
     RefHyp,
@@ -96,26 +75,11 @@ pub enum Direction {
     Both,
 }
 
-impl Direction {
-    /// The direction's name (`ref-hyp`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::RefHyp => "ref-hyp",
-            Direction::HypRef => "hyp-ref",
-            Direction::Both => "both",
-        }
-    }
-}
-
-impl std::str::FromStr for Direction {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        [Direction::RefHyp, Direction::HypRef, Direction::Both]
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| format!("unknown MENLI direction '{s}' (known: ref-hyp, hyp-ref, both)"))
-    }
-}
+named_enum!(
+    Direction,
+    "MENLI direction",
+    [(RefHyp, "ref-hyp"), (HypRef, "hyp-ref"), (Both, "both")]
+);
 
 /// What is compared with the hypothesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -141,8 +105,7 @@ pub struct Setup {
 }
 
 /// The tasks the paper gives defaults for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Task {
     /// Machine translation (reference-based).
     Mt,
@@ -151,6 +114,16 @@ pub enum Task {
     /// Summarisation against the source document.
     SummarizationRefFree,
 }
+
+named_enum!(
+    Task,
+    "MENLI task",
+    [
+        (Mt, "mt"),
+        (Summarization, "summ"),
+        (SummarizationRefFree, "summ-free")
+    ]
+);
 
 impl Task {
     /// The paper's default setup for the task.
@@ -174,20 +147,6 @@ impl Task {
                 premise: Premise::Source,
                 weight: 0.8,
             },
-        }
-    }
-}
-
-impl std::str::FromStr for Task {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mt" => Ok(Task::Mt),
-            "summ" | "summarization" => Ok(Task::Summarization),
-            "summ-free" | "summarization-ref-free" => Ok(Task::SummarizationRefFree),
-            _ => Err(format!(
-                "unknown MENLI task '{s}' (known: mt, summ, summ-free)"
-            )),
         }
     }
 }
@@ -374,18 +333,31 @@ pub fn combine(nli: &[f64], other: &[f64], weight: f64) -> Result<Vec<f64>, Comb
         .collect())
 }
 
-/// Signature: model, formula, direction, premise, precision.
-pub fn signature(model: &str, setup: &Setup, precision: &str) -> String {
-    format!(
-        "model:{model}|formula:{}|direction:{}|premise:{}|{precision}|version:{}",
-        setup.formula.name(),
-        setup.direction.name(),
-        match setup.premise {
-            Premise::Reference => "ref",
-            Premise::Source => "src",
-        },
-        super::VERSION
-    )
+/// Signature: model, formula, direction, premise, precision, and the
+/// metric MENLI is combined with (with its weight) where it is.
+pub fn signature(
+    model: &str,
+    setup: &Setup,
+    precision: &str,
+    combined_with: Option<&str>,
+) -> Signature {
+    let sig = Signature::new("menli")
+        .with("model", model)
+        .with("formula", setup.formula)
+        .with("direction", setup.direction)
+        .with(
+            "premise",
+            match setup.premise {
+                Premise::Reference => "ref",
+                Premise::Source => "src",
+            },
+        )
+        .with("precision", precision);
+    match combined_with {
+        Some(other) => sig.with("combine", other).with("w", setup.weight),
+        None => sig,
+    }
+    .versioned()
 }
 
 #[cfg(test)]
@@ -405,8 +377,8 @@ mod tests {
         for (v, e) in values.iter().zip(expected) {
             assert!((v - e).abs() < 1e-12, "{values:?}");
         }
-        for f in Formula::ALL {
-            assert_eq!(f.name().parse::<Formula>().unwrap(), f);
+        for &f in Formula::ALL {
+            assert_eq!(f.as_str().parse::<Formula>().unwrap(), f);
         }
         assert!("x".parse::<Formula>().is_err());
     }

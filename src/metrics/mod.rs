@@ -14,17 +14,23 @@
 pub mod bertscore;
 pub mod bleu;
 pub mod chrf;
+pub mod engine;
 pub mod mauve;
 pub mod menli;
 pub mod perplexity;
 pub mod rouge;
+pub mod signature;
+pub mod spec;
 pub mod tokenizer_13a;
 
 use serde::Serialize;
 
 pub use bleu::Bleu;
 pub use chrf::Chrf;
+pub use engine::{Column, Engine, EngineError, ModelStore};
 pub use rouge::{Rouge, RougeKind};
+pub use signature::Signature;
+pub use spec::{MetricId, MetricSpec, ModelSlot, ParseError, Settings};
 
 /// Version written into every signature.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -56,8 +62,12 @@ pub enum Level {
 pub enum Scale {
     /// 0 to 100 (sacrebleu's BLEU and chrF).
     Percent,
-    /// 0 to 1 (rouge-score).
+    /// 0 to 1 (rouge-score, BERTScore).
     Unit,
+    /// Negated perplexity (unbounded below, -1 at best).
+    NegPerplexity,
+    /// A formula of NLI probabilities (-2 to 1).
+    Nli,
 }
 
 /// What the registry knows about a metric before it is run.
@@ -79,6 +89,10 @@ pub struct MetricInfo {
     pub scale: Scale,
     /// How the corpus-level score is formed.
     pub corpus: CorpusAggregation,
+    /// The kind of model it runs on; `None` for model-free metrics.
+    pub model: Option<ModelKind>,
+    /// The `models.toml` slot whose default checkpoint it uses.
+    pub slot: Option<ModelSlot>,
 }
 
 /// How a corpus-level score is built from segments.
@@ -117,11 +131,11 @@ pub struct Score {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MetricError {
     /// The metric id is not registered.
-    #[error("unknown metric '{0}' (known: {known})", known = known_ids())]
-    UnknownMetric(String),
+    #[error(transparent)]
+    Unknown(#[from] ParseError),
     /// A model-based metric asked for where only model-free metrics run.
-    #[error("'{0}' runs on a language model: score it with `blindspot score --metrics {0}` or on the page once a model is loaded (here: {known})", known = registry().iter().map(|m| m.id).collect::<Vec<_>>().join(", "))]
-    NeedsModel(String),
+    #[error("'{0}' runs on a language model: give it one (`--model`, or load one on the page)")]
+    NeedsModel(MetricId),
     /// The metric needs a reference and the segment has none.
     #[error("{metric} needs at least one reference, but segment {segment} has none")]
     MissingReference {
@@ -142,39 +156,18 @@ pub enum MetricError {
 pub trait Metric: Send + Sync {
     /// Registry information (id, name, direction, requirements).
     fn info(&self) -> &'static MetricInfo;
-    /// The signature string for scores at this level with `nrefs` references.
-    fn signature(&self, level: Level, nrefs: usize) -> String;
+    /// The signature of scores at this level with `nrefs` references
+    /// (`None`: the count varies across segments).
+    fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature;
     /// Scores one segment.
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError>;
     /// Scores a corpus of segments.
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError>;
 }
 
-/// Options that change how registered metrics compute.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MetricOptions {
-    /// Apply the Porter stemmer before ROUGE matching (rouge-score `use_stemmer`).
-    pub rouge_stemmer: bool,
-}
-
-/// Every registered metric, in display order.
-pub fn registry() -> [&'static MetricInfo; 5] {
-    [
-        &bleu::INFO,
-        &chrf::INFO,
-        &rouge::ROUGE1_INFO,
-        &rouge::ROUGE2_INFO,
-        &rouge::ROUGEL_INFO,
-    ]
-}
-
-fn known_ids() -> String {
-    registry()
-        .iter()
-        .map(|m| m.id)
-        .chain(MODEL_METRICS.iter().map(|m| m.id))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Every registered metric, model-based ones included, in display order.
+pub fn registry() -> Vec<&'static MetricInfo> {
+    MetricId::ALL.iter().map(|id| id.info()).collect()
 }
 
 /// What a model-based metric needs from its model.
@@ -191,75 +184,88 @@ pub enum ModelKind {
     Nli,
 }
 
-/// A model-based metric: scored through its own module, on a loaded model.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelMetricInfo {
-    /// Stable identifier (`gpt-ppl`).
-    pub id: &'static str,
-    /// Human-readable name.
-    pub name: &'static str,
-    /// One-line description.
-    pub description: &'static str,
-    /// True when the metric cannot run without a reference (MENLI's
-    /// reference-free mode uses the source instead).
-    pub needs_reference: bool,
-    /// The kind of model it runs on.
-    pub model: ModelKind,
-    /// The `models.toml` metric name whose default checkpoint it uses.
-    pub registry_metric: &'static str,
-}
+/// The registry entries of the model-based metrics.
+mod models_info {
+    use super::{CorpusAggregation, MetricInfo, ModelKind, ModelSlot, Scale};
 
-/// Every model-based metric, in display order.
-pub const MODEL_METRICS: [ModelMetricInfo; 6] = [
-    ModelMetricInfo {
-        id: "bertscore-p",
-        name: "BERTScore P",
-        description: "BERTScore precision: hypothesis tokens matched to their most similar reference token",
-        needs_reference: true,
-        model: ModelKind::Encoder,
-        registry_metric: "bertscore",
-    },
-    ModelMetricInfo {
-        id: "bertscore-r",
-        name: "BERTScore R",
-        description: "BERTScore recall: reference tokens matched to their most similar hypothesis token",
-        needs_reference: true,
-        model: ModelKind::Encoder,
-        registry_metric: "bertscore",
-    },
-    ModelMetricInfo {
-        id: "bertscore-f",
-        name: "BERTScore F1",
-        description: "BERTScore F1 of precision and recall",
-        needs_reference: true,
-        model: ModelKind::Encoder,
-        registry_metric: "bertscore",
-    },
-    ModelMetricInfo {
-        id: "gpt-ppl",
-        name: "GPT-PPL",
-        description: "negated perplexity of the hypothesis under a causal language model (GPT-2)",
-        needs_reference: false,
-        model: ModelKind::CausalLm,
-        registry_metric: "gpt-ppl",
-    },
-    ModelMetricInfo {
-        id: "mlm-ppl",
-        name: "MLM-PPL",
-        description: "negated pseudo-perplexity of the hypothesis under a masked language model",
-        needs_reference: false,
-        model: ModelKind::MaskedLm,
-        registry_metric: "mlm-ppl",
-    },
-    ModelMetricInfo {
-        id: "menli",
-        name: "MENLI",
-        description: "NLI score (entailment, contradiction) of hypothesis and reference or source",
-        needs_reference: false,
-        model: ModelKind::Nli,
-        registry_metric: "menli",
-    },
-];
+    const fn model(
+        id: &'static str,
+        name: &'static str,
+        description: &'static str,
+        needs_reference: bool,
+        scale: Scale,
+        kind: ModelKind,
+        slot: ModelSlot,
+    ) -> MetricInfo {
+        MetricInfo {
+            id,
+            name,
+            description,
+            higher_is_better: true,
+            needs_reference,
+            needs_source: false,
+            scale,
+            corpus: CorpusAggregation::MeanOfSegments,
+            model: Some(kind),
+            slot: Some(slot),
+        }
+    }
+
+    pub static BERTSCORE_P: MetricInfo = model(
+        "bertscore-p",
+        "BERTScore P",
+        "BERTScore precision: hypothesis tokens matched to their most similar reference token",
+        true,
+        Scale::Unit,
+        ModelKind::Encoder,
+        ModelSlot::BertScore,
+    );
+    pub static BERTSCORE_R: MetricInfo = model(
+        "bertscore-r",
+        "BERTScore R",
+        "BERTScore recall: reference tokens matched to their most similar hypothesis token",
+        true,
+        Scale::Unit,
+        ModelKind::Encoder,
+        ModelSlot::BertScore,
+    );
+    pub static BERTSCORE_F: MetricInfo = model(
+        "bertscore-f",
+        "BERTScore F1",
+        "BERTScore F1 of precision and recall",
+        true,
+        Scale::Unit,
+        ModelKind::Encoder,
+        ModelSlot::BertScore,
+    );
+    pub static GPT_PPL: MetricInfo = model(
+        "gpt-ppl",
+        "GPT-PPL",
+        "negated perplexity of the hypothesis under a causal language model (GPT-2)",
+        false,
+        Scale::NegPerplexity,
+        ModelKind::CausalLm,
+        ModelSlot::GptPpl,
+    );
+    pub static MLM_PPL: MetricInfo = model(
+        "mlm-ppl",
+        "MLM-PPL",
+        "negated pseudo-perplexity of the hypothesis under a masked language model",
+        false,
+        Scale::NegPerplexity,
+        ModelKind::MaskedLm,
+        ModelSlot::MlmPpl,
+    );
+    pub static MENLI: MetricInfo = model(
+        "menli",
+        "MENLI",
+        "NLI score (entailment, contradiction) of hypothesis and reference or source",
+        false,
+        Scale::Nli,
+        ModelKind::Nli,
+        ModelSlot::Menli,
+    );
+}
 
 /// The kinds of model-based metric a checkpoint with this head can run.
 pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
@@ -284,35 +290,29 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
     }
 }
 
-/// Ids of the model-based metrics a checkpoint can run (`gpt-ppl` for
-/// GPT-2, BERTScore and `mlm-ppl` for a masked LM...).
-pub fn model_metrics_for(config: &crate::models::ModelConfig) -> Vec<&'static str> {
+/// The model-based metrics a checkpoint can run (`gpt-ppl` for GPT-2,
+/// BERTScore and `mlm-ppl` for a masked LM...).
+pub fn model_metrics_for(config: &crate::models::ModelConfig) -> Vec<MetricId> {
     let kinds = model_kinds(config);
-    MODEL_METRICS
+    MetricId::ALL
         .iter()
-        .filter(|m| kinds.contains(&m.model))
-        .map(|m| m.id)
+        .copied()
+        .filter(|id| id.info().model.is_some_and(|k| kinds.contains(&k)))
         .collect()
 }
 
-/// The model-based metric registered under `id`.
-pub fn model_metric(id: &str) -> Option<&'static ModelMetricInfo> {
-    MODEL_METRICS.iter().find(|m| m.id == id)
-}
-
-/// Builds the metric registered under `id`.
-pub fn create(id: &str, options: MetricOptions) -> Result<Box<dyn Metric>, MetricError> {
-    Ok(match id {
-        "bleu" => Box::new(Bleu::default()),
-        "chrf" => Box::new(Chrf::default()),
-        "rouge1" => Box::new(Rouge::new(RougeKind::N(1), options.rouge_stemmer)),
-        "rouge2" => Box::new(Rouge::new(RougeKind::N(2), options.rouge_stemmer)),
-        "rougeL" => Box::new(Rouge::new(RougeKind::Lcs, options.rouge_stemmer)),
-        other if model_metric(other).is_some() => {
-            return Err(MetricError::NeedsModel(other.to_string()));
-        }
-        other => return Err(MetricError::UnknownMetric(other.to_string())),
-    })
+/// Builds the model-free metric registered under `id`, with its defaults
+/// and the ROUGE stemmer as given.
+pub fn create(id: &str, rouge_stemmer: bool) -> Result<Box<dyn Metric>, MetricError> {
+    let id: MetricId = id.parse()?;
+    let settings = Settings {
+        rouge_stemmer,
+        ..Settings::default()
+    };
+    settings
+        .spec(id)
+        .lexical()
+        .ok_or(MetricError::NeedsModel(id))
 }
 
 /// The number of references when every segment has the same count.
@@ -322,11 +322,6 @@ fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
         .iter()
         .all(|s| s.refs.len() == first)
         .then_some(first)
-}
-
-/// The `nrefs` signature field: the count, or `var` when it varies (sacrebleu).
-fn nrefs_label(nrefs: Option<usize>) -> String {
-    nrefs.map_or("var".to_string(), |n| n.to_string())
 }
 
 /// Checks that every segment has a reference; returns the first offender.
@@ -357,38 +352,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_ids_are_unique_and_creatable() {
+    fn registry_ids_are_unique_and_lexical_ones_creatable() {
         let ids: Vec<_> = registry().iter().map(|m| m.id).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), ids.len());
-        for id in ids {
-            let metric = create(id, MetricOptions::default()).unwrap();
-            assert_eq!(metric.info().id, id);
-            assert!(metric.signature(Level::Corpus, 1).contains("|v:"));
+        for info in registry() {
+            match create(info.id, false) {
+                Ok(metric) => {
+                    assert!(info.model.is_none());
+                    assert_eq!(metric.info().id, info.id);
+                    let sig = metric.signature(Level::Corpus, Some(1)).to_string();
+                    assert!(sig.contains("|v:"), "{sig}");
+                }
+                Err(e) => {
+                    assert!(info.model.is_some() && info.slot.is_some(), "{e}");
+                    assert!(e.to_string().contains("runs on a language model"), "{e}");
+                }
+            }
         }
     }
 
     #[test]
-    fn unknown_metric_lists_known_ids() {
-        let err = create("bleurt", MetricOptions::default()).err().unwrap();
-        assert_eq!(
-            err.to_string(),
-            "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
-             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli)"
-        );
-        let err = create("gpt-ppl", MetricOptions::default()).err().unwrap();
-        assert!(
-            err.to_string().contains("runs on a language model"),
-            "{err}"
-        );
-    }
-
-    #[test]
     fn missing_reference_is_an_error_not_a_zero() {
-        for info in registry() {
-            let metric = create(info.id, MetricOptions::default()).unwrap();
+        for info in registry().into_iter().filter(|i| i.model.is_none()) {
+            let metric = create(info.id, false).unwrap();
             let seg = Segment {
                 hyp: "a cat",
                 refs: &[],

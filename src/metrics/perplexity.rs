@@ -15,6 +15,7 @@
 use burn::tensor::{Int, Tensor, TensorData, activation};
 use serde::Serialize;
 
+use super::Signature;
 use crate::models::{LmToken, ModelError, Plm, read_back};
 
 /// Token positions per model pass (GPT-2's logits take 200 KB per token).
@@ -208,20 +209,23 @@ pub async fn pseudo(plm: &Plm, texts: &[&str]) -> Result<Vec<Perplexity>, ModelE
 }
 
 /// Signature of GPT-PPL.
-pub fn causal_signature(model: &str, bos: bool, precision: &str) -> String {
-    format!(
-        "model:{model}|bos:{}|neg:yes|{precision}|version:{}",
-        if bos { "yes" } else { "no" },
-        super::VERSION
-    )
+pub fn causal_signature(model: &str, bos: bool, precision: &str) -> Signature {
+    Signature::new("gpt-ppl")
+        .with("model", model)
+        .flag("bos", bos)
+        .flag("neg", true)
+        .with("precision", precision)
+        .versioned()
 }
 
 /// Signature of MLM-PPL.
-pub fn pseudo_signature(model: &str, precision: &str) -> String {
-    format!(
-        "model:{model}|mask:each-token|neg:yes|{precision}|version:{}",
-        super::VERSION
-    )
+pub fn pseudo_signature(model: &str, precision: &str) -> Signature {
+    Signature::new("mlm-ppl")
+        .with("model", model)
+        .with("mask", "each-token")
+        .flag("neg", true)
+        .with("precision", precision)
+        .versioned()
 }
 
 #[cfg(test)]

@@ -12,9 +12,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::signature::nrefs_value;
 use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    VERSION, nrefs_label, require_references, uniform_nrefs,
+    Signature, require_references, uniform_nrefs,
 };
 use crate::text::porter;
 
@@ -47,6 +48,8 @@ const fn info(id: &'static str, name: &'static str, description: &'static str) -
         needs_source: false,
         scale: Scale::Unit,
         corpus: CorpusAggregation::MeanOfSegments,
+        model: None,
+        slot: None,
     }
 }
 
@@ -188,18 +191,21 @@ impl Rouge {
         best.unwrap_or_default()
     }
 
-    fn signature_for(&self, level: Level, nrefs: Option<usize>) -> String {
-        format!(
-            "{}|nrefs:{}|multi:max-f|stem:{}|agg:{}|ref:rouge-score-0.1.2|v:{VERSION}",
-            self.info_ref().id,
-            nrefs_label(nrefs),
-            if self.stemmer { "porter" } else { "no" },
-            if level == Level::Corpus {
-                "mean"
-            } else {
-                "none"
-            },
-        )
+    fn signature_for(&self, level: Level, nrefs: Option<usize>) -> Signature {
+        Signature::new(self.info_ref().id)
+            .with("nrefs", nrefs_value(nrefs))
+            .with("multi", "max-f")
+            .with("stem", if self.stemmer { "porter" } else { "no" })
+            .with(
+                "agg",
+                if level == Level::Corpus {
+                    "mean"
+                } else {
+                    "none"
+                },
+            )
+            .with("ref", "rouge-score-0.1.2")
+            .versioned()
     }
 
     fn to_score(&self, prf: Prf, level: Level, nrefs: Option<usize>) -> Score {
@@ -220,7 +226,7 @@ impl Rouge {
                     value: prf.fmeasure,
                 },
             ],
-            signature: self.signature_for(level, nrefs),
+            signature: self.signature_for(level, nrefs).to_string(),
         }
     }
 }
@@ -230,8 +236,8 @@ impl Metric for Rouge {
         self.info_ref()
     }
 
-    fn signature(&self, level: Level, nrefs: usize) -> String {
-        self.signature_for(level, Some(nrefs))
+    fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature {
+        self.signature_for(level, nrefs)
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {

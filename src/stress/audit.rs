@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
-use crate::metrics::{self, Level, Metric, MetricOptions, Segment};
+use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
 use crate::text::words::words;
 
 /// Pearson, Spearman and Kendall tau-b of two series.
@@ -176,19 +176,44 @@ pub fn summaries(docs: &[SummEvalDoc]) -> Vec<&str> {
         .collect()
 }
 
-/// Runs the audit. References: the document's gold summary and references.
-/// `extra`: more correlates, one value per summary in [`summaries`] order.
-pub fn run_audit(
+/// Each summary's references: the document's gold summary, then its other
+/// references.
+fn references(doc: &SummEvalDoc) -> Vec<&str> {
+    let mut refs: Vec<&str> = vec![doc.item.gold.as_str()];
+    refs.extend(
+        doc.item
+            .refs
+            .iter()
+            .map(String::as_str)
+            .filter(|r| *r != doc.item.gold),
+    );
+    refs
+}
+
+/// Runs the audit with any metrics, model-based ones included (the
+/// engine's models), every summary scored in one engine call. References:
+/// the document's gold summary and references. `extra`: more correlates, one
+/// value per summary in [`summaries`] order.
+pub async fn run_audit(
     dataset: &str,
     docs: &[SummEvalDoc],
-    metric_ids: &[String],
-    options: MetricOptions,
+    specs: &[MetricSpec],
+    engine: &Engine,
     extra: &[(String, Vec<f64>)],
-) -> Result<AuditReport, metrics::MetricError> {
-    let metrics: Vec<Box<dyn Metric>> = metric_ids
+) -> Result<AuditReport, EngineError> {
+    let refs: Vec<Vec<&str>> = docs.iter().map(references).collect();
+    let segments: Vec<Segment> = docs
         .iter()
-        .map(|id| metrics::create(id, options))
-        .collect::<Result<_, _>>()?;
+        .zip(&refs)
+        .flat_map(|(doc, refs)| {
+            doc.systems.iter().map(move |out| Segment {
+                hyp: &out.summary,
+                refs,
+                src: doc.item.src.as_deref(),
+            })
+        })
+        .collect();
+    let columns = engine.score(specs, &segments).await?;
     let dimensions: Vec<String> = docs
         .iter()
         .flat_map(|d| &d.systems)
@@ -215,26 +240,10 @@ pub fn run_audit(
         vec![Vec::new(); dimensions.len()],
         vec![Vec::new(); 3],
     );
-    let mut scores = vec![Vec::new(); metrics.len()];
+    let scores: Vec<Vec<f64>> = columns.iter().map(|c| c.values()).collect();
     for doc in docs {
-        let mut refs: Vec<&str> = vec![doc.item.gold.as_str()];
-        refs.extend(
-            doc.item
-                .refs
-                .iter()
-                .map(String::as_str)
-                .filter(|r| *r != doc.item.gold),
-        );
         let source = doc.item.src.as_deref().unwrap_or("");
         for out in &doc.systems {
-            let seg = Segment {
-                hyp: &out.summary,
-                refs: &refs,
-                src: doc.item.src.as_deref(),
-            };
-            for (m, metric) in metrics.iter().enumerate() {
-                scores[m].push(metric.sentence_score(&seg)?.value);
-            }
             for (d, dim) in dimensions.iter().enumerate() {
                 let value = out
                     .scores
@@ -281,10 +290,10 @@ pub fn run_audit(
         agree as f64 / total.max(1) as f64
     };
     let human_system: Vec<Vec<f64>> = human.iter().map(|h| system_means(h)).collect();
-    let audits = metrics
+    let audits = columns
         .iter()
         .zip(&scores)
-        .map(|(metric, values)| {
+        .map(|(column, values)| {
             let with_humans: Vec<Correlation> =
                 human.iter().map(|h| correlation(values, h)).collect();
             let with_correlates: Vec<Correlation> =
@@ -300,9 +309,9 @@ pub fn run_audit(
             let metric_system = system_means(values);
             MetricAudit {
                 metric: MetricEntry {
-                    id: metric.info().id.to_owned(),
-                    name: metric.info().name.to_owned(),
-                    signature: metric.signature(Level::Sentence, 0),
+                    id: column.spec.id().to_string(),
+                    name: column.spec.info().name.to_owned(),
+                    signature: column.signature.to_string(),
                 },
                 human: with_humans,
                 correlates: with_correlates,

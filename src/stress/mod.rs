@@ -25,12 +25,67 @@ pub enum Verdict {
     NonMonotone,
 }
 
+impl Verdict {
+    /// Every verdict.
+    pub const ALL: [Verdict; 3] = [Verdict::Pass, Verdict::Fail, Verdict::NonMonotone];
+
+    /// What the verdict shows: its id (as serialised), a short label, a mark
+    /// for tables and what it means.
+    pub fn info(self) -> VerdictInfo {
+        let (label, mark, description) = match self {
+            Verdict::Pass => (
+                "pass",
+                "✓ pass",
+                "every level scores below the original, and more noise scores lower \
+                 (each by more than 1e-5)",
+            ),
+            Verdict::Fail => (
+                "fail",
+                "✗ fail",
+                "some level does not score below the original by more than 1e-5",
+            ),
+            Verdict::NonMonotone => (
+                "non-monotone",
+                "↯ non-monotone",
+                "more noise sometimes scores higher (or within 1e-5 of less noise)",
+            ),
+        };
+        VerdictInfo {
+            id: self,
+            label,
+            mark,
+            description,
+        }
+    }
+}
+
+/// How a verdict is shown (the page reads these instead of keeping its own).
+#[derive(Debug, Clone, Serialize)]
+pub struct VerdictInfo {
+    /// The verdict (`pass`, `fail`, `non_monotone`).
+    pub id: Verdict,
+    /// Short label.
+    pub label: &'static str,
+    /// Label with a symbol, for tables.
+    pub mark: &'static str,
+    /// What it means.
+    pub description: &'static str,
+}
+
+/// How much each score must exceed the next: the released code's
+/// `check_rank` passes base, level 1, level 2, ... only when each drop is
+/// larger than this, so ties and near-ties fail.
+pub const RANK_MARGIN: f64 = 1e-5;
+
 /// Judges level means (ordered by increasing level) against the base score,
-/// scores being higher-is-better.
+/// scores being higher-is-better, with the released code's strict rank rule
+/// ([`RANK_MARGIN`]): `Fail` when some level does not fall below the base by
+/// more than the margin, `NonMonotone` when all do but some level does not
+/// fall below the previous one by more than the margin.
 pub fn verdict(base: f64, level_means: &[f64]) -> Verdict {
-    if level_means.iter().any(|&m| m >= base) {
+    if level_means.iter().any(|&m| base - m <= RANK_MARGIN) {
         Verdict::Fail
-    } else if level_means.windows(2).any(|w| w[1] > w[0]) {
+    } else if level_means.windows(2).any(|w| w[0] - w[1] <= RANK_MARGIN) {
         Verdict::NonMonotone
     } else {
         Verdict::Pass
@@ -152,21 +207,26 @@ pub fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{MetricOptions, create};
+    use crate::metrics::create;
 
     #[test]
     fn rank_rule() {
-        assert_eq!(verdict(50.0, &[40.0, 30.0, 30.0]), Verdict::Pass);
+        assert_eq!(verdict(50.0, &[40.0, 30.0, 20.0]), Verdict::Pass);
         assert_eq!(verdict(50.0, &[40.0, 50.0]), Verdict::Fail);
         assert_eq!(verdict(50.0, &[30.0, 40.0]), Verdict::NonMonotone);
         assert_eq!(verdict(50.0, &[]), Verdict::Pass);
+        // Ties and drops within the margin fail, as check_rank's `> 1e-5`.
+        assert_eq!(verdict(50.0, &[40.0, 30.0, 30.0]), Verdict::NonMonotone);
+        assert_eq!(verdict(0.5, &[0.499_995]), Verdict::Fail);
+        assert_eq!(verdict(0.5, &[0.499_98, 0.499_975]), Verdict::NonMonotone);
+        assert_eq!(verdict(0.5, &[0.499_98, 0.499_96]), Verdict::Pass);
     }
 
     #[test]
     fn truncation_sweep_lowers_rouge_recall_based_scores() {
         let metrics: Vec<_> = ["bleu", "rougeL"]
             .iter()
-            .map(|id| create(id, MetricOptions::default()).unwrap())
+            .map(|id| create(id, false).unwrap())
             .collect();
         let text = "The council said on Monday that the new bridge over the river will open in the spring of next year.";
         let s = sweep(

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::suite::MetricEntry;
 use crate::data::{Item, MenliCase};
 use crate::inject::{self, Context, Family, InjectError};
-use crate::metrics::{self, Level, Metric, MetricOptions, Segment};
+use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
 
 /// Passing cases out of all cases.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
@@ -67,32 +67,34 @@ pub struct PreferenceReport {
     pub metrics: Vec<MetricPreference>,
 }
 
-/// Runs the preference suite. `progress(done, total)` after each case;
-/// returning `false` stops early with the cases scored so far.
-pub fn run_preference(
+/// Cases scored per engine call when no metric needs the whole set.
+const CHUNK: usize = 64;
+
+/// Runs the preference suite with any metrics, model-based ones included
+/// (the engine's models). `progress(done, total)` after each batch of cases;
+/// returning `false` stops early with the cases scored so far. A metric
+/// whose value depends on the whole set (idf, MENLI's combination) scores
+/// every case in one call.
+pub async fn run_preference(
     dataset: &str,
     cases: &[MenliCase],
-    metric_ids: &[String],
-    options: MetricOptions,
+    specs: &[MetricSpec],
+    engine: &Engine,
     progress: &dyn Fn(usize, usize) -> bool,
-) -> Result<PreferenceReport, metrics::MetricError> {
-    let metrics: Vec<Box<dyn Metric>> = metric_ids
-        .iter()
-        .map(|id| metrics::create(id, options))
-        .collect::<Result<_, _>>()?;
+) -> Result<PreferenceReport, EngineError> {
     let mut error_types: Vec<String> = Vec::new();
     for c in cases {
         if !error_types.contains(&c.error) {
             error_types.push(c.error.clone());
         }
     }
-    let mut results: Vec<MetricPreference> = metrics
+    let mut results: Vec<MetricPreference> = specs
         .iter()
-        .map(|m| MetricPreference {
+        .map(|spec| MetricPreference {
             metric: MetricEntry {
-                id: m.info().id.to_owned(),
-                name: m.info().name.to_owned(),
-                signature: m.signature(Level::Sentence, 1),
+                id: spec.id().to_string(),
+                name: spec.info().name.to_owned(),
+                signature: String::new(),
             },
             ref_based: vec![Accuracy::default(); error_types.len()],
             ref_based_overall: Accuracy::default(),
@@ -100,32 +102,55 @@ pub fn run_preference(
             ref_free_overall: Accuracy::default(),
         })
         .collect();
+    let chunk = if specs.iter().any(|s| s.whole_set().is_some()) {
+        cases.len().max(1)
+    } else {
+        CHUNK
+    };
     let mut scored = 0;
-    for (i, c) in cases.iter().enumerate() {
-        let e = error_types
+    for batch in cases.chunks(chunk) {
+        // Per case: paraphrase and adversarial text against the reference,
+        // then reference and adversarial text against the source.
+        let refs: Vec<[&str; 2]> = batch
             .iter()
-            .position(|t| *t == c.error)
-            .expect("collected above");
-        for (m, r) in metrics.iter().zip(results.iter_mut()) {
-            let score = |hyp: &str, against: &str| -> Result<f64, metrics::MetricError> {
-                let refs = [against];
-                m.sentence_score(&Segment {
-                    hyp,
-                    refs: &refs,
-                    src: Some(&c.source),
+            .map(|c| [c.reference.as_str(), c.source.as_str()])
+            .collect();
+        let segments: Vec<Segment> = batch
+            .iter()
+            .zip(&refs)
+            .flat_map(|(c, r)| {
+                [
+                    (&c.paraphrase, 0),
+                    (&c.adversarial_ref_based, 0),
+                    (&c.reference, 1),
+                    (&c.adversarial_ref_free, 1),
+                ]
+                .map(|(hyp, k)| Segment {
+                    hyp: hyp.as_str(),
+                    refs: std::slice::from_ref(&r[k]),
+                    src: Some(c.source.as_str()),
                 })
-                .map(|s| s.value)
-            };
-            let based = score(&c.paraphrase, &c.reference)?
-                > score(&c.adversarial_ref_based, &c.reference)?;
-            r.ref_based[e].add(based);
-            r.ref_based_overall.add(based);
-            let free = score(&c.reference, &c.source)? > score(&c.adversarial_ref_free, &c.source)?;
-            r.ref_free[e].add(free);
-            r.ref_free_overall.add(free);
+            })
+            .collect();
+        let columns = engine.score(specs, &segments).await?;
+        for (column, r) in columns.iter().zip(results.iter_mut()) {
+            r.metric.signature = column.signature.to_string();
+            let v = column.values();
+            for (i, c) in batch.iter().enumerate() {
+                let e = error_types
+                    .iter()
+                    .position(|t| *t == c.error)
+                    .expect("collected above");
+                let based = v[4 * i] > v[4 * i + 1];
+                r.ref_based[e].add(based);
+                r.ref_based_overall.add(based);
+                let free = v[4 * i + 2] > v[4 * i + 3];
+                r.ref_free[e].add(free);
+                r.ref_free_overall.add(free);
+            }
         }
-        scored += 1;
-        if !progress(i + 1, cases.len()) {
+        scored += batch.len();
+        if !progress(scored, cases.len()) {
             break;
         }
     }

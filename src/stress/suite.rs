@@ -14,9 +14,17 @@
 //! depend on the thread count.
 //!
 //! Model-based metrics (BERTScore, perplexities, MENLI) come from a
-//! [`ModelScorer`] the caller supplies: the perturbed texts are gathered in
-//! the parallel pass, then scored in batches of items (identical texts once),
+//! [`ModelScorer`] the caller supplies (natively the core's
+//! [`crate::metrics::Engine`]): the perturbed texts are gathered in the
+//! parallel pass, then scored in batches of items (identical texts once),
 //! so the model runs batched and the lexical pass stays parallel.
+//!
+//! A run has four steps: [`plan`] the tests, then per test perturb every
+//! item, score the texts and aggregate; each finished test is reported as
+//! it ends. The per-item outcomes ([`SuitePart`]) are what a shard of a run
+//! writes (`blindspot stress --shard I/N`); [`merge`] folds the parts in
+//! item order, exactly as the unsharded run does, so the merged report
+//! equals the unsharded one bit for bit.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +32,8 @@ use super::{Verdict, verdict};
 use crate::data::Item;
 use crate::inject::masked_lm::MaskedLm;
 use crate::inject::{self, Context, Family, InjectError, Injection};
-use crate::metrics::{self, Level, Metric, MetricError, MetricOptions, Segment};
+use crate::metrics::spec::ParseError;
+use crate::metrics::{Level, Metric, MetricError, MetricSpec, Segment, Settings};
 use crate::models::tokenizer::LmTokenizer;
 
 /// What to run.
@@ -193,6 +202,9 @@ pub enum SuiteError {
     /// Nothing to run.
     #[error("{0}")]
     Empty(&'static str),
+    /// Shard files that do not belong together.
+    #[error("cannot merge: {0}")]
+    Merge(String),
     /// The progress callback asked to stop.
     #[error("cancelled")]
     Cancelled,
@@ -208,57 +220,20 @@ impl From<MetricError> for SuiteError {
 /// replacement, frequent n-grams): the next ones in the file, cyclically.
 const SAMPLE_POOL: usize = 50;
 
-/// Per (test, level, seed): noise sum, applied count, score sums per metric.
-#[derive(Clone)]
-struct Cell {
-    noise: f64,
-    applied: usize,
-    scores: Vec<f64>,
-}
-
-/// Sums over items, merged in item order.
-#[derive(Clone)]
-struct Sums {
-    base: Vec<f64>,
-    cells: Vec<Vec<Vec<Cell>>>,
-}
-
-impl Sums {
-    fn add(&mut self, other: &Sums) {
-        for (a, b) in self.base.iter_mut().zip(&other.base) {
-            *a += b;
-        }
-        for (ta, tb) in self.cells.iter_mut().zip(&other.cells) {
-            for (la, lb) in ta.iter_mut().zip(tb) {
-                for (ca, cb) in la.iter_mut().zip(lb) {
-                    ca.noise += cb.noise;
-                    ca.applied += cb.applied;
-                    for (x, y) in ca.scores.iter_mut().zip(&cb.scores) {
-                        *x += y;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Progress callback: `(items done, items total)`; return `false` to cancel.
-/// Natively it is called from worker threads, so it must be `Sync`.
+/// Progress callback: `(steps done, steps total)`; return `false` to cancel.
+/// A step is one item of one pass (the base scores, then each test; twice
+/// over when a model scores). Natively it is called from worker threads, so
+/// it must be `Sync`.
 #[cfg(not(target_arch = "wasm32"))]
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
 
-/// Progress callback: `(items done, items total)`; return `false` to cancel.
+/// Progress callback: `(steps done, steps total)`; return `false` to cancel.
 #[cfg(target_arch = "wasm32")]
 pub type Progress<'a> = &'a dyn Fn(usize, usize) -> bool;
 
-/// A runnable test: the injection, or why it is skipped.
-struct Planned {
-    injection: &'static dyn Injection,
-    skipped: Option<String>,
-}
-
 /// Texts a [`ModelScorer`] scores: row `i` is `hyps[i]` against `refs[i]`
 /// with source `srcs[i]`.
+#[derive(Default)]
 pub struct ModelRows<'a> {
     /// Hypotheses.
     pub hyps: Vec<&'a str>,
@@ -284,6 +259,20 @@ impl<'a> ModelRows<'a> {
             self.hyps.len() - 1
         })
     }
+
+    /// The rows as segments.
+    pub fn segments(&self) -> Vec<Segment<'_>> {
+        self.hyps
+            .iter()
+            .zip(&self.refs)
+            .zip(&self.srcs)
+            .map(|((hyp, refs), src)| Segment {
+                hyp,
+                refs,
+                src: *src,
+            })
+            .collect()
+    }
 }
 
 /// Model-based scores of a batch of rows: one column per metric asked.
@@ -296,10 +285,22 @@ pub struct ModelColumns {
 
 /// Scores the metrics that need a language model; the caller owns the models.
 pub trait ModelScorer {
-    /// True when this scorer can run metric `id`.
-    fn serves(&self, id: &str) -> bool;
-    /// Scores every row with each metric of `ids`.
-    fn score(&mut self, ids: &[&str], rows: &ModelRows) -> Result<ModelColumns, String>;
+    /// Scores every row with each spec.
+    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String>;
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl ModelScorer for crate::metrics::Engine {
+    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
+        let segments = rows.segments();
+        let columns =
+            futures::executor::block_on(crate::metrics::Engine::score(self, specs, &segments))
+                .map_err(|e| e.to_string())?;
+        Ok(ModelColumns {
+            values: columns.iter().map(|c| c.values()).collect(),
+            signatures: columns.iter().map(|c| c.signature.to_string()).collect(),
+        })
+    }
 }
 
 /// Language models a suite may use beyond the lexical metrics.
@@ -309,8 +310,13 @@ pub struct SuiteModels<'a> {
     pub lm_tokenizer: Option<&'a LmTokenizer>,
     /// Masked LM of BERT-diverge (natively shared by the worker threads).
     pub masked_lm: Option<&'a (dyn MaskedLm + Sync)>,
-    /// Scorer of the metric ids `metrics::create` does not know.
+    /// Scorer of the model-based metrics.
     pub scorer: Option<&'a mut dyn ModelScorer>,
+    /// Options of the metrics (model folders, BERTScore layer...); the
+    /// config's ROUGE stemmer applies on top.
+    pub settings: Settings,
+    /// Told the report so far each time a test finishes (whole runs only).
+    pub on_test: Option<&'a dyn Fn(&SuiteReport)>,
 }
 
 /// Items whose perturbed texts go to the model scorer together: enough rows
@@ -334,26 +340,122 @@ pub fn run_suite(
     run_suite_with_models(dataset, items, config, models, progress)
 }
 
-/// A perturbed text awaiting the model scorer: (test, level, seed) and the
-/// text, or `None` when the injection left the gold text unchanged.
-type Deferred = (usize, usize, usize, Option<String>);
+/// One shard of a run: `index` of `count` (0-based), a contiguous range of items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which shard, `0..count`.
+    pub index: usize,
+    /// How many shards the run is split into.
+    pub count: usize,
+}
 
-/// Runs the suite with language models: metric ids `metrics::create` does
-/// not know go to `models.scorer`, BERT-diverge draws on `models.masked_lm`.
-/// Progress counts items twice when a scorer runs: once for the
-/// perturbations and lexical scores, once for the model scores.
-pub fn run_suite_with_models(
-    dataset: &str,
+impl Shard {
+    /// The items of this shard among `n`.
+    pub fn range(self, n: usize) -> std::ops::Range<usize> {
+        self.index * n / self.count..(self.index + 1) * n / self.count
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::new("shard", s, ["I/N with 0 <= I < N, e.g. 0/4"]);
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// One item's outcomes in one test: per cell (level-major, then seed) the
+/// noise ratio, whether the injection applied, and one score per metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemCells {
+    /// Noise ratio per cell.
+    pub noise: Vec<f64>,
+    /// Whether the injection changed the text, per cell.
+    pub applied: Vec<bool>,
+    /// Scores, `[cell][metric]` flattened.
+    pub scores: Vec<f64>,
+}
+
+/// One test's per-item outcomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestPart {
+    /// Injection id.
+    pub injection: String,
+    /// Why the test was skipped before running.
+    pub skipped: Option<String>,
+    /// One entry per item of the part (empty when skipped).
+    pub items: Vec<ItemCells>,
+}
+
+/// The per-item outcomes of a run or of one shard of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuitePart {
+    /// `blindspot X.Y.Z`.
+    pub tool: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Items in the whole run.
+    pub items: usize,
+    /// The shard, or `None` for a whole run.
+    pub shard: Option<Shard>,
+    /// What was run.
+    pub config: SuiteConfig,
+    /// Metrics, in report order.
+    pub metrics: Vec<MetricEntry>,
+    /// Indices of this part's items in the dataset.
+    pub indices: Vec<usize>,
+    /// Base score per item, `[item][metric]`.
+    pub base: Vec<Vec<f64>>,
+    /// One entry per test.
+    pub tests: Vec<TestPart>,
+}
+
+/// A test of the plan: the injection, or why it is skipped.
+struct Planned {
+    injection: &'static dyn Injection,
+    skipped: Option<String>,
+}
+
+/// The metrics and tests of a run.
+struct Plan {
+    specs: Vec<MetricSpec>,
+    /// Per metric: the model-free metric, or `None` for the model scorer.
+    lexical: Vec<Option<Box<dyn Metric>>>,
+    /// Indices of the model-based metrics.
+    model_columns: Vec<usize>,
+    tests: Vec<Planned>,
+    seeds: usize,
+}
+
+impl Plan {
+    fn model_specs(&self) -> Vec<MetricSpec> {
+        self.model_columns
+            .iter()
+            .map(|&m| self.specs[m].clone())
+            .collect()
+    }
+
+    /// Passes per step: the perturb-and-lexical pass, plus the model pass.
+    fn passes(&self) -> usize {
+        if self.model_columns.is_empty() { 1 } else { 2 }
+    }
+}
+
+/// Checks the config and resolves its metrics and tests.
+fn plan(
     items: &[Item],
     config: &SuiteConfig,
-    models: SuiteModels,
-    progress: Progress,
-) -> Result<SuiteReport, SuiteError> {
-    let SuiteModels {
-        lm_tokenizer,
-        masked_lm,
-        scorer: models,
-    } = models;
+    models: &SuiteModels,
+    has_scorer: bool,
+) -> Result<Plan, SuiteError> {
     if items.is_empty() {
         return Err(SuiteError::Empty("the dataset has no items"));
     }
@@ -362,46 +464,49 @@ pub fn run_suite_with_models(
             "choose at least one metric, one injection and one seed",
         ));
     }
-    let options = MetricOptions {
+    let settings = Settings {
         rouge_stemmer: config.rouge_stemmer,
+        ..models.settings.clone()
     };
-    // Each column: a lexical metric, or `None` for one the model scorer runs.
-    let mut metrics: Vec<Option<Box<dyn Metric>>> = Vec::new();
-    for id in &config.metrics {
-        match metrics::create(id, options) {
-            Ok(m) => metrics.push(Some(m)),
-            Err(e) => match models.as_deref() {
-                Some(scorer) if scorer.serves(id) => metrics.push(None),
-                _ if metrics::model_metric(id).is_some() => {
-                    return Err(SuiteError::Metric(format!(
-                        "{id} needs a language model (pass one for it)"
-                    )));
-                }
-                _ => return Err(e.into()),
-            },
+    let specs = settings
+        .specs(&config.metrics)
+        .map_err(|e| SuiteError::Metric(e.to_string()))?;
+    let mut lexical = Vec::new();
+    let mut model_columns = Vec::new();
+    for (m, spec) in specs.iter().enumerate() {
+        if let Some(reason) = spec.whole_set() {
+            return Err(SuiteError::Metric(format!(
+                "{reason} depend on the whole scored set; suites score texts in batches, \
+                 so {} cannot run with that option here",
+                spec.id()
+            )));
+        }
+        match spec.lexical() {
+            Some(metric) => lexical.push(Some(metric)),
+            None if has_scorer => {
+                lexical.push(None);
+                model_columns.push(m);
+            }
+            None => {
+                return Err(SuiteError::Metric(format!(
+                    "{} needs a language model (pass one for it)",
+                    spec.id()
+                )));
+            }
         }
     }
-    let model_ids: Vec<&str> = config
-        .metrics
-        .iter()
-        .zip(&metrics)
-        .filter(|(_, m)| m.is_none())
-        .map(|(id, _)| id.as_str())
-        .collect();
-    let deferring = !model_ids.is_empty();
-    let passes = if deferring { 2 } else { 1 };
     let has_sources = items
         .iter()
         .all(|i| i.src.as_deref().is_some_and(|s| !s.trim().is_empty()));
-    let plans: Vec<Planned> = config
+    let tests = config
         .injections
         .iter()
         .map(|id| {
             let injection = inject::create(id)?;
             let info = injection.info();
-            let skipped = if info.needs_masked_lm && masked_lm.is_none() {
+            let skipped = if info.needs_masked_lm && models.masked_lm.is_none() {
                 Some("needs a masked language model".to_owned())
-            } else if info.needs_lm_tokenizer && lm_tokenizer.is_none() {
+            } else if info.needs_lm_tokenizer && models.lm_tokenizer.is_none() {
                 Some("needs a language-model tokenizer".to_owned())
             } else if info.needs_source && !has_sources {
                 Some("needs a source and the dataset has none for some items".to_owned())
@@ -411,250 +516,475 @@ pub fn run_suite_with_models(
             Ok(Planned { injection, skipped })
         })
         .collect::<Result<_, InjectError>>()?;
+    Ok(Plan {
+        specs,
+        lexical,
+        model_columns,
+        tests,
+        seeds: config.seeds as usize,
+    })
+}
 
-    let empty = Sums {
-        base: vec![0.0; metrics.len()],
-        cells: plans
-            .iter()
-            .map(|p| {
-                let levels = if p.skipped.is_some() {
-                    0
-                } else {
-                    p.injection.info().default_levels.len()
-                };
-                vec![
-                    vec![
-                        Cell {
-                            noise: 0.0,
-                            applied: 0,
-                            scores: vec![0.0; metrics.len()],
-                        };
-                        config.seeds as usize
-                    ];
-                    levels
-                ]
-            })
-            .collect(),
-    };
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let cancelled = std::sync::atomic::AtomicBool::new(false);
-    let golds: Vec<&str> = items.iter().map(|i| i.gold.as_str()).collect();
-    let run_item = |index: usize| -> Result<(Sums, Vec<Deferred>), SuiteError> {
-        if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(SuiteError::Cancelled);
-        }
-        let item = &items[index];
-        let refs: Vec<&str> = item.refs.iter().map(String::as_str).collect();
-        let score = |text: &str| -> Result<Vec<f64>, SuiteError> {
-            let segment = Segment {
-                hyp: text,
-                refs: &refs,
-                src: item.src.as_deref(),
-            };
-            metrics
-                .iter()
-                .map(|m| match m {
-                    Some(m) => m
-                        .sentence_score(&segment)
-                        .map(|s| s.value)
-                        .map_err(|e| SuiteError::Metric(format!("item {}: {e}", item.id))),
-                    None => Ok(0.0), // filled in by the model pass
-                })
-                .collect()
-        };
-        let mut sums = empty.clone();
-        let mut deferred: Vec<Deferred> = Vec::new();
-        let base = score(&item.gold)?;
-        sums.base.clone_from(&base);
-        let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
-            .map(|k| golds[(index + k) % items.len()])
-            .collect();
-        let ctx = Context {
-            source: item.src.as_deref(),
-            samples: &samples,
-            masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
-            lm_tokenizer,
-        };
-        for (t, (plan, cells)) in plans.iter().zip(sums.cells.iter_mut()).enumerate() {
-            if plan.skipped.is_some() {
-                continue;
-            }
-            let levels = plan.injection.info().default_levels;
-            for (l, (&level, seeds)) in levels.iter().zip(cells.iter_mut()).enumerate() {
-                for (seed, cell) in seeds.iter_mut().enumerate() {
-                    // Each item draws its own stream for each seed.
-                    let stream = seed as u64 * 1_000_003 + index as u64;
-                    let out = inject::apply(plan.injection, &item.gold, level, stream, &ctx)?;
-                    let scores = if out.applied {
-                        score(&out.text)?
-                    } else {
-                        base.clone()
-                    };
-                    if deferring {
-                        deferred.push((t, l, seed, out.applied.then_some(out.text)));
-                    }
-                    cell.noise = out.noise_ratio;
-                    cell.applied = usize::from(out.applied);
-                    cell.scores = scores;
-                }
-            }
-        }
-        let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if !progress(finished, passes * items.len()) {
-            cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok((sums, deferred))
-    };
-    let per_item = map_items(items.len(), &run_item);
-    let mut total = empty.clone();
-    let mut deferred = Vec::with_capacity(if deferring { items.len() } else { 0 });
-    for out in per_item {
-        let (sums, texts) = out?;
-        total.add(&sums);
-        if deferring {
-            deferred.push(texts);
-        }
-    }
-    let mut model_signatures: Vec<String> = Vec::new();
-    if let Some(scorer) = models.filter(|_| deferring) {
-        let columns: Vec<usize> = (0..metrics.len())
-            .filter(|&m| metrics[m].is_none())
-            .collect();
-        for (c, chunk) in deferred.chunks(MODEL_CHUNK).enumerate() {
-            let first = c * MODEL_CHUNK;
-            // One row per distinct text of each item: its gold text first.
-            let mut rows = ModelRows {
-                hyps: Vec::new(),
-                refs: Vec::new(),
-                srcs: Vec::new(),
-            };
-            let mut row_of: Vec<Vec<usize>> = Vec::with_capacity(chunk.len());
-            for (k, texts) in chunk.iter().enumerate() {
-                let item = &items[first + k];
-                let mut seen = rustc_hash::FxHashMap::default();
-                let base = rows.add(&mut seen, item, &item.gold);
-                let own = texts
-                    .iter()
-                    .map(|(_, _, _, text)| {
-                        text.as_deref()
-                            .map_or(base, |t| rows.add(&mut seen, item, t))
-                    })
-                    .collect::<Vec<usize>>();
-                row_of.push(std::iter::once(base).chain(own).collect());
-            }
-            let scored = scorer
-                .score(&model_ids, &rows)
-                .map_err(SuiteError::Metric)?;
-            if scored.values.len() != model_ids.len()
-                || scored.values.iter().any(|v| v.len() != rows.hyps.len())
-            {
-                return Err(SuiteError::Metric(
-                    "the model scorer returned the wrong number of scores".into(),
-                ));
-            }
-            for (k, texts) in chunk.iter().enumerate() {
-                let rows = &row_of[k];
-                for (column, values) in columns.iter().zip(&scored.values) {
-                    total.base[*column] += values[rows[0]];
-                    for ((t, l, s, _), &row) in texts.iter().zip(&rows[1..]) {
-                        total.cells[*t][*l][*s].scores[*column] += values[row];
-                    }
-                }
-            }
-            model_signatures = scored.signatures;
-            let finished = items.len() + (first + chunk.len());
-            if !progress(finished, 2 * items.len()) {
-                return Err(SuiteError::Cancelled);
-            }
+/// Counts finished steps and asks the caller whether to go on.
+struct Steps<'a> {
+    done: std::sync::atomic::AtomicUsize,
+    total: usize,
+    cancelled: std::sync::atomic::AtomicBool,
+    progress: Progress<'a>,
+}
+
+impl Steps<'_> {
+    fn step(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let done = self.done.fetch_add(1, Relaxed) + 1;
+        if !(self.progress)(done, self.total) {
+            self.cancelled.store(true, Relaxed);
         }
     }
 
-    let n = items.len() as f64;
-    let base: Vec<f64> = total.base.iter().map(|s| s / n).collect();
-    let tests = plans
+    fn check(&self) -> Result<(), SuiteError> {
+        if self.cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            Err(SuiteError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Lexical scores of `text` for `item` (0 where the model scorer fills in).
+fn lexical_scores(plan: &Plan, item: &Item, text: &str) -> Result<Vec<f64>, SuiteError> {
+    let refs: Vec<&str> = item.refs.iter().map(String::as_str).collect();
+    let segment = Segment {
+        hyp: text,
+        refs: &refs,
+        src: item.src.as_deref(),
+    };
+    plan.lexical
         .iter()
-        .zip(&total.cells)
-        .map(|(plan, levels)| {
-            let info = plan.injection.info();
-            let levels: Vec<LevelResult> = info
-                .default_levels
-                .iter()
-                .zip(levels)
-                .map(|(&level, seeds)| {
-                    let per_seed = |f: &dyn Fn(&Cell) -> f64| -> Vec<f64> {
-                        seeds.iter().map(|c| f(c) / n).collect()
-                    };
-                    LevelResult {
-                        level,
-                        noise_ratio: Stat::of(&per_seed(&|c| c.noise)),
-                        applied: seeds.iter().map(|c| c.applied).sum::<usize>() as f64
-                            / (n * seeds.len() as f64),
-                        scores: (0..metrics.len())
-                            .map(|m| Stat::of(&per_seed(&|c| c.scores[m])))
-                            .collect(),
-                    }
-                })
-                .collect();
-            let never_applied = plan.skipped.is_none() && levels.iter().all(|l| l.applied == 0.0);
-            let skipped = if never_applied {
-                Some("did not apply to any item (nothing it can change)".to_owned())
-            } else {
-                plan.skipped.clone()
-            };
-            let verdicts = if skipped.is_some() {
-                Vec::new()
-            } else {
-                (0..metrics.len())
-                    .map(|m| {
-                        let means: Vec<f64> = levels.iter().map(|l| l.scores[m].mean).collect();
-                        verdict(base[m], &means)
-                    })
-                    .collect()
-            };
-            TestResult {
-                injection: info.id.to_owned(),
-                family: info.family,
-                levels,
-                verdicts,
-                skipped,
+        .map(|m| match m {
+            Some(m) => m
+                .sentence_score(&segment)
+                .map(|s| s.value)
+                .map_err(|e| SuiteError::Metric(format!("item {}: {e}", item.id))),
+            None => Ok(0.0),
+        })
+        .collect()
+}
+
+/// Scores texts of the part's items with the model scorer, `MODEL_CHUNK`
+/// items at a time: `texts[k]` are item `indices[k]`'s texts (each distinct
+/// text once); `write(k, t, values)` receives each text's model values.
+#[allow(clippy::too_many_arguments)]
+fn model_pass(
+    plan: &Plan,
+    scorer: &mut Option<&mut dyn ModelScorer>,
+    items: &[Item],
+    indices: &[usize],
+    texts: &[Vec<&str>],
+    steps: &Steps,
+    signatures: &mut Vec<String>,
+    mut write: impl FnMut(usize, usize, &[f64]),
+) -> Result<(), SuiteError> {
+    let specs = plan.model_specs();
+    let Some(scorer) = scorer.as_deref_mut() else {
+        return Ok(());
+    };
+    for (c, chunk) in texts.chunks(MODEL_CHUNK).enumerate() {
+        steps.check()?;
+        let first = c * MODEL_CHUNK;
+        let mut rows = ModelRows::default();
+        let mut row_of: Vec<Vec<usize>> = Vec::with_capacity(chunk.len());
+        for (k, item_texts) in chunk.iter().enumerate() {
+            let item = &items[indices[first + k]];
+            let mut seen = rustc_hash::FxHashMap::default();
+            row_of.push(
+                item_texts
+                    .iter()
+                    .map(|t| rows.add(&mut seen, item, t))
+                    .collect(),
+            );
+        }
+        let scored = scorer.score(&specs, &rows).map_err(SuiteError::Metric)?;
+        if scored.values.len() != specs.len()
+            || scored.values.iter().any(|v| v.len() != rows.hyps.len())
+        {
+            return Err(SuiteError::Metric(
+                "the model scorer returned the wrong number of scores".into(),
+            ));
+        }
+        for (k, rows) in row_of.iter().enumerate() {
+            for (t, &row) in rows.iter().enumerate() {
+                let values: Vec<f64> = scored.values.iter().map(|v| v[row]).collect();
+                write(first + k, t, &values);
             }
+            steps.step();
+        }
+        *signatures = scored.signatures;
+    }
+    Ok(())
+}
+
+/// Runs the suite with language models: model-based metrics go to
+/// `models.scorer`, BERT-diverge draws on `models.masked_lm`, and each test's
+/// result goes to `models.on_test` as it finishes.
+pub fn run_suite_with_models(
+    dataset: &str,
+    items: &[Item],
+    config: &SuiteConfig,
+    models: SuiteModels,
+    progress: Progress,
+) -> Result<SuiteReport, SuiteError> {
+    let part = run_part(dataset, items, config, models, None, progress)?;
+    aggregate(&part)
+}
+
+/// Runs the suite's items of `shard` (all items when `None`) and returns
+/// their per-item outcomes, for [`merge`].
+pub fn run_part(
+    dataset: &str,
+    items: &[Item],
+    config: &SuiteConfig,
+    mut models: SuiteModels,
+    shard: Option<Shard>,
+    progress: Progress,
+) -> Result<SuitePart, SuiteError> {
+    let mut scorer = models.scorer.take();
+    let plan = plan(items, config, &models, scorer.is_some())?;
+    let (masked_lm, lm_tokenizer) = (models.masked_lm, models.lm_tokenizer);
+    let indices: Vec<usize> = shard
+        .map_or(0..items.len(), |s| s.range(items.len()))
+        .collect();
+    let runnable = plan.tests.iter().filter(|t| t.skipped.is_none()).count();
+    let steps = Steps {
+        done: 0.into(),
+        total: indices.len() * (1 + runnable) * plan.passes(),
+        cancelled: false.into(),
+        progress,
+    };
+    let golds: Vec<&str> = items.iter().map(|i| i.gold.as_str()).collect();
+    let metric_count = plan.specs.len();
+
+    // Base scores: every gold hypothesis.
+    let mut base = map_items(indices.len(), &|k| {
+        steps.check()?;
+        let item = &items[indices[k]];
+        let scores = lexical_scores(&plan, item, &item.gold);
+        steps.step();
+        scores
+    })
+    .into_iter()
+    .collect::<Result<Vec<Vec<f64>>, SuiteError>>()?;
+    let mut model_signatures = Vec::new();
+    let gold_texts: Vec<Vec<&str>> = indices.iter().map(|&i| vec![golds[i]]).collect();
+    let columns = plan.model_columns.clone();
+    model_pass(
+        &plan,
+        &mut scorer,
+        items,
+        &indices,
+        &gold_texts,
+        &steps,
+        &mut model_signatures,
+        |k, _, values| {
+            for (&m, &v) in columns.iter().zip(values) {
+                base[k][m] = v;
+            }
+        },
+    )?;
+
+    let uniform = items.iter().all(|i| i.refs.len() == items[0].refs.len());
+    let nrefs = uniform.then(|| items[0].refs.len());
+    let mut signatures = model_signatures.clone().into_iter();
+    let metrics: Vec<MetricEntry> = plan
+        .specs
+        .iter()
+        .zip(&plan.lexical)
+        .map(|(spec, lexical)| MetricEntry {
+            id: spec.id().to_string(),
+            name: spec.info().name.to_owned(),
+            signature: match lexical {
+                Some(m) => m.signature(Level::Sentence, nrefs).to_string(),
+                None => signatures.next().unwrap_or_default(),
+            },
         })
         .collect();
-    let nrefs = items[0].refs.len();
-    let uniform = items.iter().all(|i| i.refs.len() == nrefs);
-    let signature = |m: &dyn Metric| {
-        let sig = m.signature(Level::Sentence, nrefs);
-        // sacrebleu writes `nrefs:var` when the count varies.
-        if uniform {
-            sig
-        } else {
-            sig.replace(&format!("nrefs:{nrefs}"), "nrefs:var")
-        }
-    };
-    let mut model_entries = model_ids.iter().zip(model_signatures).map(|(id, sig)| {
-        let name = metrics::model_metric(id).map_or(*id, |m| m.name);
-        MetricEntry {
-            id: (*id).to_owned(),
-            name: name.to_owned(),
-            signature: sig,
-        }
-    });
-    Ok(SuiteReport {
+    // A whole run streams its report, test by test, to `on_test`.
+    let stream = models.on_test.filter(|_| shard.is_none());
+    let base_mean = base_means(&base, metric_count);
+    let mut streamed = SuiteReport {
         tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
         dataset: dataset.to_owned(),
         items: items.len(),
         config: config.clone(),
-        metrics: metrics
+        metrics: Vec::new(),
+        base: base_mean.clone(),
+        tests: Vec::new(),
+    };
+    if stream.is_some() {
+        streamed.metrics.clone_from(&metrics);
+    }
+    let mut emit = |test: &TestPart| -> Result<(), SuiteError> {
+        if let Some(f) = stream {
+            streamed
+                .tests
+                .push(aggregate_test(test, &base_mean, plan.seeds)?);
+            f(&streamed);
+        }
+        Ok(())
+    };
+    let mut tests = Vec::with_capacity(plan.tests.len());
+    for t in 0..plan.tests.len() {
+        let (injection, skipped) = (plan.tests[t].injection, plan.tests[t].skipped.clone());
+        if skipped.is_some() {
+            let test = TestPart {
+                injection: injection.info().id.to_owned(),
+                skipped,
+                items: vec![],
+            };
+            emit(&test)?;
+            tests.push(test);
+            continue;
+        }
+        let levels = injection.info().default_levels;
+        let cells = levels.len() * plan.seeds;
+        // Perturb each item and score it lexically: in parallel natively.
+        let perturbed = map_items(indices.len(), &|k| {
+            steps.check()?;
+            let index = indices[k];
+            let item = &items[index];
+            let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
+                .map(|j| golds[(index + j) % items.len()])
+                .collect();
+            let ctx = Context {
+                source: item.src.as_deref(),
+                samples: &samples,
+                masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
+                lm_tokenizer,
+            };
+            let mut out = ItemCells {
+                noise: Vec::with_capacity(cells),
+                applied: Vec::with_capacity(cells),
+                scores: Vec::with_capacity(cells * metric_count),
+            };
+            let mut texts: Vec<Option<String>> = Vec::with_capacity(cells);
+            for &level in levels {
+                for seed in 0..plan.seeds {
+                    // Each item draws its own stream for each seed.
+                    let stream = seed as u64 * 1_000_003 + index as u64;
+                    let result = inject::apply(injection, &item.gold, level, stream, &ctx)?;
+                    let scores = if result.applied {
+                        lexical_scores(&plan, item, &result.text)?
+                    } else {
+                        base[k].clone()
+                    };
+                    out.noise.push(result.noise_ratio);
+                    out.applied.push(result.applied);
+                    out.scores.extend(scores);
+                    texts.push(result.applied.then_some(result.text));
+                }
+            }
+            steps.step();
+            Ok((out, texts))
+        })
+        .into_iter()
+        .collect::<Result<Vec<(ItemCells, Vec<Option<String>>)>, SuiteError>>()?;
+        let (mut cells_of, texts): (Vec<ItemCells>, Vec<Vec<Option<String>>>) =
+            perturbed.into_iter().unzip();
+        // Model scores of the texts the injection changed (the others copied
+        // the base, model scores included).
+        let changed: Vec<Vec<usize>> = texts
             .iter()
-            .map(|m| match m {
-                Some(m) => MetricEntry {
-                    id: m.info().id.to_owned(),
-                    name: m.info().name.to_owned(),
-                    signature: signature(m.as_ref()),
-                },
-                None => model_entries.next().expect("one entry per model metric"),
+            .map(|t| (0..t.len()).filter(|&c| t[c].is_some()).collect())
+            .collect();
+        let model_texts: Vec<Vec<&str>> = texts
+            .iter()
+            .zip(&changed)
+            .map(|(t, cs)| {
+                cs.iter()
+                    .map(|&c| t[c].as_deref().expect("changed"))
+                    .collect()
             })
-            .collect(),
+            .collect();
+        model_pass(
+            &plan,
+            &mut scorer,
+            items,
+            &indices,
+            &model_texts,
+            &steps,
+            &mut model_signatures,
+            |k, j, values| {
+                let cell = changed[k][j];
+                for (&m, &v) in columns.iter().zip(values) {
+                    cells_of[k].scores[cell * metric_count + m] = v;
+                }
+            },
+        )?;
+        let test = TestPart {
+            injection: injection.info().id.to_owned(),
+            skipped: None,
+            items: cells_of,
+        };
+        emit(&test)?;
+        tests.push(test);
+    }
+
+    Ok(SuitePart {
+        tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
+        dataset: dataset.to_owned(),
+        items: items.len(),
+        shard,
+        config: config.clone(),
+        metrics,
+        indices,
+        base,
+        tests,
+    })
+}
+
+/// Combines the parts of a sharded run into the report the unsharded run
+/// gives: every item exactly once, folded in item order.
+pub fn merge(mut parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
+    let Some(first) = parts.first() else {
+        return Err(SuiteError::Merge("no parts given".into()));
+    };
+    let (items, config, dataset) = (first.items, first.config.clone(), first.dataset.clone());
+    for p in &parts {
+        if p.items != items || p.config != config || p.dataset != dataset {
+            return Err(SuiteError::Merge(format!(
+                "the parts come from different runs (dataset, item count or config differ: \
+                 {} with {} items vs {dataset} with {items})",
+                p.dataset, p.items
+            )));
+        }
+        if p.tool != first.tool
+            || p.metrics
+                .iter()
+                .map(|m| &m.id)
+                .ne(first.metrics.iter().map(|m| &m.id))
+        {
+            return Err(SuiteError::Merge(
+                "the parts were written by different versions or metric sets".into(),
+            ));
+        }
+    }
+    // In item order; a part without items (more shards than items) last.
+    parts.sort_by_key(|p| p.indices.first().copied().unwrap_or(usize::MAX));
+    let mut whole = parts.remove(0);
+    for p in parts {
+        whole.indices.extend(p.indices);
+        whole.base.extend(p.base);
+        for (t, pt) in whole.tests.iter_mut().zip(p.tests) {
+            t.items.extend(pt.items);
+        }
+    }
+    let expected: Vec<usize> = (0..items).collect();
+    if whole.indices != expected {
+        let have: std::collections::BTreeSet<usize> = whole.indices.iter().copied().collect();
+        let missing = (0..items).filter(|i| !have.contains(i)).count();
+        return Err(SuiteError::Merge(format!(
+            "the parts cover {} of {items} items ({missing} missing, {} repeated): give every shard once",
+            have.len(),
+            whole.indices.len() - have.len()
+        )));
+    }
+    whole.shard = None;
+    aggregate(&whole)
+}
+
+/// Mean over items, summed in item order (the unsharded run's order,
+/// whatever the threads or shards).
+fn item_mean(values: impl Iterator<Item = f64>, n: usize) -> f64 {
+    values.fold(0.0, |a, v| a + v) / n as f64
+}
+
+/// The base means of per-item base scores.
+fn base_means(base: &[Vec<f64>], metric_count: usize) -> Vec<f64> {
+    (0..metric_count)
+        .map(|m| item_mean(base.iter().map(|b| b[m]), base.len()))
+        .collect()
+}
+
+/// One test's result from its per-item outcomes over all items.
+fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestResult, SuiteError> {
+    let info = inject::create(&test.injection)?.info();
+    let metric_count = base.len();
+    let n = test.items.len();
+    let levels: Vec<LevelResult> = if test.skipped.is_some() {
+        vec![]
+    } else {
+        info.default_levels
+            .iter()
+            .enumerate()
+            .map(|(l, &level)| {
+                let cells = || (0..seeds).map(move |s| l * seeds + s);
+                let per_seed = |f: &dyn Fn(&ItemCells, usize) -> f64| -> Vec<f64> {
+                    cells()
+                        .map(|c| item_mean(test.items.iter().map(|i| f(i, c)), n))
+                        .collect()
+                };
+                let applied: usize = test
+                    .items
+                    .iter()
+                    .map(|i| cells().filter(|&c| i.applied[c]).count())
+                    .sum();
+                LevelResult {
+                    level,
+                    noise_ratio: Stat::of(&per_seed(&|i, c| i.noise[c])),
+                    applied: applied as f64 / (n * seeds) as f64,
+                    scores: (0..metric_count)
+                        .map(|m| Stat::of(&per_seed(&|i, c| i.scores[c * metric_count + m])))
+                        .collect(),
+                }
+            })
+            .collect()
+    };
+    let never_applied = test.skipped.is_none() && levels.iter().all(|l| l.applied == 0.0);
+    let skipped = if never_applied {
+        Some("did not apply to any item (nothing it can change)".to_owned())
+    } else {
+        test.skipped.clone()
+    };
+    let verdicts = if skipped.is_some() {
+        Vec::new()
+    } else {
+        (0..metric_count)
+            .map(|m| {
+                let means: Vec<f64> = levels.iter().map(|l| l.scores[m].mean).collect();
+                verdict(base[m], &means)
+            })
+            .collect()
+    };
+    Ok(TestResult {
+        injection: info.id.to_owned(),
+        family: info.family,
+        levels,
+        verdicts,
+        skipped,
+    })
+}
+
+/// The report of a whole run's per-item outcomes.
+pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
+    if part.indices.len() != part.items {
+        return Err(SuiteError::Merge(format!(
+            "a shard ({} of {} items) is not a report: merge every shard",
+            part.indices.len(),
+            part.items
+        )));
+    }
+    let base = base_means(&part.base, part.metrics.len());
+    let tests = part
+        .tests
+        .iter()
+        .map(|t| aggregate_test(t, &base, part.config.seeds as usize))
+        .collect::<Result<_, _>>()?;
+    Ok(SuiteReport {
+        tool: part.tool.clone(),
+        dataset: part.dataset.clone(),
+        items: part.items,
+        config: part.config.clone(),
+        metrics: part.metrics.clone(),
         base,
         tests,
     })

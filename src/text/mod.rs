@@ -46,3 +46,41 @@ mod tests {
         assert_eq!(python_rstrip("  x \u{1c}\n"), "  x");
     }
 }
+
+/// The references typed in one box: several are separated by a blank line
+/// (a line of only whitespace); each is trimmed, and empty ones dropped. The
+/// page's lexical and model-based metrics both read references this way.
+pub fn references(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut end = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim().is_empty() {
+            if let Some(s) = start.take() {
+                out.push(text[s..end].trim());
+            }
+        } else {
+            start.get_or_insert(offset);
+            end = offset + line.len();
+        }
+        offset += line.len();
+    }
+    if let Some(s) = start {
+        out.push(text[s..end].trim());
+    }
+    out
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::references;
+
+    #[test]
+    fn blank_lines_separate_references() {
+        assert_eq!(references("a b\nc\n\n  \n d e \n"), ["a b\nc", "d e"]);
+        assert_eq!(references("one"), ["one"]);
+        assert!(references(" \n\t\n").is_empty());
+        assert_eq!(references("x\r\n\r\ny"), ["x", "y"]);
+    }
+}

@@ -6,6 +6,19 @@
 
 use serde_json::Value;
 
+/// A one-line user error from the CLI: exit 2, `error: ...` containing
+/// `needle`, no panic.
+pub fn assert_user_error(out: &std::process::Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "stderr: {stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(!stderr.contains("panicked"));
+}
+
 /// The shared test data folder.
 pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
 

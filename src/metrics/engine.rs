@@ -1,0 +1,618 @@
+//! The metric engine: every metric, model-free or model-based, scored
+//! through one call.
+//!
+//! [`Engine::score`] takes resolved [`MetricSpec`]s and a batch of
+//! [`Segment`]s and returns one [`Column`] per spec: a score per segment
+//! (with its parts), a corpus score (sacrebleu's from summed statistics for
+//! BLEU and chrF, the mean of the segment scores otherwise) and the
+//! signature. Model passes are asynchronous (WebGPU reads are); each
+//! distinct text is run once, and BERTScore P, R and F on the same model,
+//! layer and weights share one pass. The models come from a [`ModelStore`]:
+//! folders natively, the page's loaded models in the browser. The CLI, the
+//! page, the suites, the preference suite and the audit all score here.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use serde::Serialize;
+
+use super::bertscore::{self, EmbeddingCache};
+use super::menli::{self, NliProbs, Premise};
+use super::perplexity;
+use super::spec::{BertScoreSpec, MetricId, MetricSpec, ModelSlot, Part, SpecError};
+use super::{Level, MetricError, Score, ScorePart, Segment, Signature, uniform_nrefs};
+use crate::models::{ModelError, Plm};
+
+/// Where the engine gets its models.
+pub trait ModelStore {
+    /// The model of `slot`: the one `name` gives (a folder natively, a
+    /// loaded model's name on the page), or the slot's default when `None`.
+    fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError>;
+}
+
+/// A store without models: model-based specs are refused with a message.
+pub struct NoModels;
+
+impl ModelStore for NoModels {
+    fn model(&self, slot: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        Err(EngineError::NoModel(format!(
+            "{slot} runs on a language model and none is available here"
+        )))
+    }
+}
+
+/// Why scoring failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A model-free metric refused its input.
+    #[error(transparent)]
+    Metric(#[from] MetricError),
+    /// An option that cannot be used.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// No model for a model-based metric.
+    #[error("{0}")]
+    NoModel(String),
+    /// A model failed to load or run.
+    #[error("{model}: {message}")]
+    Model {
+        /// The model (folder or name).
+        model: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The input cannot be scored by this metric.
+    #[error("{metric}: {message}")]
+    Input {
+        /// The metric.
+        metric: MetricId,
+        /// What is wrong with the input.
+        message: String,
+    },
+}
+
+fn model_error(plm: &Plm) -> impl Fn(ModelError) -> EngineError + '_ {
+    |e| EngineError::Model {
+        model: plm.name.clone(),
+        message: e.to_string(),
+    }
+}
+
+/// What a model-based score shows beyond its value (the page draws it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Detail {
+    /// BERTScore's greedy alignment with the best reference.
+    #[serde(rename_all = "camelCase")]
+    Alignment {
+        /// Index of the reference with the best F.
+        best_reference: usize,
+        /// Hypothesis tokens as text.
+        hyp_tokens: Vec<String>,
+        /// The best reference's tokens as text.
+        ref_tokens: Vec<String>,
+        /// Token weights (0 for special tokens; idf where on).
+        hyp_weights: Vec<f32>,
+        /// Reference token weights.
+        ref_weights: Vec<f32>,
+        /// `[hyp tokens, ref tokens]` cosine similarities, row-major.
+        similarity: Vec<f32>,
+        /// Each hypothesis token's best reference token.
+        hyp_best: Vec<usize>,
+        /// Each reference token's best hypothesis token.
+        ref_best: Vec<usize>,
+        /// The layer read.
+        layer: usize,
+        /// A text was cut to the model's limit.
+        truncated: bool,
+    },
+    /// Per-token surprisal of a perplexity.
+    Surprisal {
+        /// Each token's text and surprisal in nats (None: not scored).
+        tokens: Vec<(String, Option<f64>)>,
+        /// Byte span of each token in the text (empty for added tokens).
+        spans: Vec<(usize, usize)>,
+        /// The text was cut to the model's limit.
+        truncated: bool,
+    },
+    /// MENLI's probabilities for the best premise.
+    #[serde(rename_all = "camelCase")]
+    Nli {
+        /// Premise -> hypothesis.
+        forward: NliProbs,
+        /// Hypothesis -> premise.
+        backward: NliProbs,
+        /// Index of the reference that scored best.
+        premise: usize,
+        /// `reference` or `source`.
+        premise_kind: Premise,
+    },
+}
+
+/// One metric's scores over a batch of segments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Column {
+    /// The spec scored, with defaults resolved where a model decides them
+    /// (BERTScore's layer).
+    pub spec: MetricSpec,
+    /// One score per segment.
+    pub scores: Vec<Score>,
+    /// Details per segment, when the engine was asked for them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<Detail>,
+    /// The corpus score.
+    pub corpus: Score,
+    /// The sentence-level signature.
+    pub signature: Signature,
+}
+
+impl Column {
+    /// The segment values.
+    pub fn values(&self) -> Vec<f64> {
+        self.scores.iter().map(|s| s.value).collect()
+    }
+
+    fn new(spec: MetricSpec, scores: Vec<Score>, signature: Signature) -> Self {
+        let id = spec.id();
+        let mean = scores.iter().map(|s| s.value).sum::<f64>() / scores.len().max(1) as f64;
+        Column {
+            corpus: Score {
+                metric: id.info().id,
+                value: mean,
+                parts: vec![],
+                signature: signature.to_string(),
+            },
+            spec,
+            scores,
+            details: vec![],
+            signature,
+        }
+    }
+}
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Scores metric specs over segments with models from a [`ModelStore`].
+pub struct Engine {
+    store: Box<dyn ModelStore>,
+    details: bool,
+    cache: RefCell<EmbeddingCache>,
+}
+
+impl Engine {
+    /// An engine drawing its models from `store`.
+    pub fn new(store: impl ModelStore + 'static) -> Self {
+        Self {
+            store: Box::new(store),
+            details: false,
+            cache: RefCell::new(EmbeddingCache::default()),
+        }
+    }
+
+    /// An engine for model-free metrics only.
+    pub fn lexical() -> Self {
+        Self::new(NoModels)
+    }
+
+    /// Also returns each model-based score's [`Detail`] (the page's heatmap,
+    /// surprisal bar and NLI bars), and keeps recent reference embeddings.
+    pub fn with_details(mut self) -> Self {
+        self.details = true;
+        self
+    }
+
+    /// The store the engine draws on.
+    pub fn store(&self) -> &dyn ModelStore {
+        self.store.as_ref()
+    }
+
+    /// Forgets cached embeddings of the model named `name` (unloaded).
+    pub fn forget(&self, name: &str) {
+        self.cache.borrow_mut().forget(name);
+    }
+
+    /// Scores every segment with each spec, in the order given.
+    pub async fn score(
+        &self,
+        specs: &[MetricSpec],
+        segments: &[Segment<'_>],
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out: Vec<Option<Column>> = specs.iter().map(|_| None).collect();
+        for (i, spec) in specs.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            spec.validate()?;
+            if let MetricSpec::BertScore(b) = spec {
+                // Every BERTScore part on the same pass comes from one run.
+                let key = b.pass_key();
+                let group: Vec<(usize, Part)> = specs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, s)| match s {
+                        MetricSpec::BertScore(o) if o.pass_key() == key => Some((j, o.part)),
+                        _ => None,
+                    })
+                    .collect();
+                let parts: Vec<Part> = group.iter().map(|g| g.1).collect();
+                let columns = self.bertscore(&key, &parts, segments).await?;
+                for ((j, _), column) in group.into_iter().zip(columns) {
+                    out[j] = Some(column);
+                }
+            } else {
+                out[i] = Some(self.column(spec, segments).await?);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|c| c.expect("every spec scored"))
+            .collect())
+    }
+
+    /// Scores with model-free metrics only, synchronously.
+    pub fn score_lexical(
+        specs: &[MetricSpec],
+        segments: &[Segment<'_>],
+    ) -> Result<Vec<Column>, EngineError> {
+        specs
+            .iter()
+            .map(|spec| lexical_column(spec, segments))
+            .collect()
+    }
+
+    fn column<'a>(
+        &'a self,
+        spec: &'a MetricSpec,
+        segments: &'a [Segment<'a>],
+    ) -> Boxed<'a, Result<Column, EngineError>> {
+        Box::pin(async move {
+            match spec {
+                MetricSpec::BertScore(b) => Ok(self
+                    .bertscore(&b.pass_key(), &[b.part], segments)
+                    .await?
+                    .remove(0)),
+                MetricSpec::GptPpl { model, bos } => {
+                    let plm = self.store.model(ModelSlot::GptPpl, model.as_deref())?;
+                    self.perplexity(spec, &plm, segments, Some(*bos)).await
+                }
+                MetricSpec::MlmPpl { model } => {
+                    let plm = self.store.model(ModelSlot::MlmPpl, model.as_deref())?;
+                    self.perplexity(spec, &plm, segments, None).await
+                }
+                MetricSpec::Menli(m) => {
+                    let plm = self.store.model(ModelSlot::Menli, m.model.as_deref())?;
+                    self.menli(spec, &plm, segments).await
+                }
+                lexical => lexical_column(lexical, segments),
+            }
+        })
+    }
+
+    async fn bertscore(
+        &self,
+        spec: &BertScoreSpec,
+        parts: &[Part],
+        segments: &[Segment<'_>],
+    ) -> Result<Vec<Column>, EngineError> {
+        let plm = self
+            .store
+            .model(ModelSlot::BertScore, spec.model.as_deref())?;
+        let layer = spec
+            .layer
+            .unwrap_or_else(|| bertscore::default_layer(&plm.name, plm.config.num_layers));
+        let input = |message: String| EngineError::Input {
+            metric: MetricId::BertScoreF,
+            message,
+        };
+        let baseline = if spec.rescale {
+            Some(bertscore::baseline_for(&plm.name, layer).map_err(input)?)
+        } else {
+            None
+        };
+        if let Some(i) = segments.iter().position(|s| s.refs.is_empty()) {
+            return Err(MetricError::MissingReference {
+                metric: MetricId::BertScoreF.info().id,
+                segment: i + 1,
+            }
+            .into());
+        }
+        let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+        let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
+        let cache = self.details.then_some(&self.cache);
+        let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, spec.idf, cache)
+            .await
+            .map_err(model_error(&plm))?;
+        let signature = bertscore::signature(
+            &plm.name,
+            layer,
+            spec.idf,
+            baseline.as_ref(),
+            &plm.precision.to_string(),
+        );
+        let totals: Vec<bertscore::BertScore> = scored
+            .iter()
+            .map(|s| match &baseline {
+                Some(b) => bertscore::rescale(s.score, b.prf),
+                None => s.score,
+            })
+            .collect();
+        let details = if self.details {
+            scored
+                .iter()
+                .map(|s| alignment(&plm, s, &weights, layer))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(model_error(&plm))?
+        } else {
+            vec![]
+        };
+        Ok(parts
+            .iter()
+            .map(|&part| {
+                let spec = MetricSpec::BertScore(BertScoreSpec {
+                    layer: Some(layer),
+                    part,
+                    ..spec.clone()
+                });
+                let id = spec.id().info().id;
+                let scores = totals
+                    .iter()
+                    .map(|t| Score {
+                        metric: id,
+                        value: match part {
+                            Part::P => t.p,
+                            Part::R => t.r,
+                            Part::F => t.f,
+                        },
+                        parts: vec![
+                            part_of("precision", t.p),
+                            part_of("recall", t.r),
+                            part_of("f1", t.f),
+                        ],
+                        signature: signature.to_string(),
+                    })
+                    .collect();
+                let mut column = Column::new(spec, scores, signature.clone());
+                column.details.clone_from(&details);
+                column
+            })
+            .collect())
+    }
+
+    async fn perplexity(
+        &self,
+        spec: &MetricSpec,
+        plm: &Plm,
+        segments: &[Segment<'_>],
+        causal_bos: Option<bool>,
+    ) -> Result<Column, EngineError> {
+        let id = spec.id();
+        let texts: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+        let precision = plm.precision.to_string();
+        let (result, signature) = match causal_bos {
+            Some(bos) => (
+                perplexity::causal(plm, &texts, bos).await,
+                perplexity::causal_signature(&plm.name, bos, &precision),
+            ),
+            None => (
+                perplexity::pseudo(plm, &texts).await,
+                perplexity::pseudo_signature(&plm.name, &precision),
+            ),
+        };
+        let result = result.map_err(model_error(plm))?;
+        let mut scores = Vec::with_capacity(result.len());
+        for (i, p) in result.iter().enumerate() {
+            let ppl = p.perplexity.ok_or_else(|| EngineError::Input {
+                metric: id,
+                message: format!(
+                    "segment {} has no token to score{}",
+                    i + 1,
+                    match causal_bos {
+                        Some(false) =>
+                            " (one token has no context: score it after <|endoftext|> (--ppl-bos, \
+                             or the card's first-token switch), or add text)",
+                        _ => " (it is empty)",
+                    }
+                ),
+            })?;
+            let scored = p.surprisal.iter().flatten().count() as f64;
+            scores.push(Score {
+                metric: id.info().id,
+                value: -ppl,
+                parts: vec![
+                    part_of("perplexity", ppl),
+                    part_of("tokens_scored", scored),
+                    part_of("truncated", f64::from(u8::from(p.truncated))),
+                ],
+                signature: signature.to_string(),
+            });
+        }
+        let mut column = Column::new(spec.clone(), scores, signature);
+        if self.details {
+            column.details = result
+                .iter()
+                .map(|p| {
+                    Ok(Detail::Surprisal {
+                        tokens: p
+                            .tokens
+                            .iter()
+                            .zip(&p.surprisal)
+                            .map(|(t, s)| Ok((plm.tokenizer.decode(&[t.id])?, *s)))
+                            .collect::<Result<_, ModelError>>()?,
+                        spans: p
+                            .tokens
+                            .iter()
+                            .map(|t| (t.span.start, t.span.end))
+                            .collect(),
+                        truncated: p.truncated,
+                    })
+                })
+                .collect::<Result<_, ModelError>>()
+                .map_err(model_error(plm))?;
+        }
+        Ok(column)
+    }
+
+    async fn menli(
+        &self,
+        spec: &MetricSpec,
+        plm: &Plm,
+        segments: &[Segment<'_>],
+    ) -> Result<Column, EngineError> {
+        let MetricSpec::Menli(m) = spec else {
+            unreachable!("called for MENLI specs")
+        };
+        let setup = m.setup()?;
+        let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+        let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
+        let srcs: Vec<Option<&str>> = segments.iter().map(|s| s.src).collect();
+        let nli = menli::score_set(plm, &hyps, &refs, &srcs, &setup)
+            .await
+            .map_err(model_error(plm))?;
+        let combined = match &m.combine {
+            None => None,
+            Some(other) => {
+                let other_values = self.column(other, segments).await?.values();
+                let nli_values: Vec<f64> = nli.iter().map(|s| s.value).collect();
+                let mixed =
+                    menli::combine(&nli_values, &other_values, setup.weight).map_err(|e| {
+                        EngineError::Input {
+                            metric: MetricId::Menli,
+                            message: e.to_string(),
+                        }
+                    })?;
+                Some((other.id(), other_values, mixed))
+            }
+        };
+        let signature = menli::signature(
+            &plm.name,
+            &setup,
+            &plm.precision.to_string(),
+            combined.as_ref().map(|(id, ..)| id.as_str()),
+        );
+        let scores = nli
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut parts = vec![
+                    part_of("nli", s.value),
+                    part_of("e", s.forward.e),
+                    part_of("n", s.forward.n),
+                    part_of("c", s.forward.c),
+                    part_of("e_backward", s.backward.e),
+                    part_of("n_backward", s.backward.n),
+                    part_of("c_backward", s.backward.c),
+                ];
+                let value = match &combined {
+                    Some((_, other, mixed)) => {
+                        parts.push(part_of("other", other[i]));
+                        mixed[i]
+                    }
+                    None => s.value,
+                };
+                Score {
+                    metric: MetricId::Menli.info().id,
+                    value,
+                    parts,
+                    signature: signature.to_string(),
+                }
+            })
+            .collect();
+        let mut column = Column::new(spec.clone(), scores, signature);
+        if self.details {
+            column.details = nli
+                .iter()
+                .map(|s| Detail::Nli {
+                    forward: s.forward,
+                    backward: s.backward,
+                    premise: s.premise,
+                    premise_kind: setup.premise,
+                })
+                .collect();
+        }
+        Ok(column)
+    }
+}
+
+fn part_of(name: &'static str, value: f64) -> ScorePart {
+    ScorePart { name, value }
+}
+
+/// A model-free metric's column: sentence scores and sacrebleu's corpus score.
+fn lexical_column(spec: &MetricSpec, segments: &[Segment<'_>]) -> Result<Column, EngineError> {
+    let metric = spec.lexical().ok_or(MetricError::NeedsModel(spec.id()))?;
+    let scores = segments
+        .iter()
+        .map(|s| metric.sentence_score(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Column {
+        spec: spec.clone(),
+        scores,
+        details: vec![],
+        corpus: metric.corpus_score(segments)?,
+        signature: metric.signature(Level::Sentence, uniform_nrefs(segments)),
+    })
+}
+
+/// The heatmap's view of one segment's alignment.
+fn alignment(
+    plm: &Plm,
+    s: &bertscore::SegmentScore,
+    weights: &bertscore::Weights,
+    layer: usize,
+) -> Result<Detail, ModelError> {
+    let tokens = |ids: &[u32]| -> Result<Vec<String>, ModelError> {
+        ids.iter()
+            .map(|&id| Ok(plm.tokenizer.decode(&[id])?))
+            .collect()
+    };
+    Ok(Detail::Alignment {
+        best_reference: s.best,
+        hyp_tokens: tokens(&s.hyp.ids)?,
+        ref_tokens: tokens(&s.reference.ids)?,
+        hyp_weights: s.hyp.ids.iter().map(|&id| weights.of(id)).collect(),
+        ref_weights: s.reference.ids.iter().map(|&id| weights.of(id)).collect(),
+        similarity: s.pair.similarity.clone(),
+        hyp_best: s.pair.hyp_best.clone(),
+        ref_best: s.pair.ref_best.clone(),
+        layer,
+        truncated: s.hyp.truncated || s.reference.truncated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Settings;
+
+    fn segments<'a>(refs: &'a [&'a str]) -> Vec<Segment<'a>> {
+        vec![
+            Segment {
+                hyp: "the cat sat on the mat",
+                refs,
+                src: None,
+            },
+            Segment {
+                hyp: "a dog barked",
+                refs,
+                src: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn lexical_columns_equal_the_metrics_and_model_specs_need_a_model() {
+        let refs = ["the cat is on the mat"];
+        let segs = segments(&refs);
+        let specs = Settings::default().specs(&["bleu", "rougeL"]).unwrap();
+        let cols = futures::executor::block_on(Engine::lexical().score(&specs, &segs)).unwrap();
+        let bleu = crate::metrics::create("bleu", false).unwrap();
+        assert_eq!(cols[0].scores[1], bleu.sentence_score(&segs[1]).unwrap());
+        assert_eq!(cols[0].corpus, bleu.corpus_score(&segs).unwrap());
+        assert_eq!(cols[1].spec.id(), MetricId::RougeL);
+        let specs = Settings::default().specs(&["bertscore-f"]).unwrap();
+        let err = futures::executor::block_on(Engine::lexical().score(&specs, &segs)).unwrap_err();
+        assert!(err.to_string().contains("none is available here"), "{err}");
+    }
+}

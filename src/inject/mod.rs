@@ -325,8 +325,43 @@ pub fn apply(
 pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
     let a = words(before);
     let b = words(after);
-    let (n, m) = (a.len(), b.len());
-    // Full table for the backtrace (texts are paragraphs, not books).
+    // The common prefix and suffix cost nothing; injections change a few
+    // words, so what is left is usually small.
+    let prefix = a
+        .iter()
+        .zip(&b)
+        .take_while(|(x, y)| x.text == y.text)
+        .count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x.text == y.text)
+        .count();
+    let (a_mid, b_mid) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    let (n, m) = (a_mid.len(), b_mid.len());
+    // Where a deletion before the `j`-th middle word of `after` shows.
+    let deleted_at = |j: usize| b.get(prefix + j).map_or(after.len(), |w| w.start);
+    if (n + 1).saturating_mul(m + 1) > FULL_TABLE_CELLS {
+        // Too large for a table with a backtrace (a book-length rewrite):
+        // the exact distance in linear memory, the changed middle as one span.
+        let a_texts: Vec<&str> = a_mid.iter().map(|w| w.text).collect();
+        let b_texts: Vec<&str> = b_mid.iter().map(|w| w.text).collect();
+        let distance = strsim::generic_levenshtein(&a_texts, &b_texts);
+        let edit = match (b_mid.first(), b_mid.last()) {
+            (Some(first), Some(last)) => Edit {
+                start: first.start,
+                end: last.end,
+                kind: EditKind::Changed,
+            },
+            _ => Edit {
+                start: deleted_at(0),
+                end: deleted_at(0),
+                kind: EditKind::Deleted,
+            },
+        };
+        return (vec![edit], distance);
+    }
     let mut d = vec![vec![0usize; m + 1]; n + 1];
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
@@ -334,23 +369,21 @@ pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
     for (j, cell) in d[0].iter_mut().enumerate() {
         *cell = j;
     }
+    let differ = |i: usize, j: usize| usize::from(a_mid[i].text != b_mid[j].text);
     for i in 1..=n {
         for j in 1..=m {
-            let sub = d[i - 1][j - 1] + usize::from(a[i - 1].text != b[j - 1].text);
+            let sub = d[i - 1][j - 1] + differ(i - 1, j - 1);
             d[i][j] = sub.min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
         }
     }
     let mut edits = Vec::new();
     let (mut i, mut j) = (n, m);
     while i > 0 || j > 0 {
-        if i > 0
-            && j > 0
-            && d[i][j] == d[i - 1][j - 1] + usize::from(a[i - 1].text != b[j - 1].text)
-        {
-            if a[i - 1].text != b[j - 1].text {
+        if i > 0 && j > 0 && d[i][j] == d[i - 1][j - 1] + differ(i - 1, j - 1) {
+            if differ(i - 1, j - 1) == 1 {
                 edits.push(Edit {
-                    start: b[j - 1].start,
-                    end: b[j - 1].end,
+                    start: b_mid[j - 1].start,
+                    end: b_mid[j - 1].end,
                     kind: EditKind::Changed,
                 });
             }
@@ -358,13 +391,13 @@ pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
             j -= 1;
         } else if j > 0 && d[i][j] == d[i][j - 1] + 1 {
             edits.push(Edit {
-                start: b[j - 1].start,
-                end: b[j - 1].end,
+                start: b_mid[j - 1].start,
+                end: b_mid[j - 1].end,
                 kind: EditKind::Changed,
             });
             j -= 1;
         } else {
-            let at = if j < m { b[j].start } else { after.len() };
+            let at = deleted_at(j);
             edits.push(Edit {
                 start: at,
                 end: at,
@@ -377,6 +410,11 @@ pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
     edits.dedup();
     (edits, d[n][m])
 }
+
+/// Cells of the largest edit table [`diff`] builds for its backtrace (16 MB
+/// of memory at most); beyond, the distance is computed in linear
+/// memory and the changed middle reported as one span.
+const FULL_TABLE_CELLS: usize = 2_000_000;
 
 /// Joins words with single spaces.
 pub(crate) fn join(words: &[impl AsRef<str>]) -> String {

@@ -59,6 +59,8 @@ struct RawConfig {
     position_embedding_type: Option<String>,
     #[serde(default)]
     id2label: BTreeMap<String, String>,
+    #[serde(default)]
+    label2id: BTreeMap<String, serde_json::Value>,
     tie_word_embeddings: Option<bool>,
     sinusoidal_pos_embds: Option<bool>,
 }
@@ -194,12 +196,19 @@ impl ModelConfig {
                 "a classification checkpoint needs id2label in config.json".into(),
             ));
         }
+        if !raw.label2id.is_empty() && raw.label2id.len() != labels.len() {
+            return Err(ModelError::Config(format!(
+                "label2id has {} labels but id2label has {}: the label map does not match",
+                raw.label2id.len(),
+                labels.len()
+            )));
+        }
         let pad_token_id = match raw.pad_token_id {
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as u32,
             _ if family == Family::Roberta => 1,
             _ => 0,
         };
-        Ok(Self {
+        let config = Self {
             family,
             head,
             architecture,
@@ -220,7 +229,47 @@ impl ModelConfig {
             activation,
             pad_token_id,
             labels,
-        })
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Refuses sizes the model code cannot run with (they would fail deep in
+    /// a tensor operation), naming the `config.json` field.
+    fn check(&self) -> Result<(), ModelError> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_layers),
+            ("num_attention_heads", self.num_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_embeddings", self.max_positions),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ModelError::Config(format!(
+                "{field} is 0 in config.json: a model needs at least one"
+            )));
+        }
+        if self.hidden_size % self.num_heads != 0 {
+            return Err(ModelError::Config(format!(
+                "num_attention_heads ({}) does not divide hidden_size ({}) in config.json",
+                self.num_heads, self.hidden_size
+            )));
+        }
+        if self.family == Family::Roberta && self.max_tokens() < 3 {
+            return Err(ModelError::Config(format!(
+                "max_position_embeddings ({}) leaves no room for a token after RoBERTa's \
+                 padding offset (pad_token_id {})",
+                self.max_positions, self.pad_token_id
+            )));
+        }
+        if self.pad_token_id as usize >= self.vocab_size {
+            return Err(ModelError::Config(format!(
+                "pad_token_id ({}) is outside the vocabulary (vocab_size {})",
+                self.pad_token_id, self.vocab_size
+            )));
+        }
+        Ok(())
     }
 
     /// Tokens one sequence may hold: RoBERTa loses two positions to its

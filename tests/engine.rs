@@ -364,7 +364,8 @@ fn rand_name() -> String {
 
 #[test]
 fn hostile_configs_are_refused_at_load_naming_the_field() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "zero heads",
             Box::new(|c| c["num_attention_heads"] = 0.into()),

@@ -2,28 +2,16 @@
 
 use std::io::Write;
 
-use blindspot::data::{self, Item};
+use blindspot::data::{self, DatasetFormat, Item};
 use blindspot::inject;
 use blindspot::inject::masked_lm::PlmMaskedLm;
 use blindspot::stress::suite::{
     Shard, SuiteConfig, SuiteModels, SuitePart, SuiteReport, merge, run_part, run_suite_with_models,
 };
-use clap::ValueEnum;
 use futures::executor::block_on;
 
 use super::CliError;
 use super::input::read_text;
-
-/// Dataset formats `stress` reads.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum DataFormat {
-    /// WMT21 / TED-MT JSONL: `ref_a` gold hypothesis, `ref_b` reference, `src`.
-    Wmt,
-    /// SummEval JSONL: `ref` gold hypothesis, the other `refs` references, `src` article.
-    Summeval,
-    /// JSONL with `hyp` (gold hypothesis), `ref` (string or list), optional `src`.
-    Jsonl,
-}
 
 /// Arguments of `blindspot stress`.
 #[derive(clap::Args)]
@@ -31,9 +19,10 @@ pub struct StressArgs {
     /// Dataset file.
     #[arg(long)]
     data: String,
-    /// Dataset format.
-    #[arg(long, value_enum)]
-    format: DataFormat,
+    /// Dataset format: wmt (WMT21/TED-MT JSONL: ref_a gold, ref_b reference), summeval
+    /// (SummEval JSONL: ref gold, the other refs references) or jsonl (hyp gold, ref, src).
+    #[arg(long)]
+    format: DatasetFormat,
     /// Comma-separated metric ids.
     #[arg(
         long,
@@ -143,10 +132,9 @@ pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
 
 /// Reads `path` in `format` (rows that do not parse are reported and
 /// skipped) and keeps the first `limit` items.
-fn load(path: &str, format: DataFormat, limit: Option<usize>) -> Result<Vec<Item>, CliError> {
+fn load(path: &str, format: DatasetFormat, limit: Option<usize>) -> Result<Vec<Item>, CliError> {
     let text = read_text(path)?;
-    let name = format.to_possible_value().expect("no skipped variants");
-    let loaded = data::load_items(name.get_name(), &text).map_err(CliError::Suite)?;
+    let loaded = data::load_items(format, &text);
     for p in &loaded.problems {
         eprintln!("warning: {path}:{}: {} (row skipped)", p.line, p.message);
     }
@@ -227,26 +215,16 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     let report = run_suite_with_models(&dataset, &items, &config, models, &progress)
         .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
-    write_report(
-        &report,
-        &args.out,
-        args.csv.as_deref(),
-        args.html.as_deref(),
-    )
+    write_report(&report, &args.report)
 }
 
 /// Writes a suite report as JSON (and CSV and HTML where asked) and prints its card.
-fn write_report(
-    report: &SuiteReport,
-    out: &str,
-    csv: Option<&str>,
-    html: Option<&str>,
-) -> Result<(), CliError> {
-    write_json(out, report)?;
-    if let Some(path) = csv {
+fn write_report(report: &SuiteReport, files: &ReportFiles) -> Result<(), CliError> {
+    write_json(&files.out, report)?;
+    if let Some(path) = &files.csv {
         std::fs::write(path, report.to_csv())?;
     }
-    if let Some(path) = html {
+    if let Some(path) = &files.html {
         std::fs::write(path, blindspot::stress::html::suite_html(report))?;
     }
     eprintln!("{}", summary(report));
@@ -268,12 +246,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let report = merge(parts).map_err(|e| CliError::Suite(e.to_string()))?;
-    write_report(
-        &report,
-        &args.out,
-        args.csv.as_deref(),
-        args.html.as_deref(),
-    )
+    write_report(&report, &args.report)
 }
 
 /// The report card as a terminal table: one row per test, one column per metric.
@@ -308,8 +281,8 @@ pub struct PreferArgs {
     #[arg(long)]
     data: Option<String>,
     /// Format of `--data`.
-    #[arg(long, value_enum, default_value_t = DataFormat::Wmt)]
-    format: DataFormat,
+    #[arg(long, default_value = "wmt")]
+    format: DatasetFormat,
     /// Attacks for `--data` (default: every MENLI attack but number_to_words).
     #[arg(long, value_delimiter = ',')]
     attacks: Vec<String>,

@@ -119,26 +119,38 @@ fn id_or_line(v: &Value, line: usize) -> String {
     }
 }
 
-/// Stress-test items from a file in one of the formats by name: `wmt`
+/// The dataset formats stress suites read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetFormat {
+    /// WMT21 / TED-MT JSONL: `ref_a` gold hypothesis, `ref_b` reference, `src`.
+    Wmt,
+    /// SummEval JSONL: `ref` gold hypothesis, the other `refs` references, `src` article.
+    Summeval,
+    /// JSONL with `hyp` (gold hypothesis), `ref` (string or list), optional `src`.
+    Jsonl,
+}
+
+crate::metrics::spec::named_enum!(
+    DatasetFormat,
+    "dataset format",
+    [(Wmt, "wmt"), (Summeval, "summeval"), (Jsonl, "jsonl")]
+);
+
+/// Stress-test items from a file in one of the formats: `wmt`
 /// ([`load_wmt`]), `summeval` (the items of [`load_summeval`]) or `jsonl`
 /// ([`load_pairs`]). The CLI and the page both read datasets through this.
-pub fn load_items(format: &str, text: &str) -> Result<Loaded<Item>, String> {
-    Ok(match format {
-        "wmt" => load_wmt(text),
-        "jsonl" => load_pairs(text),
-        "summeval" => {
+pub fn load_items(format: DatasetFormat, text: &str) -> Loaded<Item> {
+    match format {
+        DatasetFormat::Wmt => load_wmt(text),
+        DatasetFormat::Jsonl => load_pairs(text),
+        DatasetFormat::Summeval => {
             let docs = load_summeval(text);
             Loaded {
                 rows: docs.rows.into_iter().map(|d| d.item).collect(),
                 problems: docs.problems,
             }
         }
-        other => {
-            return Err(format!(
-                "unknown dataset format '{other}' (wmt, summeval, jsonl)"
-            ));
-        }
-    })
+    }
 }
 
 /// WMT21 / TED-MT JSONL: `ref_a` is the gold hypothesis, `ref_b` the reference.

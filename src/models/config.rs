@@ -250,7 +250,7 @@ impl ModelConfig {
                 "{field} is 0 in config.json: a model needs at least one"
             )));
         }
-        if self.hidden_size % self.num_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(ModelError::Config(format!(
                 "num_attention_heads ({}) does not divide hidden_size ({}) in config.json",
                 self.num_heads, self.hidden_size

@@ -1,11 +1,13 @@
 // The preference suite (MENLI CSV) and the spurious-correlate audit (SummEval
-// JSONL) on the page. Both run in the suite worker; every number comes from
-// the wasm core (src/stress/prefer.rs, src/stress/audit.rs).
+// JSONL) on the page, with the model-free metrics and every model-based metric
+// whose card is showing (its model and options). Both run in the model worker,
+// where the models are; every number comes from the wasm core
+// (src/stress/prefer.rs, src/stress/audit.rs).
 
-import { engineUrls } from "./suite.js";
+import { modelSpecs } from "./plm-scores.js";
 
 const $ = (id) => document.getElementById(id);
-const view = { file: null, worker: null, registry: [] };
+const view = { file: null, running: false, engine: null, lexical: [] };
 
 function status(text, kind = "muted") {
   $("analysis-status").textContent = text;
@@ -77,44 +79,45 @@ function renderAudit(report) {
   $("analysis-result").replaceChildren(note, t);
 }
 
-function run() {
+/** The model-free metrics' specs: the core's defaults, with the page's ROUGE stemmer. */
+function lexicalSpecs() {
+  return view.lexical.map((d) => ("stemmer" in d ? { ...d, stemmer: $("rouge-stemmer").checked } : { ...d }));
+}
+
+async function run() {
   if (!view.file) return status("Choose a file first.", "bad");
-  if (view.worker) view.worker.terminate();
+  if (view.running) return;
   const kind = $("analysis-kind").value;
-  const request = {
-    kind, dataset: view.file.name, text: view.file.text,
-    metrics: view.registry.map((m) => m.id), rougeStemmer: $("rouge-stemmer").checked,
-  };
-  status("Running in a worker…");
+  const specs = [...lexicalSpecs(), ...modelSpecs()];
+  const request = { dataset: view.file.name, text: view.file.text, specs };
+  const withModels = specs.length - view.lexical.length;
+  status(withModels ? `Running with ${withModels} model-based metrics…` : "Running…");
   $("analysis-result").replaceChildren();
-  const worker = new Worker("suite-worker.js", { type: "module" });
-  view.worker = worker;
-  worker.onmessage = ({ data }) => {
-    if (data.type === "progress") status(`${data.done} / ${data.total} cases`);
-    else if (data.type === "done") {
-      worker.terminate();
-      view.worker = null;
-      (data.kind === "prefer" ? renderPreference : renderAudit)(data.report);
-      const skipped = data.problems.length ? `; ${data.problems.length} rows skipped (first: line ${data.problems[0].line}: ${data.problems[0].message})` : "";
-      status(`Done in ${(data.millis / 1000).toFixed(1)} s${skipped}.`, data.problems.length ? "bad" : "muted");
-    } else if (data.type === "error") {
-      worker.terminate();
-      view.worker = null;
-      status(data.message, "bad");
-    }
-  };
+  view.running = true;
+  $("analysis-run").disabled = true;
+  const started = performance.now();
   try {
-    worker.postMessage({ ...engineUrls(), request });
+    const out = kind === "prefer"
+      ? await view.engine.preferenceSuite(request, (done, total) => status(`${done} / ${total} cases`))
+      : await view.engine.auditSuite(request);
+    (kind === "prefer" ? renderPreference : renderAudit)(out.report);
+    const millis = performance.now() - started;
+    const skipped = out.problems.length ? `; ${out.problems.length} rows skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
+    status(`Done in ${(millis / 1000).toFixed(1)} s${skipped}.`, out.problems.length ? "bad" : "muted");
   } catch (err) {
-    worker.terminate();
-    view.worker = null;
     status(String(err.message ?? err), "bad");
+  } finally {
+    view.running = false;
+    $("analysis-run").disabled = false;
   }
 }
 
 /** Wires the preference / audit view. */
-export function initAnalyses(registry) {
-  view.registry = registry;
+export function initAnalyses(wasm, engine, registry) {
+  const defaults = wasm.metricChoices().defaults;
+  // The core's default spec of each model-free metric (defaults follow the registry's order).
+  view.lexical = registry.map((m, i) => [m, defaults[i]]).filter(([m]) => !m.model).map(([, d]) => d);
+  view.engine = engine;
   $("analysis-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
     if (!file) return;

@@ -10,7 +10,7 @@ import { initPlmScores } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
 import { EXAMPLES } from "./examples.js";
-import { sweepChart } from "./sweep.js";
+import { initSweep, sweepChart } from "./sweep.js";
 
 const STORAGE_KEY = "blindspot.playground.v1";
 const $ = (id) => document.getElementById(id);
@@ -148,7 +148,7 @@ function render() {
 function scoreText(hypothesis) {
   const outcomes = state.wasm.scorePair({
     hypothesis,
-    references: [fields.reference.value],
+    references: fields.reference.value,
     source: fields.source.value,
     metrics: state.registry.map((m) => m.id),
     rougeStemmer: $("rouge-stemmer").checked,
@@ -183,6 +183,8 @@ function scoreNow() {
   render();
   $("timing").textContent = `scored in ${(performance.now() - started).toFixed(1)} ms`;
   for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
+  const references = state.wasm.splitReferences(fields.reference.value).length;
+  if (references > 1) $("reference-count").textContent = `${references} references · ${words(fields.reference.value)}`;
   save();
   // Model-based scores follow asynchronously (plm-scores.js).
   document.dispatchEvent(new CustomEvent("blindspot:texts"));
@@ -348,7 +350,7 @@ async function runSweep() {
   try {
     sweep = state.wasm.sweepInjection({
       hypothesis: fields.hypothesis.value,
-      references: [fields.reference.value],
+      references: fields.reference.value,
       source: fields.source.value,
       injection: info.id,
       metrics: state.registry.map((m) => m.id),
@@ -432,16 +434,19 @@ async function main() {
   const saved = loadSaved();
   const wasm = await wasmReady();
   state.wasm = wasm;
-  state.registry = wasm.metricRegistry();
+  const registry = wasm.metricRegistry();
+  // The live cards of this file are the model-free metrics; plm-scores.js adds the others.
+  state.registry = registry.filter((m) => !m.model);
   state.injections = wasm.injectionRegistry();
   buildPalette();
-  initSuite(wasm, state.registry, state.injections);
-  initAnalyses(state.registry);
+  initSweep(wasm.metricChoices().verdicts);
+  initSuite(wasm, registry, state.injections);
   // Language models run in their own worker; the page only sends texts.
   const models = startModelEngine(wasm);
   document.body.dataset.modelEngine = models.where;
   initModels(models).catch((err) => console.error("model panel", err));
-  initPlmScores(models);
+  initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
+  initAnalyses(wasm, models, registry);
   initMauve(models);
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";

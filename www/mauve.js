@@ -89,33 +89,32 @@ function curveSvg(curve, mauve) {
 }
 
 function show(v) {
+  const r = v.result;
   const out = $("mauve-result");
   out.hidden = false;
   const values = document.createElement("div");
   values.className = "mauve-values";
   values.innerHTML = `<span>MAUVE <b data-role="mauve"></b></span><span>frontier integral <b data-role="fi"></b></span><span>MAUVE* <b data-role="star"></b></span>`;
-  values.querySelector('[data-role="mauve"]').textContent = v.mauve.toFixed(4);
-  values.querySelector('[data-role="fi"]').textContent = v.frontierIntegral.toFixed(4);
-  values.querySelector('[data-role="star"]').textContent = v.mauveStar.toFixed(4);
-  out.dataset.mauve = String(v.mauve);
-  out.dataset.frontierIntegral = String(v.frontierIntegral);
-  out.dataset.mauveStar = String(v.mauveStar);
+  values.querySelector('[data-role="mauve"]').textContent = r.mauve.toFixed(4);
+  values.querySelector('[data-role="fi"]').textContent = r.frontier_integral.toFixed(4);
+  values.querySelector('[data-role="star"]').textContent = r.mauve_star.toFixed(4);
+  out.dataset.mauve = String(r.mauve);
+  out.dataset.frontierIntegral = String(r.frontier_integral);
+  out.dataset.mauveStar = String(r.mauve_star);
   const note = document.createElement("p");
   note.className = "muted";
-  note.textContent = `${v.hypotheses} model texts, ${v.references} human texts, ${v.clusters} clusters, ${v.dimensions} PCA dimensions · ${(v.elapsedMs / 1000).toFixed(1)} s`;
+  note.textContent = `${v.hypotheses} model texts, ${v.references} human texts, ${r.clusters} clusters, ${r.dimensions} PCA dimensions · ${(v.elapsedMs / 1000).toFixed(1)} s`;
   const sig = document.createElement("p");
   sig.className = "signature";
   sig.textContent = v.signature;
-  out.replaceChildren(values, curveSvg(v.curve, v.mauve), note, sig);
+  out.replaceChildren(values, curveSvg(r.curve, r.mauve), note, sig);
 }
 
 async function run() {
   const handle = Number($("mauve-model").value);
-  const hyps = lines($("mauve-hyps").value), refs = lines($("mauve-refs").value);
-  if (hyps.length < 2 || refs.length < 2) {
-    status(`MAUVE compares distributions: each set needs at least 2 texts (got ${hyps.length} and ${refs.length}).`, "bad");
-    return;
-  }
+  // One text per line; the core drops blank lines and says when a set is too small.
+  const hyps = $("mauve-hyps").value.split("\n"), refs = $("mauve-refs").value.split("\n");
+  const count = lines($("mauve-hyps").value).length + lines($("mauve-refs").value).length;
   const clustersText = $("mauve-clusters").value.trim();
   const clusters = clustersText ? Number(clustersText) : undefined;
   if (clusters !== undefined && !(Number.isInteger(clusters) && clusters >= 2)) {
@@ -127,8 +126,8 @@ async function run() {
   refreshButton();
   $("mauve-progress").hidden = false;
   const started = performance.now();
-  const tick = setInterval(() => status(`Featurising ${hyps.length + refs.length} texts and clustering… ${((performance.now() - started) / 1000).toFixed(0)} s`), 500);
-  status(`Featurising ${hyps.length + refs.length} texts and clustering…`);
+  const tick = setInterval(() => status(`Featurising ${count} texts and clustering… ${((performance.now() - started) / 1000).toFixed(0)} s`), 500);
+  status(`Featurising ${count} texts and clustering…`);
   try {
     const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))));
     show(v);

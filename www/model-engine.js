@@ -6,7 +6,10 @@
 import { engineUrls } from "./suite.js";
 
 /** Calls that go to the worker (the only ones it accepts); every other engine function stays local. */
-const REMOTE = ["loadModel", "unloadModel", "embedText", "bertScorePair", "perplexityText", "menliPair", "mauveTexts"];
+const REMOTE = ["loadModel", "unloadModel", "embedText", "scoreModel", "mauveTexts", "preferenceSuite", "auditSuite"];
+
+/** Stands for a progress callback in a call to the worker (functions cannot be posted). */
+const PROGRESS = "blindspot:progress-callback";
 
 /**
  * Starts the model engine. `wasm` is the page's own engine (for the
@@ -18,7 +21,7 @@ export function startModelEngine(wasm) {
   let worker;
   try {
     worker = new Worker("model-worker.js", { type: "module" });
-    worker.postMessage({ init: engineUrls(), methods: REMOTE });
+    worker.postMessage({ init: engineUrls(), methods: REMOTE, progress: PROGRESS });
   } catch (err) {
     console.warn("model worker unavailable, models run on the main thread:", err);
     const local = { where: "main thread", modelRegistry: () => wasm.modelRegistry() };
@@ -30,6 +33,10 @@ export function startModelEngine(wasm) {
   worker.onmessage = ({ data }) => {
     const call = pending.get(data.id);
     if (!call) return;
+    if ("progress" in data) {
+      call.onProgress?.(...data.progress);
+      return;
+    }
     pending.delete(data.id);
     if ("error" in data) call.reject(new Error(data.error));
     else call.resolve(data.value);
@@ -45,8 +52,10 @@ export function startModelEngine(wasm) {
     engine[name] = (...args) =>
       new Promise((resolve, reject) => {
         const id = next++;
-        pending.set(id, { resolve, reject });
-        worker.postMessage({ id, method: name, args });
+        // A function argument (a progress callback) stays here; the worker calls back by message.
+        const onProgress = args.find((a) => typeof a === "function");
+        pending.set(id, { resolve, reject, onProgress });
+        worker.postMessage({ id, method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) });
       });
   }
   return engine;

@@ -6,6 +6,7 @@
 /** Engine calls the page may make here (sent with init: model-engine.js's REMOTE list). */
 let methods = new Set();
 let engine = null;
+let progressMarker = null;
 
 async function load({ glue, wasm }) {
   const bindings = await import(glue);
@@ -16,6 +17,7 @@ async function load({ glue, wasm }) {
 self.onmessage = async ({ data }) => {
   if (data.init) {
     methods = new Set(data.methods);
+    progressMarker = data.progress;
     engine = load(data.init);
     engine.catch(() => {}); // reported to each call below
     return;
@@ -25,7 +27,9 @@ self.onmessage = async ({ data }) => {
     if (!engine) throw new Error("the model worker was not started");
     if (!methods.has(method)) throw new Error(`unknown engine call ${method}`);
     const bindings = await engine;
-    const value = await bindings[method](...args);
+    // The page's progress callback becomes messages back to it.
+    const progress = (done, total) => self.postMessage({ id, progress: [done, total] });
+    const value = await bindings[method](...args.map((a) => (a === progressMarker ? progress : a)));
     self.postMessage({ id, value });
   } catch (err) {
     self.postMessage({ id, error: String(err?.message ?? err) });

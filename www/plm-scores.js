@@ -4,125 +4,154 @@
 // neutral and contradiction probabilities per direction). Each card lists the
 // loaded models that can run its metric and says where the chosen one runs.
 //
-// Model passes run in the model worker (model-engine.js), so typing stays
-// smooth: each card runs one pass at a time, and when it ends only the newest
-// text is scored (stale results are never shown).
+// Every number comes from the core's metric engine (`scoreModel`, the same
+// engine as the CLI): a card only turns its controls into a metric spec and
+// draws the result. The card titles, option lists and defaults come from the
+// core's registries. Model passes run in the model worker (model-engine.js),
+// so typing stays smooth: each card runs one pass at a time, and when it ends
+// only the newest text is scored (stale results are never shown).
 
 const $ = (id) => document.getElementById(id);
 
 /** Loaded models by handle (infos from models.js's "blindspot:model" event). */
 const models = new Map();
 let engine = null;
+let choices = null; // the core's option lists (metricChoices)
+let registry = [];  // the core's metric registry
+let pinnedText = () => null;
 
-const METRICS = {
-  bertscore: { title: "BERTScore", scale: "0–1", needs: "bertscore-f", run: runBertScore, clear: () => { $("bertscore-heatmap").hidden = true; } },
-  "gpt-ppl": { title: "GPT-PPL", scale: "−perplexity", needs: "gpt-ppl", run: runPerplexity("causal"), clear: () => { surprisalBar().hidden = true; } },
-  "mlm-ppl": { title: "MLM-PPL", scale: "−pseudo-perplexity", needs: "mlm-ppl", run: runPerplexity("masked"), clear: () => {} },
-  menli: { title: "MENLI", scale: "NLI", needs: "menli", run: runMenli, clear: () => {} },
+/** One card per model slot; `needs` is the metric a model must run for the card. */
+const CARDS = {
+  bertscore: { needs: "bertscore-f", draw: drawBertScore, clear: () => { $("bertscore-heatmap").hidden = true; } },
+  "gpt-ppl": { needs: "gpt-ppl", draw: drawPerplexity(true), clear: () => { surprisalBar().hidden = true; } },
+  "mlm-ppl": { needs: "mlm-ppl", draw: drawPerplexity(false), clear: () => {} },
+  menli: { needs: "menli", draw: drawMenli, clear: () => {} },
 };
 
-/** Per-metric pass state: the chosen model, one pass at a time, newest text wins. */
-const runs = Object.fromEntries(Object.keys(METRICS).map((id) => [id, { handle: null, busy: false, pending: false, seq: 0 }]));
+/** Per-card pass state: the chosen model, one pass at a time, newest text wins. */
+const runs = Object.fromEntries(Object.keys(CARDS).map((id) => [id, { handle: null, busy: false, pending: false, seq: 0 }]));
+/** The pinned original's scores per card, by request (recomputed only when it changes). */
+const pinnedScores = new Map();
 
-function capable(metric) {
-  return [...models.values()].filter((m) => m.metrics.includes(METRICS[metric].needs));
+const info = (id) => registry.find((m) => m.id === id);
+
+function capable(slot) {
+  return [...models.values()].filter((m) => m.metrics.includes(CARDS[slot].needs));
 }
 
-function card(metric) {
-  let el = document.querySelector(`.card[data-metric="${metric}"]`);
+function card(slot) {
+  let el = document.querySelector(`.card[data-metric="${slot}"]`);
   if (el) return el;
-  const spec = METRICS[metric];
+  const metric = info(CARDS[slot].needs);
   el = document.createElement("article");
   el.className = "card card-wide plm-card";
-  el.dataset.metric = metric;
+  el.dataset.metric = slot;
+  el.title = metric.description;
   el.innerHTML = `
-    <header><h3>${spec.title}</h3><span class="scale">${spec.scale}</span></header>
+    <header><h3></h3><span class="scale"></span></header>
     <div class="plm-model"><label>Model <select data-role="model"></select></label> <span class="pill" data-role="backend"></span></div>
     <div class="plm-options" data-role="options"></div>
     <div class="value" data-role="value">–</div>
+    <div class="delta" data-role="delta"></div>
     <div class="parts" data-role="parts"></div>
     <div class="plm-detail" data-role="detail"></div>
     <div class="delta message" data-role="message"></div>
     <details><summary>Signature</summary><code data-role="signature"></code></details>`;
+  // BERTScore's card shows all three parts: its title drops the part's letter.
+  el.querySelector("h3").textContent = slot === "bertscore" ? metric.name.replace(/ F1$/, "") : metric.name;
+  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI" }[metric.scale] ?? metric.scale;
   el.querySelector('[data-role="model"]').addEventListener("change", (e) => {
-    runs[metric].handle = Number(e.target.value);
-    showBackend(metric);
-    score(metric);
+    runs[slot].handle = Number(e.target.value);
+    showBackend(slot);
+    score(slot);
   });
-  addOptions(metric, el.querySelector('[data-role="options"]'));
+  addOptions(slot, el.querySelector('[data-role="options"]'));
   $("score-cards").append(el);
   return el;
 }
 
-function addOptions(metric, box) {
+function addOptions(slot, box) {
   const select = (role, label, options) => {
     const l = document.createElement("label");
     l.textContent = `${label} `;
     const s = document.createElement("select");
     s.dataset.role = role;
     for (const [value, text] of options) s.append(new Option(text, value));
-    s.addEventListener("change", () => score(metric));
+    s.addEventListener("change", () => score(slot));
     l.append(s);
     box.append(l, " ");
   };
-  if (metric === "menli") {
-    select("task", "Task", [["mt", "MT: e, both directions"], ["summ", "summarisation: e−c, hypothesis as premise"], ["summ-free", "reference-free: −c, source as premise"]]);
-    select("formula", "Formula", [["", "task default"], ["e", "e"], ["-c", "−c"], ["e-n", "e−n"], ["e-c", "e−c"], ["e-n-2c", "e−n−2c"]]);
-    select("direction", "Direction", [["", "task default"], ["ref-hyp", "premise → hypothesis"], ["hyp-ref", "hypothesis → premise"], ["both", "both (averaged)"]]);
-  } else if (metric === "bertscore") {
+  const check = (role, html, title) => {
     const l = document.createElement("label");
     l.className = "check";
-    l.title = "Weigh tokens by idf ln((M+1)/(df+1)) over the M references (separate references by a blank line)";
-    l.innerHTML = `<input type="checkbox" data-role="idf"> idf over the references`;
-    l.querySelector("input").addEventListener("change", () => score(metric));
-    const r = document.createElement("label");
-    r.className = "check";
-    r.title = "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)";
-    r.innerHTML = `<input type="checkbox" data-role="rescale"> rescale with baseline`;
-    r.querySelector("input").addEventListener("change", () => score(metric));
-    box.append(l, " ", r);
-  } else if (metric === "gpt-ppl") {
-    const l = document.createElement("label");
-    l.className = "check";
-    l.innerHTML = `<input type="checkbox" data-role="bos"> score the first token after &lt;|endoftext|&gt;`;
-    l.querySelector("input").addEventListener("change", () => score(metric));
-    box.append(l);
+    if (title) l.title = title;
+    l.innerHTML = `<input type="checkbox" data-role="${role}"> ${html}`;
+    l.querySelector("input").addEventListener("change", () => score(slot));
+    box.append(l, " ");
+  };
+  if (slot === "menli") {
+    const premise = { reference: "reference as premise", source: "source as premise" };
+    select("task", "Task", choices.menliTasks.map((t) =>
+      [t.id, `${t.id}: ${t.formula}, ${t.direction}, ${premise[t.premise]}`]));
+    select("formula", "Formula", [["", "task default"], ...choices.menliFormulas.map((f) => [f, f])]);
+    select("direction", "Direction", [["", "task default"], ...choices.menliDirections.map((d) => [d, d])]);
+  } else if (slot === "bertscore") {
+    check("idf", "idf over the references", "Weigh tokens by idf ln((M+1)/(df+1)) over the M references (separate references by a blank line)");
+    check("rescale", "rescale with baseline", "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)");
+  } else if (slot === "gpt-ppl") {
+    check("bos", "score the first token after &lt;|endoftext|&gt;");
   }
 }
 
-function showBackend(metric) {
-  const el = card(metric);
-  const info = models.get(runs[metric].handle);
+/** The card's metric spec: the core's default, with the card's controls and model. */
+function spec(slot, el) {
+  const base = structuredClone(choices.defaults.find((d) => d.metric === slot));
+  const get = (role) => el.querySelector(`[data-role="${role}"]`);
+  base.model = models.get(runs[slot].handle).name;
+  if (slot === "bertscore") Object.assign(base, { idf: get("idf").checked, rescale: get("rescale").checked });
+  if (slot === "gpt-ppl") base.bos = get("bos").checked;
+  if (slot === "menli") {
+    base.task = get("task").value;
+    if (get("formula").value) base.formula = get("formula").value;
+    if (get("direction").value) base.direction = get("direction").value;
+  }
+  return base;
+}
+
+function showBackend(slot) {
+  const el = card(slot);
+  const model = models.get(runs[slot].handle);
   const pill = el.querySelector('[data-role="backend"]');
-  pill.textContent = info ? (info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU") : "";
-  el.dataset.backend = info?.backend ?? "";
+  pill.textContent = model ? (model.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU") : "";
+  el.dataset.backend = model?.backend ?? "";
 }
 
 /** Shows a card for every metric some loaded model can run, with its model picker. */
 function refreshCards() {
-  for (const metric of Object.keys(METRICS)) {
-    const options = capable(metric);
-    const existing = document.querySelector(`.card[data-metric="${metric}"]`);
+  for (const slot of Object.keys(CARDS)) {
+    const options = capable(slot);
+    const existing = document.querySelector(`.card[data-metric="${slot}"]`);
     if (!options.length) {
       existing?.remove();
-      METRICS[metric].clear();
-      runs[metric].handle = null;
+      CARDS[slot].clear();
+      runs[slot].handle = null;
       continue;
     }
-    const el = card(metric);
+    const el = card(slot);
     const pick = el.querySelector('[data-role="model"]');
     pick.replaceChildren(...options.map((m) => new Option(`${m.name} (${m.precision})`, String(m.handle))));
-    if (!options.some((m) => m.handle === runs[metric].handle)) runs[metric].handle = options[options.length - 1].handle;
-    pick.value = String(runs[metric].handle);
-    showBackend(metric);
+    if (!options.some((m) => m.handle === runs[slot].handle)) runs[slot].handle = options[options.length - 1].handle;
+    pick.value = String(runs[slot].handle);
+    showBackend(slot);
   }
 }
 
 function texts() {
   return {
-    hyp: $("hypothesis").value,
-    refs: $("reference").value.split(/\n\s*\n/).map((s) => s.trim()).filter(Boolean),
-    src: $("source").value.trim() || undefined,
+    hypothesis: $("hypothesis").value,
+    references: $("reference").value,
+    source: $("source").value,
+    pinned: pinnedText(),
   };
 }
 
@@ -132,8 +161,45 @@ function setValue(el, value, shown) {
   v.dataset.raw = String(value);
 }
 
-async function score(metric) {
-  const run = runs[metric];
+/** The change against the pinned original, as the lexical cards show it. */
+function showDelta(el, value, base, digits) {
+  const delta = el.querySelector('[data-role="delta"]');
+  if (base === null || base === undefined) {
+    delta.textContent = "";
+    delta.className = "delta";
+    delete delta.dataset.raw;
+    return;
+  }
+  const d = value - base;
+  delta.dataset.raw = String(d);
+  if (Math.abs(d) < 0.5 * 10 ** -digits) {
+    delta.textContent = "±0 vs original";
+    delta.className = "delta same";
+    return;
+  }
+  delta.textContent = `${d > 0 ? "▲ +" : "▼ −"}${Math.abs(d).toFixed(digits)} vs original`;
+  delta.className = `delta ${d > 0 ? "up" : "down"}`; // every metric here is higher-is-better
+}
+
+/** Scores `hypotheses` with the card's spec in the engine. */
+function request(s, t, hypotheses) {
+  return engine.scoreModel({ spec: s, hypotheses, references: t.references, source: t.source || undefined });
+}
+
+/** The pinned original's value for this spec and these texts (scored once, then remembered). */
+async function pinnedValue(slot, s, t) {
+  if (t.pinned === null || !t.pinned.trim()) return null;
+  const key = JSON.stringify([s, t.pinned, t.references, t.source]);
+  if (!pinnedScores.has(key)) {
+    if (pinnedScores.size > 32) pinnedScores.clear();
+    const v = await request(s, t, [t.pinned]);
+    pinnedScores.set(key, v.scores[0].score.value);
+  }
+  return pinnedScores.get(key);
+}
+
+async function score(slot) {
+  const run = runs[slot];
   if (run.handle === null) return;
   if (run.busy) {
     run.pending = true;
@@ -141,50 +207,53 @@ async function score(metric) {
   }
   run.busy = true;
   const seq = ++run.seq;
-  const el = card(metric);
+  const el = card(slot);
   const t = texts();
   try {
-    const show = await METRICS[metric].run(run.handle, t, el);
+    const s = spec(slot, el);
+    const v = await request(s, t, [t.hypothesis]);
+    const base = await pinnedValue(slot, s, t).catch(() => null);
     if (seq !== run.seq || run.pending) return; // a newer edit is waiting: do not show stale numbers
     el.classList.remove("unavailable");
-    el.dataset.scoredHypothesis = t.hyp; // which text the shown numbers belong to
+    el.dataset.scoredHypothesis = t.hypothesis; // which text the shown numbers belong to
     el.querySelector('[data-role="message"]').textContent = "";
-    show();
+    el.querySelector('[data-role="signature"]').textContent = v.signature;
+    CARDS[slot].draw(el, v, v.scores[0], base);
   } catch (err) {
     if (seq !== run.seq) return;
     el.classList.add("unavailable");
     el.querySelector('[data-role="value"]').textContent = "–";
     delete el.querySelector('[data-role="value"]').dataset.raw;
+    showDelta(el, 0, null, 0);
     el.querySelector('[data-role="parts"]').textContent = "";
     el.querySelector('[data-role="detail"]').replaceChildren();
     el.querySelector('[data-role="message"]').textContent = String(err.message ?? err);
-    METRICS[metric].clear();
+    CARDS[slot].clear();
   } finally {
     run.busy = false;
     if (run.pending) {
       run.pending = false;
-      score(metric);
+      score(slot);
     }
   }
 }
 
+/** A score part's value by name. */
+const part = (score, name) => score.parts.find((p) => p.name === name)?.value;
+
 // --- BERTScore -------------------------------------------------------------
 
-async function runBertScore(handle, t, el) {
-  const idf = Boolean(el.querySelector('[data-role="idf"]')?.checked);
-  const rescale = Boolean(el.querySelector('[data-role="rescale"]')?.checked);
-  const v = await engine.bertScorePair(handle, t.hyp, t.refs, models.get(handle).bertScoreLayer, idf, rescale);
-  v.idf = idf;
-  v.references = t.refs.length;
-  return () => {
-    setValue(el, v.f, v.f.toFixed(4));
-    el.dataset.p = String(v.p);
-    el.dataset.r = String(v.r);
-    el.querySelector('[data-role="parts"]').textContent = `P ${v.p.toFixed(4)} · R ${v.r.toFixed(4)} · F ${v.f.toFixed(4)}${v.rescaled ? " (rescaled)" : ""} · ${v.elapsedMs.toFixed(0)} ms`;
-    el.querySelector('[data-role="message"]').textContent = v.truncated ? "a text was cut to the model's limit" : "";
-    el.querySelector('[data-role="signature"]').textContent = v.signature;
-    heatmap(v);
-  };
+function drawBertScore(el, v, scored, base) {
+  const { score, detail } = scored;
+  const [p, r, f] = ["precision", "recall", "f1"].map((n) => part(score, n));
+  setValue(el, f, f.toFixed(4));
+  showDelta(el, f, base, 4);
+  el.dataset.p = String(p);
+  el.dataset.r = String(r);
+  const rescaled = v.spec.rescale;
+  el.querySelector('[data-role="parts"]').textContent = `P ${p.toFixed(4)} · R ${r.toFixed(4)} · F ${f.toFixed(4)}${rescaled ? " (rescaled)" : ""} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="message"]').textContent = detail.truncated ? "a text was cut to the model's limit" : "";
+  heatmap({ ...detail, idf: v.spec.idf, references: v.references });
 }
 
 /** Escapes text for markup. */
@@ -281,23 +350,15 @@ function drawSurprisal(v) {
   bar.hidden = false;
 }
 
-function runPerplexity(kind) {
-  return async (handle, t, el) => {
-    const bos = kind === "causal" && Boolean(el.querySelector('[data-role="bos"]')?.checked);
-    const v = await engine.perplexityText(handle, t.hyp, kind, bos);
-    if (v.perplexity === undefined || v.perplexity === null) {
-      throw new Error(kind === "causal"
-        ? "one token has no context to be scored: tick “score the first token” or type more"
-        : "no token to score");
-    }
-    return () => {
-      setValue(el, -v.perplexity, (-v.perplexity).toPrecision(5));
-      const scored = v.tokens.filter(([, s]) => s !== null && s !== undefined).length;
-      el.querySelector('[data-role="parts"]').textContent = `perplexity ${v.perplexity.toPrecision(5)} over ${scored} tokens · ${v.elapsedMs.toFixed(0)} ms`;
-      el.querySelector('[data-role="message"]').textContent = v.truncated ? "the hypothesis was cut to the model's limit" : "";
-      el.querySelector('[data-role="signature"]').textContent = v.signature;
-      if (kind === "causal") drawSurprisal(v);
-    };
+function drawPerplexity(causal) {
+  return (el, v, scored, base) => {
+    const { score, detail } = scored;
+    const ppl = part(score, "perplexity");
+    setValue(el, score.value, score.value.toPrecision(5));
+    showDelta(el, score.value, base, 2);
+    el.querySelector('[data-role="parts"]').textContent = `perplexity ${ppl.toPrecision(5)} over ${part(score, "tokens_scored")} tokens · ${v.elapsedMs.toFixed(0)} ms`;
+    el.querySelector('[data-role="message"]').textContent = detail.truncated ? "the hypothesis was cut to the model's limit" : "";
+    if (causal) drawSurprisal(detail);
   };
 }
 
@@ -322,49 +383,71 @@ function probsRow(label, p) {
   return row;
 }
 
-async function runMenli(handle, t, el) {
-  const get = (role) => el.querySelector(`[data-role="${role}"]`).value;
-  const v = await engine.menliPair(handle, t.hyp, t.refs, t.src, get("task"), get("formula") || undefined, get("direction") || undefined);
-  return () => {
-    setValue(el, v.value, v.value.toFixed(4));
-    const premise = v.premiseKind === "source" ? "source" : `reference${t.refs.length > 1 ? ` ${v.premise + 1}` : ""}`;
-    el.querySelector('[data-role="parts"]').textContent = `${v.formula}, ${v.direction === "both" ? "both directions averaged" : v.direction === "ref-hyp" ? `${premise} → hypothesis` : `hypothesis → ${premise}`} · ${v.elapsedMs.toFixed(0)} ms`;
-    el.querySelector('[data-role="detail"]').replaceChildren(
-      probsRow(`${premise} → hyp`, v.forward),
-      probsRow(`hyp → ${premise}`, v.backward),
-    );
-    el.querySelector('[data-role="signature"]').textContent = v.signature;
-  };
+function drawMenli(el, v, scored, base) {
+  const { score, detail } = scored;
+  setValue(el, score.value, score.value.toFixed(4));
+  showDelta(el, score.value, base, 4);
+  const task = choices.menliTasks.find((t) => t.id === v.spec.task);
+  const formula = v.spec.formula ?? task.formula;
+  const direction = v.spec.direction ?? task.direction;
+  const premise = detail.premiseKind === "source" ? "source" : `reference${v.references > 1 ? ` ${detail.premise + 1}` : ""}`;
+  el.querySelector('[data-role="parts"]').textContent = `${formula}, ${direction === "both" ? "both directions averaged" : direction === "ref-hyp" ? `${premise} → hypothesis` : `hypothesis → ${premise}`} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="detail"]').replaceChildren(
+    probsRow(`${premise} → hyp`, detail.forward),
+    probsRow(`hyp → ${premise}`, detail.backward),
+  );
 }
 
 /** Scores live once models are loaded (the "blindspot:model" event of models.js). */
-export function initPlmScores(modelEngine) {
+export function initPlmScores(modelEngine, wasm, pinned) {
   engine = modelEngine;
+  choices = wasm.metricChoices();
+  registry = wasm.metricRegistry();
+  pinnedText = pinned;
+  const scoreAll = () => { for (const slot of Object.keys(CARDS)) score(slot); };
   document.addEventListener("blindspot:model", (e) => {
-    const info = e.detail;
-    for (const [handle, m] of models) if (m.name === info.name) models.delete(handle); // reloaded
-    // The registry's BERTScore layer for this checkpoint (else its last), looked up once.
-    const entry = engine.modelRegistry().find((m) => m.id === info.name);
-    models.set(info.handle, { ...info, bertScoreLayer: entry?.layer ?? info.layers });
+    const model = e.detail;
+    for (const [handle, m] of models) if (m.name === model.name) models.delete(handle); // reloaded
+    models.set(model.handle, model);
+    pinnedScores.clear();
     // A newly loaded model becomes the pick of every metric it can run.
-    for (const metric of Object.keys(METRICS)) {
-      if (info.metrics.includes(METRICS[metric].needs)) runs[metric].handle = info.handle;
+    for (const slot of Object.keys(CARDS)) {
+      if (model.metrics.includes(CARDS[slot].needs)) runs[slot].handle = model.handle;
     }
     refreshCards();
-    for (const metric of Object.keys(METRICS)) score(metric);
+    scoreAll();
   });
   document.addEventListener("blindspot:model-unloaded", (e) => {
     models.delete(e.detail.handle);
+    pinnedScores.clear();
     refreshCards();
   });
-  // Every scoring pass of the page (typing, injections, examples) announces itself.
-  // The page announces an edit at once (before its own frame) and again after scoring; a
-  // pass starts only when the texts differ from the last ones announced.
+  // Every scoring pass of the page (typing, injections, examples, pinning)
+  // announces itself. The page announces an edit at once (before its own frame)
+  // and again after scoring; a pass starts only when the texts differ from the
+  // last ones announced.
   let announced = "";
   document.addEventListener("blindspot:texts", () => {
     const key = JSON.stringify(texts());
     if (key === announced) return;
     announced = key;
-    for (const metric of Object.keys(METRICS)) score(metric);
+    scoreAll();
   });
+}
+
+/**
+ * The specs of the model-based metrics the cards show now (the chosen model
+ * and options), for the preference suite and the audit: BERTScore gives its
+ * F1, P and R.
+ */
+export function modelSpecs() {
+  const out = [];
+  for (const slot of Object.keys(CARDS)) {
+    const el = document.querySelector(`.card[data-metric="${slot}"]`);
+    if (!el || runs[slot].handle === null) continue;
+    const s = spec(slot, el);
+    if (slot === "bertscore") for (const p of choices.bertscoreParts) out.push({ ...s, part: p });
+    else out.push(s);
+  }
+  return out;
 }

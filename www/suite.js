@@ -6,10 +6,9 @@
 import { sweepChart } from "./sweep.js";
 
 const $ = (id) => document.getElementById(id);
-const VERDICT_MARK = { pass: "✓ pass", fail: "✗ fail", non_monotone: "↯ non-monotone" };
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
 
-const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [] };
+const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [], verdicts: {} };
 
 /** The URLs of the engine's JS glue and wasm, as Trunk linked them. */
 export function engineUrls() {
@@ -94,11 +93,12 @@ async function run() {
   suite.worker = worker;
   worker.onmessage = ({ data }) => {
     if (data.type === "progress") {
-      const fraction = (data.test + data.done / data.total) / data.tests;
+      const fraction = data.done / data.total;
       $("suite-progress").value = fraction;
       const elapsed = (performance.now() - suite.started) / 1000;
       const eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : NaN;
-      setStatus(`Test ${data.test + 1} of ${data.tests}: ${data.done} / ${data.total} items` +
+      const finished = suite.report?.tests.length ?? 0;
+      setStatus(`${finished} of ${injections.length} tests done · ${(100 * fraction).toFixed(0)}%` +
         ` · ${elapsed.toFixed(0)} s elapsed${Number.isFinite(eta) ? ` · about ${eta.toFixed(0)} s left` : ""}`);
     } else if (data.type === "test") {
       suite.report = data.report;
@@ -160,7 +160,7 @@ function renderCard() {
       const button = document.createElement("button");
       button.type = "button";
       button.className = `verdict ${test.verdicts[k]}`;
-      button.textContent = VERDICT_MARK[test.verdicts[k]];
+      button.textContent = suite.verdicts[test.verdicts[k]].mark;
       button.dataset.metric = m.id;
       button.title = `${test.injection} · ${m.name}: show the curve`;
       button.addEventListener("click", () => showCurve(test, k));
@@ -205,8 +205,28 @@ function configToHash() {
   return `#${params}`;
 }
 
-/** Applies a configuration from the URL hash; fetches `data` and runs when `run=1`. */
-async function configFromHash() {
+/** Fetches a linked dataset, then runs the suite when `run` is set. */
+async function fetchLinked(data, andRun) {
+  try {
+    setStatus(`Fetching ${data}…`);
+    const response = await fetch(data);
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const name = data.startsWith("data:") ? "linked-dataset" : decodeURIComponent(new URL(data, location.href).pathname.split("/").pop());
+    suite.file = { name, text: await response.text(), url: data };
+    inspect();
+    if (andRun && !$("suite-run").disabled) run();
+  } catch (err) {
+    setStatus(`Could not fetch the dataset from the link (${err.message ?? err}).`, "bad");
+  }
+}
+
+/**
+ * Applies a configuration from the URL hash. A linked dataset (`data`) is
+ * fetched, and run when `run=1`, only after the user confirms: the page says
+ * which address it would fetch and what it would run first, so a link never
+ * starts work by itself.
+ */
+function configFromHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (!params.has("suite")) return;
   if (params.has("format")) $("suite-format").value = params.get("format");
@@ -218,21 +238,38 @@ async function configFromHash() {
   if (params.has("limit")) $("suite-limit").value = params.get("limit");
   const data = params.get("data");
   if (!data) return setStatus("Configuration loaded from the link; choose the dataset file.");
+  const andRun = params.get("run") === "1";
+  let where;
   try {
-    const response = await fetch(data);
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    const name = data.startsWith("data:") ? "linked-dataset" : decodeURIComponent(new URL(data, location.href).pathname.split("/").pop());
-    suite.file = { name, text: await response.text(), url: data };
-    inspect();
-    if (params.get("run") === "1" && !$("suite-run").disabled) run();
-  } catch (err) {
-    setStatus(`Could not fetch the dataset from the link (${err.message ?? err}).`, "bad");
+    where = data.startsWith("data:") ? "a dataset inside the link itself" : new URL(data, location.href).href;
+  } catch {
+    return setStatus(`The link names a dataset address that is not valid: ${data}`, "bad");
   }
+  const box = $("suite-link-confirm");
+  const families = FAMILIES.filter((f) => $(`suite-family-${f}`).checked).join(", ") || "no families";
+  box.querySelector('[data-role="what"]').textContent =
+    `This link asks to fetch ${where}` + (andRun
+      ? ` and run the stress suite on it (${families}; ${$("suite-seeds").value} seeds${$("suite-limit").value ? `, first ${$("suite-limit").value} items` : ""}).`
+      : " and load it as the suite's dataset.");
+  const go = box.querySelector('[data-role="go"]');
+  go.textContent = andRun ? "Fetch and run" : "Fetch";
+  go.onclick = () => {
+    box.hidden = true;
+    fetchLinked(data, andRun);
+  };
+  box.querySelector('[data-role="dismiss"]').onclick = () => {
+    box.hidden = true;
+    setStatus("Linked dataset not fetched; choose a dataset file.");
+  };
+  box.hidden = false;
+  setStatus("A link asks to fetch a dataset: confirm above.");
 }
 
 /** Wires the suite view once the engine is ready. */
 export function initSuite(wasm, registry, injections) {
-  Object.assign(suite, { wasm, registry, injections });
+  // How verdicts are shown comes from the core (src/stress).
+  const verdicts = Object.fromEntries(wasm.metricChoices().verdicts.map((v) => [v.id, v]));
+  Object.assign(suite, { wasm, registry: registry.filter((m) => !m.model), injections, verdicts });
   $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
   const drop = $("suite-drop");
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });

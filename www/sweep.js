@@ -1,12 +1,13 @@
 // The sweep view's charts: SVG drawn by hand, one small multiple per metric.
 // Pure rendering: the numbers and verdicts come from the wasm core (src/stress).
 
-const VERDICT_TEXT = { pass: "PASS", fail: "FAIL", non_monotone: "NON-MONOTONE" };
-const VERDICT_HELP = {
-  pass: "every level scores below the original, and more noise scores lower",
-  fail: "some level does not score below the original",
-  non_monotone: "more noise sometimes scores higher",
-};
+/** How verdicts are shown, from the core (src/stress: `metricChoices().verdicts`). */
+const verdicts = {};
+
+/** Takes the core's verdict list once the engine is ready. */
+export function initSweep(infos) {
+  for (const v of infos) verdicts[v.id] = v;
+}
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function svgEl(name, attrs, text) {
@@ -30,7 +31,7 @@ export function sweepChart(info, base, points, verdict, fmt) {
   const X = (x) => left + (x / xMax) * (w - left - right);
   const Y = (y) => top + (1 - (y - yMin) / (yMax - yMin)) * (h - top - bottom);
   const svg = svgEl("svg", { viewBox: `0 0 ${w} ${h}`, role: "img" });
-  svg.setAttribute("aria-label", `${info.name}: ${VERDICT_TEXT[verdict]}. Original ${fmt(base)}; ` +
+  svg.setAttribute("aria-label", `${info.name}: ${verdicts[verdict].label.toUpperCase()}. Original ${fmt(base)}; ` +
     points.map((p) => `noise ${p.x.toFixed(2)}: ${fmt(p.y)}`).join("; "));
   svg.append(
     svgEl("line", { class: "axis", x1: left, y1: h - bottom, x2: w - right, y2: h - bottom }),
@@ -58,8 +59,8 @@ export function sweepChart(info, base, points, verdict, fmt) {
   name.textContent = info.name;
   const badge = document.createElement("span");
   badge.className = `badge ${verdict}`;
-  badge.textContent = VERDICT_TEXT[verdict];
-  badge.title = VERDICT_HELP[verdict];
+  badge.textContent = verdicts[verdict].label.toUpperCase();
+  badge.title = verdicts[verdict].description;
   caption.append(name, badge);
   figure.append(caption, svg);
   return figure;

@@ -37,7 +37,7 @@ pub fn has_lm_tokenizer() -> bool {
 fn with_lm_tokenizer<T>(f: impl FnOnce(Option<&LmTokenizer>) -> T) -> T {
     LM_TOKENIZER.with(|t| f(t.borrow().as_ref()))
 }
-use crate::metrics::{self, MetricOptions, Score, Segment};
+use crate::metrics::{self, Engine, MetricSpec, Segment, Settings};
 
 unsafe extern "C" {
     /// Runs the module's static constructors (synthesised by wasm-ld).
@@ -73,13 +73,77 @@ pub fn metric_registry() -> Result<JsValue, JsError> {
     to_js(&metrics::registry())
 }
 
+/// The option lists and defaults the page offers, from the core: MENLI's
+/// tasks (with the formula, direction and premise each implies), formulas
+/// and directions, BERTScore parts, each metric's default spec, and how
+/// verdicts are shown.
+#[wasm_bindgen(js_name = metricChoices)]
+pub fn metric_choices() -> Result<JsValue, JsError> {
+    use crate::metrics::menli::{Direction, Formula, Premise, Task};
+    use crate::metrics::spec::Part;
+    #[derive(Serialize)]
+    struct TaskChoice {
+        id: Task,
+        formula: Formula,
+        direction: Direction,
+        premise: Premise,
+        weight: f64,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Choices {
+        menli_tasks: Vec<TaskChoice>,
+        menli_formulas: &'static [Formula],
+        menli_directions: &'static [Direction],
+        bertscore_parts: &'static [Part],
+        defaults: Vec<MetricSpec>,
+        verdicts: Vec<crate::stress::VerdictInfo>,
+    }
+    to_js(&Choices {
+        menli_tasks: Task::ALL
+            .iter()
+            .map(|&id| {
+                let s = id.setup();
+                TaskChoice {
+                    id,
+                    formula: s.formula,
+                    direction: s.direction,
+                    premise: s.premise,
+                    weight: s.weight,
+                }
+            })
+            .collect(),
+        menli_formulas: Formula::ALL,
+        menli_directions: Direction::ALL,
+        bertscore_parts: Part::ALL,
+        defaults: metrics::MetricId::ALL
+            .iter()
+            .map(|&id| MetricSpec::default_for(id))
+            .collect(),
+        verdicts: crate::stress::Verdict::ALL
+            .iter()
+            .map(|v| v.info())
+            .collect(),
+    })
+}
+
+/// The references of a reference box (blank-line separated), as every
+/// metric on the page reads them.
+#[wasm_bindgen(js_name = splitReferences)]
+pub fn split_references(text: &str) -> Vec<String> {
+    crate::text::references(text)
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// What the page asks to score.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ScoreRequest {
     hypothesis: String,
-    /// References; blank ones are ignored (an empty text box means "no reference").
-    references: Vec<String>,
+    /// The reference box as typed: several references separated by a blank line.
+    references: String,
     #[serde(default)]
     source: Option<String>,
     metrics: Vec<String>,
@@ -91,46 +155,52 @@ struct ScoreRequest {
 #[derive(Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 enum ScoreOutcome {
-    Ok { score: Score },
+    Ok { score: metrics::Score },
     Error { metric: String, message: String },
 }
 
-/// Scores one pair with each requested metric.
+/// Scores one pair with each requested model-free metric.
 ///
-/// Takes `{hypothesis, references: [..], source?, metrics: [ids], rougeStemmer?}`
-/// and returns one `{status: "ok", score}` or `{status: "error", metric, message}`
-/// per metric, in the requested order.
+/// Takes `{hypothesis, references, source?, metrics: [ids], rougeStemmer?}`
+/// (`references` is the reference box's text) and returns one `{status:
+/// "ok", score}` or `{status: "error", metric, message}` per metric, in the
+/// requested order.
 #[wasm_bindgen(js_name = scorePair)]
 pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
     let request: ScoreRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
-    let refs: Vec<&str> = request
-        .references
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !r.trim().is_empty())
-        .collect();
+    let refs = crate::text::references(&request.references);
     let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
     let segment = Segment {
         hyp: &request.hypothesis,
         refs: &refs,
         src: source,
     };
-    let options = MetricOptions {
+    let settings = Settings {
         rouge_stemmer: request.rouge_stemmer,
+        ..Settings::default()
     };
     let outcomes: Vec<ScoreOutcome> = request
         .metrics
         .iter()
-        .map(
-            |id| match metrics::create(id, options).and_then(|m| m.sentence_score(&segment)) {
-                Ok(score) => ScoreOutcome::Ok { score },
-                Err(e) => ScoreOutcome::Error {
-                    metric: id.clone(),
-                    message: e.to_string(),
+        .map(|id| {
+            let scored = settings
+                .specs(std::slice::from_ref(id))
+                .map_err(|e| e.to_string())
+                .and_then(|specs| {
+                    Engine::score_lexical(&specs, std::slice::from_ref(&segment))
+                        .map_err(|e| e.to_string())
+                });
+            match scored {
+                Ok(mut columns) => ScoreOutcome::Ok {
+                    score: columns.remove(0).scores.remove(0),
                 },
-            },
-        )
+                Err(message) => ScoreOutcome::Error {
+                    metric: id.clone(),
+                    message,
+                },
+            }
+        })
         .collect();
     to_js(&outcomes)
 }
@@ -222,7 +292,8 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
 #[serde(rename_all = "camelCase")]
 struct SweepRequest {
     hypothesis: String,
-    references: Vec<String>,
+    /// The reference box's text (blank-line separated references).
+    references: String,
     #[serde(default)]
     source: Option<String>,
     injection: String,
@@ -245,21 +316,13 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         .map_err(|e| JsError::new(&format!("invalid sweep request: {e}")))?;
     let err = |e: &dyn std::fmt::Display| JsError::new(&e.to_string());
     let injection = inject::create(&r.injection).map_err(|e| err(&e))?;
-    let options = MetricOptions {
-        rouge_stemmer: r.rouge_stemmer,
-    };
     let metrics = r
         .metrics
         .iter()
-        .map(|id| metrics::create(id, options))
+        .map(|id| metrics::create(id, r.rouge_stemmer))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| err(&e))?;
-    let refs: Vec<&str> = r
-        .references
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !t.trim().is_empty())
-        .collect();
+    let refs = crate::text::references(&r.references);
     let samples: Vec<&str> = r.samples.iter().map(String::as_str).collect();
     let sweep = with_lm_tokenizer(|lm_tokenizer| {
         let ctx = Context {
@@ -312,7 +375,8 @@ struct SuiteRequest {
 
 /// Parses a dataset file with [`crate::data::load_items`].
 fn load_items(format: &str, text: &str) -> Result<crate::data::Loaded<crate::data::Item>, JsError> {
-    crate::data::load_items(format, text).map_err(|e| JsError::new(&e))
+    let format: crate::data::DatasetFormat = format.parse().map_err(js_err)?;
+    Ok(crate::data::load_items(format, text))
 }
 
 /// Reads a dataset for the suite view: `{format, text}` to `{items: n,
@@ -332,10 +396,15 @@ pub fn inspect_dataset(format: &str, text: &str) -> Result<JsValue, JsError> {
 }
 
 /// Runs the blind-spot suite (the same runner as `blindspot stress`) and
-/// returns `{report, csv}`. `on_progress(done, total)` is called after each
-/// item; the page runs this in a Web Worker and cancels by terminating it.
+/// returns `{report, csv}`. `on_progress(done, total)` is called as items
+/// finish and `on_test(report)` with the report so far each time a test
+/// ends; the page runs this in a Web Worker and cancels by terminating it.
 #[wasm_bindgen(js_name = stressSuite)]
-pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<JsValue, JsError> {
+pub fn stress_suite(
+    request: JsValue,
+    on_progress: &js_sys::Function,
+    on_test: &js_sys::Function,
+) -> Result<JsValue, JsError> {
     let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
     let mut items = load_items(&r.format, &r.text)?.rows;
@@ -343,8 +412,21 @@ pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<
         items.truncate(n);
     }
     let progress = js_progress(on_progress);
-    let report = with_lm_tokenizer(|lm| {
-        crate::stress::suite::run_suite(&r.dataset, &items, &r.config, lm, &progress)
+    let tell = |so_far: &crate::stress::suite::SuiteReport| {
+        if let Ok(value) = to_js(so_far) {
+            // A failing listener only loses the live view; the report still comes.
+            let _ = on_test.call1(&JsValue::NULL, &value);
+        }
+    };
+    let report = with_lm_tokenizer(|lm_tokenizer| {
+        let models = crate::stress::suite::SuiteModels {
+            lm_tokenizer,
+            on_test: Some(&tell),
+            ..Default::default()
+        };
+        crate::stress::suite::run_suite_with_models(
+            &r.dataset, &items, &r.config, models, &progress,
+        )
     })
     .map_err(|e| JsError::new(&e.to_string()))?;
     #[derive(Serialize)]
@@ -364,35 +446,37 @@ pub fn stress_suite(request: JsValue, on_progress: &js_sys::Function) -> Result<
 struct DatasetMetricsRequest {
     dataset: String,
     text: String,
-    metrics: Vec<String>,
-    #[serde(default)]
-    rouge_stemmer: bool,
+    /// The metrics with their options (model-based ones name a loaded model).
+    specs: Vec<MetricSpec>,
 }
 
-/// Runs the MENLI preference suite on a MENLI-format CSV (the same runner as
-/// `blindspot prefer`): `{report, problems}`. Rows that do not parse are
-/// listed by line and skipped.
+fn dataset_request(request: JsValue, what: &str) -> Result<DatasetMetricsRequest, JsError> {
+    serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid {what} request: {e}")))
+}
+
+/// Runs the MENLI preference suite on a MENLI-format CSV (the same runner
+/// as `blindspot prefer`) with any metrics, model-based ones on the loaded
+/// models: `{report, problems}`. Rows that do not parse are listed by line
+/// and skipped; `on_progress(done, total)` after each batch of cases.
 #[wasm_bindgen(js_name = preferenceSuite)]
-pub fn preference_suite(
+pub async fn preference_suite(
     request: JsValue,
-    on_progress: &js_sys::Function,
+    on_progress: js_sys::Function,
 ) -> Result<JsValue, JsError> {
-    let r: DatasetMetricsRequest = serde_wasm_bindgen::from_value(request)
-        .map_err(|e| JsError::new(&format!("invalid preference request: {e}")))?;
+    let r = dataset_request(request, "preference")?;
     let loaded = crate::data::load_menli_csv(&r.text)
         .map_err(|p| JsError::new(&format!("line {}: {}", p.line, p.message)))?;
-    let options = MetricOptions {
-        rouge_stemmer: r.rouge_stemmer,
-    };
-    let progress = js_progress(on_progress);
+    let progress = js_progress(&on_progress);
     let report = crate::stress::prefer::run_preference(
         &r.dataset,
         &loaded.rows,
-        &r.metrics,
-        options,
+        &r.specs,
+        &models::engine(),
         &progress,
     )
-    .map_err(|e| JsError::new(&e.to_string()))?;
+    .await
+    .map_err(js_err)?;
     #[derive(Serialize)]
     struct Out<'a> {
         report: &'a crate::stress::prefer::PreferenceReport,
@@ -405,21 +489,18 @@ pub fn preference_suite(
 }
 
 /// Runs the spurious-correlate audit on SummEval-format JSONL (the same as
-/// `blindspot audit`): `{report, problems}`.
+/// `blindspot audit`) with any metrics: `{report, problems}`.
 #[wasm_bindgen(js_name = auditSuite)]
-pub fn audit_suite(request: JsValue) -> Result<JsValue, JsError> {
-    let r: DatasetMetricsRequest = serde_wasm_bindgen::from_value(request)
-        .map_err(|e| JsError::new(&format!("invalid audit request: {e}")))?;
+pub async fn audit_suite(request: JsValue) -> Result<JsValue, JsError> {
+    let r = dataset_request(request, "audit")?;
     let loaded = crate::data::load_summeval(&r.text);
     if loaded.rows.is_empty() {
         return Err(JsError::new("no SummEval documents in the file"));
     }
-    let options = MetricOptions {
-        rouge_stemmer: r.rouge_stemmer,
-    };
     let report =
-        crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.metrics, options, &[])
-            .map_err(|e| JsError::new(&e.to_string()))?;
+        crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.specs, &models::engine(), &[])
+            .await
+            .map_err(js_err)?;
     #[derive(Serialize)]
     struct Out<'a> {
         report: &'a crate::stress::audit::AuditReport,
@@ -450,6 +531,10 @@ pub async fn webgpu_self_test() -> Result<JsValue, JsError> {
         .await
         .map_err(|e| JsError::new(&e))?;
     to_js(&report)
+}
+
+fn js_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
 }
 
 fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {

@@ -1,69 +1,74 @@
 //! Browser bindings of the PLM engine: load a checkpoint from bytes the page
-//! fetched (WebGPU or CPU), keep it under a handle, run it asynchronously.
+//! fetched (WebGPU or CPU), keep it by handle, and score through the core's
+//! [`Engine`] (the same one the CLI runs), asynchronously.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use burn::tensor::Device;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
-use super::gpu;
-use crate::metrics::bertscore::TokenEmbeddings;
+use super::{gpu, js_err, to_js};
+use crate::metrics::engine::{Detail, EngineError};
+use crate::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Score, Segment};
 use crate::models::weights::WeightSource;
 use crate::models::{ModelFiles, Plm, Precision, read_back, registry};
 
 thread_local! {
-    /// Loaded models by handle.
-    static MODELS: RefCell<HashMap<u32, Rc<Plm>>> = RefCell::new(HashMap::new());
+    /// Loaded models, `(handle, model)`, oldest first.
+    static MODELS: RefCell<Vec<(u32, Rc<Plm>)>> = const { RefCell::new(Vec::new()) };
     static NEXT_HANDLE: RefCell<u32> = const { RefCell::new(1) };
-    /// Recent reference embeddings `(handle, layer, text)`: while the user
-    /// edits the hypothesis, the reference is embedded once, not per keystroke.
-    static REFERENCE_CACHE: RefCell<Vec<CachedReference>> =
-        const { RefCell::new(Vec::new()) };
+    /// The page's engine: the loaded models, details for the cards, and
+    /// reference embeddings kept between keystrokes.
+    static ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels).with_details());
 }
 
-/// A reference's embeddings: model handle, layer, text.
-type CachedReference = (u32, usize, String, Rc<TokenEmbeddings>);
-
-/// Reference embeddings kept (a few references, a few layers).
-const REFERENCE_CACHE_SIZE: usize = 8;
-
-// Borrows of the cache never span an `await`: another call may run meanwhile.
-fn cached_reference(handle: u32, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
-    REFERENCE_CACHE.with(|c| {
-        c.borrow()
-            .iter()
-            .find(|(h, l, t, _)| *h == handle && *l == layer && t == text)
-            .map(|e| e.3.clone())
-    })
+/// The engine the page scores with (lexical metrics need no model).
+pub(super) fn engine() -> Rc<Engine> {
+    ENGINE.with(Rc::clone)
 }
 
-fn remember_reference(handle: u32, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
-    REFERENCE_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        c.retain(|(h, l, t, _)| !(*h == handle && *l == layer && t == text));
-        c.push((handle, layer, text.to_owned(), emb));
-        let excess = c.len().saturating_sub(REFERENCE_CACHE_SIZE);
-        c.drain(..excess);
-    });
-}
+/// The page's loaded models as the engine's store: a spec names its model
+/// by name (the hub id the page loaded); without a name, the newest loaded
+/// model that can run the metric.
+struct PageModels;
 
-fn js_err(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
+impl ModelStore for PageModels {
+    fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        MODELS.with(|m| {
+            let models = m.borrow();
+            let found = models.iter().rev().find(|(_, plm)| match name {
+                Some(name) => plm.name == name,
+                None => crate::metrics::model_metrics_for(&plm.config)
+                    .iter()
+                    .any(|id| id.info().slot == Some(slot)),
+            });
+            found.map(|(_, plm)| plm.clone()).ok_or_else(|| {
+                EngineError::NoModel(match name {
+                    Some(name) => format!("{name} is not loaded: load it in the Models panel"),
+                    None => format!("{slot} needs a language model: load one in the Models panel"),
+                })
+            })
+        })
+    }
 }
 
 fn model(handle: u32) -> Result<Rc<Plm>, JsError> {
     MODELS
-        .with(|m| m.borrow().get(&handle).cloned())
+        .with(|m| {
+            m.borrow()
+                .iter()
+                .find(|(h, _)| *h == handle)
+                .map(|(_, p)| p.clone())
+        })
         .ok_or_else(|| JsError::new("this model was unloaded; load it again"))
 }
 
 /// The registry of `models.toml` (hub ids, sizes, licences, layers).
 #[wasm_bindgen(js_name = modelRegistry)]
 pub fn model_registry() -> Result<JsValue, JsError> {
-    serde_wasm_bindgen::to_value(&registry::models()).map_err(js_err)
+    to_js(&registry::models())
 }
 
 /// What the page shows about a loaded model.
@@ -78,7 +83,7 @@ struct ModelInfo {
     max_tokens: usize,
     labels: Vec<String>,
     /// Model-based metric ids this checkpoint can run.
-    metrics: Vec<&'static str>,
+    metrics: Vec<crate::metrics::MetricId>,
     backend: &'static str,
     precision: Precision,
 }
@@ -99,7 +104,8 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 /// Loads a checkpoint from its files' bytes: `config.json` text,
 /// `tokenizer.json` bytes and the safetensors shards (one array per file),
 /// or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
-/// to the model's info (with the handle later calls take).
+/// to the model's info (with the handle later calls take). A model loaded
+/// again under the same name replaces the earlier one.
 #[wasm_bindgen(js_name = loadModel)]
 pub async fn load_model(
     name: String,
@@ -142,15 +148,31 @@ pub async fn load_model(
         backend,
         precision,
     };
-    MODELS.with(|m| m.borrow_mut().insert(handle, Rc::new(plm)));
-    serde_wasm_bindgen::to_value(&info).map_err(js_err)
+    engine().forget(&plm.name);
+    MODELS.with(|m| {
+        let mut m = m.borrow_mut();
+        m.retain(|(_, p)| p.name != plm.name);
+        m.push((handle, Rc::new(plm)));
+    });
+    to_js(&info)
 }
 
 /// Frees a loaded model.
 #[wasm_bindgen(js_name = unloadModel)]
 pub fn unload_model(handle: u32) {
-    MODELS.with(|m| m.borrow_mut().remove(&handle));
-    REFERENCE_CACHE.with(|c| c.borrow_mut().retain(|e| e.0 != handle));
+    let removed = MODELS.with(|m| {
+        let mut m = m.borrow_mut();
+        let gone: Vec<String> = m
+            .iter()
+            .filter(|(h, _)| *h == handle)
+            .map(|(_, p)| p.name.clone())
+            .collect();
+        m.retain(|(h, _)| *h != handle);
+        gone
+    });
+    for name in removed {
+        engine().forget(&name);
+    }
 }
 
 /// One text's hidden states at one layer.
@@ -189,317 +211,112 @@ pub async fn embed_text(
     let (hidden, [_, _, width]) = read_back(out.hidden_states[layer].clone())
         .await
         .map_err(js_err)?;
-    let result = Embedding {
+    to_js(&Embedding {
         tokens: ids,
         truncated: enc.truncated,
         layer,
         width,
         hidden,
         elapsed_ms: js_sys::Date::now() - start,
-    };
-    serde_wasm_bindgen::to_value(&result).map_err(js_err)
+    })
 }
 
-/// BERTScore of one pair, with what the heatmap draws.
+/// What a card asks to score: one spec, the page's texts.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ModelScoreRequest {
+    spec: MetricSpec,
+    /// The hypotheses to score (the edited text, then the pinned original).
+    hypotheses: Vec<String>,
+    /// The reference box as typed (several references: blank-line separated).
+    references: String,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// One hypothesis's score with what its card draws.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BertScoreView {
-    p: f64,
-    r: f64,
-    f: f64,
-    /// Index of the reference that gave the best F (the heatmap shows it).
-    best_reference: usize,
-    hyp_tokens: Vec<String>,
-    ref_tokens: Vec<String>,
-    /// Token weights (0 for special tokens).
-    hyp_weights: Vec<f32>,
-    ref_weights: Vec<f32>,
-    /// `[hyp tokens, ref tokens]` cosine similarities, row-major.
-    similarity: Vec<f32>,
-    hyp_best: Vec<usize>,
-    ref_best: Vec<usize>,
-    layer: usize,
-    truncated: bool,
+struct ModelScoreView {
+    score: Score,
+    detail: Option<Detail>,
+}
+
+/// The outcome of one card's request.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelColumnView {
+    /// The spec as scored (defaults resolved: BERTScore's layer).
+    spec: MetricSpec,
+    /// One entry per hypothesis asked.
+    scores: Vec<ModelScoreView>,
     signature: String,
-    /// P, R and F are rescaled with the model's baseline.
-    rescaled: bool,
+    /// How many references the box held.
+    references: usize,
     elapsed_ms: f64,
 }
 
-/// Scores `hyp` against `refs` with BERTScore at `layer` (default: the last)
-/// on a loaded model. Special tokens weigh 0; the others 1, or with `idf`
-/// their idf over `refs` (the set of references on the page, as bert_score
-/// computes it over a set's references; it needs at least two). `rescale`
-/// applies the model's baseline at that layer (an error where none is known).
-#[wasm_bindgen(js_name = bertScorePair)]
-pub async fn bert_score_pair(
-    handle: u32,
-    hyp: String,
-    refs: Vec<String>,
-    layer: Option<usize>,
-    idf: Option<bool>,
-    rescale: Option<bool>,
-) -> Result<JsValue, JsError> {
-    use crate::metrics::bertscore;
+/// Scores the page's hypotheses with one metric spec (model-based or not)
+/// through the engine: `{spec, hypotheses, references, source?}` to
+/// `{spec, scores: [{score, detail}], signature, references, elapsedMs}`.
+#[wasm_bindgen(js_name = scoreModel)]
+pub async fn score_model(request: JsValue) -> Result<JsValue, JsError> {
     let start = js_sys::Date::now();
-    let plm = model(handle)?;
-    if refs.is_empty() || refs.iter().all(|r| r.trim().is_empty()) {
-        return Err(JsError::new("BERTScore needs a reference"));
+    let r: ModelScoreRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
+    if r.hypotheses.iter().any(|h| h.trim().is_empty()) {
+        return Err(JsError::new(&format!(
+            "{} needs a hypothesis: type one",
+            r.spec.info().name
+        )));
     }
-    if hyp.trim().is_empty() {
-        return Err(JsError::new("BERTScore needs a hypothesis"));
-    }
-    let idf = idf.unwrap_or(false);
-    if idf && refs.len() < 2 {
-        return Err(JsError::new(
-            "idf weights come from a set of references: with one, each of its tokens has df = 1 \
-             and weighs ln(2/2) = 0. Add references (separated by a blank line) or turn idf off",
-        ));
-    }
-    let layer = layer.unwrap_or(plm.config.num_layers);
-    let baseline = match rescale {
-        Some(true) => {
-            Some(bertscore::baseline_for(&plm.name, layer).map_err(|e| JsError::new(&e))?)
-        }
-        _ => None,
-    };
-    // The hypothesis and any reference not embedded yet, in one pass.
-    let known: Vec<Option<Rc<TokenEmbeddings>>> = refs
+    let refs = crate::text::references(&r.references);
+    let src = r.source.as_deref().filter(|s| !s.trim().is_empty());
+    let segments: Vec<Segment> = r
+        .hypotheses
         .iter()
-        .map(|r| cached_reference(handle, layer, r))
+        .map(|hyp| Segment {
+            hyp,
+            refs: &refs,
+            src,
+        })
         .collect();
-    let mut texts: Vec<&str> = vec![hyp.as_str()];
-    texts.extend(
-        refs.iter()
-            .zip(&known)
-            .filter(|(_, k)| k.is_none())
-            .map(|(r, _)| r.as_str()),
-    );
-    let mut fresh = bertscore::embed(&plm, &texts, layer)
+    let engine = engine();
+    let column = engine
+        .score(std::slice::from_ref(&r.spec), &segments)
         .await
         .map_err(js_err)?
-        .into_iter();
-    let mut emb: Vec<Rc<TokenEmbeddings>> = vec![Rc::new(fresh.next().expect("the hypothesis"))];
-    for (r, k) in refs.iter().zip(known) {
-        let e = match k {
-            Some(e) => e,
-            None => {
-                let e = Rc::new(fresh.next().expect("one embedding per new reference"));
-                remember_reference(handle, layer, r, e.clone());
-                e
-            }
-        };
-        emb.push(e);
-    }
-    let weights = if idf {
-        let ids: Vec<&[u32]> = emb[1..].iter().map(|e| e.ids.as_slice()).collect();
-        bertscore::Weights::idf(&plm, &ids)
-    } else {
-        bertscore::Weights::uniform(&plm)
-    };
-    let pairs: Vec<bertscore::PairScore> = emb[1..]
-        .iter()
-        .map(|r| bertscore::score_pair(&emb[0], r, &weights))
-        .collect();
-    let best = (0..pairs.len())
-        .max_by(|&a, &b| pairs[a].f.total_cmp(&pairs[b].f))
-        .expect("at least one reference");
-    let mut total = bertscore::BertScore::best_of(&pairs);
-    let mut signature = bertscore::signature(&plm.name, layer, idf, &plm.precision.to_string());
-    if let Some(b) = &baseline {
-        total = bertscore::rescale(total, b.prf);
-        signature.push_str(&b.signature_suffix());
-    }
-    let tokens = |e: &bertscore::TokenEmbeddings| -> Result<Vec<String>, JsError> {
-        e.ids
-            .iter()
-            .map(|&id| plm.tokenizer.decode(&[id]).map_err(js_err))
-            .collect()
-    };
-    let (h, r) = (&emb[0], &emb[best + 1]);
-    let view = BertScoreView {
-        p: total.p,
-        r: total.r,
-        f: total.f,
-        best_reference: best,
-        hyp_tokens: tokens(h)?,
-        ref_tokens: tokens(r)?,
-        hyp_weights: h.ids.iter().map(|&id| weights.of(id)).collect(),
-        ref_weights: r.ids.iter().map(|&id| weights.of(id)).collect(),
-        similarity: pairs[best].similarity.clone(),
-        hyp_best: pairs[best].hyp_best.clone(),
-        ref_best: pairs[best].ref_best.clone(),
-        layer,
-        truncated: emb.iter().any(|e| e.truncated),
-        signature,
-        rescaled: baseline.is_some(),
-        elapsed_ms: js_sys::Date::now() - start,
-    };
-    serde_wasm_bindgen::to_value(&view).map_err(js_err)
-}
-
-/// A text's perplexity with each token's surprisal, for the page.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PerplexityView {
-    /// Perplexity (the metric reports it negated); None: nothing to score.
-    perplexity: Option<f64>,
-    /// Each token's text and its surprisal in nats (None: not scored).
-    tokens: Vec<(String, Option<f64>)>,
-    /// Byte span of each token in the text (empty for added tokens).
-    spans: Vec<(usize, usize)>,
-    truncated: bool,
-    signature: String,
-    elapsed_ms: f64,
-}
-
-/// GPT-PPL (`kind` "causal", `bos` puts `<|endoftext|>` first) or MLM
-/// pseudo-perplexity (`kind` "masked") of `text` on a loaded model.
-#[wasm_bindgen(js_name = perplexityText)]
-pub async fn perplexity_text(
-    handle: u32,
-    text: String,
-    kind: String,
-    bos: bool,
-) -> Result<JsValue, JsError> {
-    use crate::metrics::perplexity;
-    let start = js_sys::Date::now();
-    let plm = model(handle)?;
-    if text.trim().is_empty() {
-        return Err(JsError::new("perplexity needs a hypothesis"));
-    }
-    let (result, signature) = match kind.as_str() {
-        "causal" => (
-            perplexity::causal(&plm, &[text.as_str()], bos).await,
-            perplexity::causal_signature(&plm.name, bos, &plm.precision.to_string()),
-        ),
-        "masked" => (
-            perplexity::pseudo(&plm, &[text.as_str()]).await,
-            perplexity::pseudo_signature(&plm.name, &plm.precision.to_string()),
-        ),
-        other => {
-            return Err(JsError::new(&format!(
-                "unknown perplexity kind `{other}` (causal or masked)"
-            )));
-        }
-    };
-    let p = result.map_err(js_err)?.remove(0);
-    let tokens = p
-        .tokens
-        .iter()
-        .zip(&p.surprisal)
-        .map(|(t, s)| Ok((plm.tokenizer.decode(&[t.id]).map_err(js_err)?, *s)))
-        .collect::<Result<Vec<_>, JsError>>()?;
-    let view = PerplexityView {
-        perplexity: p.perplexity,
-        spans: p
-            .tokens
-            .iter()
-            .map(|t| (t.span.start, t.span.end))
+        .remove(0);
+    let mut details = column.details.into_iter();
+    let view = ModelColumnView {
+        signature: column.signature.to_string(),
+        scores: column
+            .scores
+            .into_iter()
+            .map(|score| ModelScoreView {
+                score,
+                detail: details.next(),
+            })
             .collect(),
-        tokens,
-        truncated: p.truncated,
-        signature,
+        spec: column.spec,
+        references: refs.len(),
         elapsed_ms: js_sys::Date::now() - start,
     };
-    serde_wasm_bindgen::to_value(&view).map_err(js_err)
-}
-
-/// MENLI for the page: the value and the probabilities behind it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MenliView {
-    value: f64,
-    /// Premise -> hypothesis and hypothesis -> premise (e, n, c).
-    forward: crate::metrics::menli::NliProbs,
-    backward: crate::metrics::menli::NliProbs,
-    /// Which reference scored best.
-    premise: usize,
-    formula: &'static str,
-    direction: &'static str,
-    premise_kind: &'static str,
-    signature: String,
-    elapsed_ms: f64,
-}
-
-/// MENLI of `hyp` on a loaded NLI model. `task` (mt, summ, summ-free) picks
-/// the paper's defaults; `formula` and `direction` override them.
-#[wasm_bindgen(js_name = menliPair)]
-pub async fn menli_pair(
-    handle: u32,
-    hyp: String,
-    refs: Vec<String>,
-    src: Option<String>,
-    task: String,
-    formula: Option<String>,
-    direction: Option<String>,
-) -> Result<JsValue, JsError> {
-    use crate::metrics::menli::{self, Premise, Task};
-    let start = js_sys::Date::now();
-    let plm = model(handle)?;
-    let task: Task = task.parse().map_err(|e: String| JsError::new(&e))?;
-    let mut setup = task.setup();
-    if let Some(f) = formula.filter(|f| !f.is_empty()) {
-        setup.formula = f.parse().map_err(|e: String| JsError::new(&e))?;
-    }
-    if let Some(d) = direction.filter(|d| !d.is_empty()) {
-        setup.direction = d.parse().map_err(|e: String| JsError::new(&e))?;
-    }
-    if hyp.trim().is_empty() {
-        return Err(JsError::new("MENLI needs a hypothesis"));
-    }
-    let refs: Vec<&str> = refs
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !r.trim().is_empty())
-        .collect();
-    let src = src.filter(|s| !s.trim().is_empty());
-    let scores = menli::score_set(&plm, &[hyp.as_str()], &[refs], &[src.as_deref()], &setup)
-        .await
-        .map_err(js_err)?;
-    let s = &scores[0];
-    let view = MenliView {
-        value: s.value,
-        forward: s.forward,
-        backward: s.backward,
-        premise: s.premise,
-        formula: setup.formula.name(),
-        direction: setup.direction.name(),
-        premise_kind: match setup.premise {
-            Premise::Reference => "reference",
-            Premise::Source => "source",
-        },
-        signature: menli::signature(&plm.name, &setup, &plm.precision.to_string()),
-        elapsed_ms: js_sys::Date::now() - start,
-    };
-    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+    to_js(&view)
 }
 
 /// MAUVE between two sets of texts, for the page.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct MauveView {
-    mauve: f64,
-    frontier_integral: f64,
-    mauve_star: f64,
-    /// Cluster histograms of P and Q.
-    p_hist: Vec<f64>,
-    q_hist: Vec<f64>,
-    /// Divergence curve points.
-    curve: Vec<(f64, f64)>,
-    clusters: usize,
-    /// PCA dimensions kept.
-    dimensions: usize,
-    hypotheses: usize,
-    references: usize,
-    signature: String,
+    #[serde(flatten)]
+    scored: crate::metrics::mauve::MauveScore,
     elapsed_ms: f64,
 }
 
-/// MAUVE between `hyps` (P) and `refs` (Q), one text per entry (blank
-/// entries dropped), featurised by a loaded model: last-token final-layer
-/// features, then PCA, k-means (`clusters`, default max(2, round(n/10)),
-/// `seed`) and the divergence curve, as `blindspot mauve`.
+/// MAUVE between `hyps` (P) and `refs` (Q), one text per entry, featurised
+/// by a loaded model, as `blindspot mauve` computes it
+/// ([`crate::metrics::mauve::score_texts`]).
 #[wasm_bindgen(js_name = mauveTexts)]
 pub async fn mauve_texts(
     handle: u32,
@@ -508,48 +325,19 @@ pub async fn mauve_texts(
     clusters: Option<usize>,
     seed: Option<u64>,
 ) -> Result<JsValue, JsError> {
-    use crate::metrics::mauve::{self, MauveError, Options};
+    use crate::metrics::mauve::{self, Options};
     let start = js_sys::Date::now();
     let plm = model(handle)?;
-    let keep = |texts: &[String]| -> Vec<String> {
-        texts
-            .iter()
-            .map(|t| t.trim().to_owned())
-            .filter(|t| !t.is_empty())
-            .collect()
-    };
-    let (hyps, refs) = (keep(&hyps), keep(&refs));
-    if hyps.len() < 2 || refs.len() < 2 {
-        return Err(js_err(MauveError::TooFew {
-            p: hyps.len(),
-            q: refs.len(),
-        }));
-    }
-    let (p_texts, q_texts): (Vec<&str>, Vec<&str>) = (
-        hyps.iter().map(String::as_str).collect(),
-        refs.iter().map(String::as_str).collect(),
-    );
-    let p = mauve::features(&plm, &p_texts).await.map_err(js_err)?;
-    let q = mauve::features(&plm, &q_texts).await.map_err(js_err)?;
     let options = Options {
         clusters,
         seed: seed.unwrap_or(Options::default().seed),
         ..Options::default()
     };
-    let result = mauve::compute(&p, &q, &options).map_err(js_err)?;
-    let view = MauveView {
-        mauve: result.mauve,
-        frontier_integral: result.frontier_integral,
-        mauve_star: result.mauve_star,
-        p_hist: result.p_hist,
-        q_hist: result.q_hist,
-        curve: result.curve,
-        clusters: result.clusters,
-        dimensions: result.dimensions,
-        hypotheses: hyps.len(),
-        references: refs.len(),
-        signature: mauve::signature(&plm.name, &options, &plm.precision.to_string()),
+    let scored = mauve::score_texts(&plm, &hyps, &refs, &options, &|_, _| {})
+        .await
+        .map_err(js_err)?;
+    to_js(&MauveView {
+        scored,
         elapsed_ms: js_sys::Date::now() - start,
-    };
-    serde_wasm_bindgen::to_value(&view).map_err(js_err)
+    })
 }

@@ -216,7 +216,7 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await page.waitForFunction(
     (want) => Math.abs(Number(document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw) - want) <= 1e-3,
     nativeRescaled, { timeout: 60_000 });
-  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /_rescaled\(baseline=blindspot\)$/);
+  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /\|rescale:blindspot\|/);
   assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="parts"]'), /\(rescaled\)/);
   await page.uncheck('.card[data-metric="bertscore"] [data-role="rescale"]');
   // idf over the references on the page: the CLI's --idf over the same set.
@@ -228,7 +228,7 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await page.waitForFunction(
     (want) => Math.abs(Number(document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw) - want) <= 1e-3,
     nativeIdf, { timeout: 60_000 });
-  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /_idf_/);
+  assert.match(await page.textContent('.card[data-metric="bertscore"] [data-role="signature"]'), /\|idf:yes\|/);
   const weights = await page.$$eval("#bertscore-heatmap text.tok:not(.special)", (els) => els.map((e) => Number(e.dataset.weight)));
   assert.ok(weights.some((w) => w !== 1 && w > 0), `idf weights ${weights}`);
   // With one reference idf is degenerate: said, not computed.

@@ -282,17 +282,48 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await context.close();
 });
 
-test("a link carries the suite configuration and the dataset, and runs it", async () => {
+test("a link carries the suite configuration and the dataset, and runs it once the user confirms", async () => {
   const { context, page, errors } = await openPage();
   const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 5).join("\n") + "\n";
   const data = `data:application/json;base64,${Buffer.from(lines).toString("base64")}`;
   const hash = new URLSearchParams({ suite: "1", format: "wmt", families: "fluency", seeds: "1", data, run: "1" });
   await page.goto(`${page.url().split("#")[0]}#${hash}`);
   await page.reload();
+  // The link says what it would fetch and run, and does nothing until confirmed.
+  await page.waitForSelector("#suite-link-confirm:not([hidden])");
+  assert.match(await page.textContent('#suite-link-confirm [data-role="what"]'),
+    /fetch a dataset inside the link itself and run the stress suite on it \(fluency; 1 seeds\)/);
+  await page.waitForTimeout(500);
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 0);
+  assert.match(await page.textContent("#suite-status"), /confirm/);
+  await page.click('#suite-link-confirm [data-role="go"]');
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 120000 });
   assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
   assert.equal(await page.isChecked("#suite-family-consistency"), false);
   assert.equal(await page.inputValue("#suite-seeds"), "1");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("several references separated by a blank line count for every metric", async () => {
+  const { context, page, errors } = await openPage();
+  await page.selectOption("#example", "custom");
+  const r1 = "The committee approved the new budget after a long debate on Tuesday.";
+  const r2 = "On Tuesday, after a lengthy debate, the committee passed the budget.";
+  const hyp = "After a long debate the committee passed the budget on Tuesday.";
+  await page.fill("#source", "");
+  await setText(page, "reference", `${r1}\n\n${r2}`);
+  await setText(page, "hypothesis", hyp);
+  const input = JSON.stringify({ hyp, ref: [r1, r2] }) + "\n";
+  const native = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl"], { input }).toString().split("\n")[0]);
+  const single = nativeScores(hyp, r1);
+  for (const id of ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]) {
+    const shown = Number(await cardValue(page, id));
+    assert.ok(Math.abs(shown - native[id]) < 1e-9, `${id}: page ${shown} vs two references ${native[id]}`);
+  }
+  assert.notEqual(native.bleu, single.bleu, "the second reference changes BLEU");
+  assert.match(await page.textContent("#reference-count"), /^2 references/);
+  assert.match(await page.textContent("#reference-hint"), /blank line/);
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -316,6 +347,46 @@ test("the preference suite and the audit run in the page with the CLI's numbers"
   assert.equal(await page.locator("#analysis-result tbody tr").count(), 5);
   assert.ok((await page.locator("#analysis-result td.flag").count()) > 0, "some correlate is flagged");
   await page.screenshot({ path: join(ARTIFACTS, "playground-analyses.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("hostile inputs to the wasm entry points give a score or a clear error, never a panic", async () => {
+  const { context, page, errors } = await openPage();
+  const results = await page.evaluate(() => {
+    const w = window.wasmBindings;
+    const long = Array.from({ length: 20000 }, (_, i) => `w${i % 97}`).join(" ");
+    const texts = ["", " \n\t ", "🙂👍🏽 e\u0301te\u0301 👨‍👩‍👧", "مرحبا بالعالم، هذا نص", "nul\0inside\0", "\"unbalanced 'quotes, \"here", long];
+    const out = [];
+    const attempt = (what, f) => {
+      try {
+        f();
+        out.push([what, "ok"]);
+      } catch (e) {
+        // A Rust panic surfaces as a WebAssembly.RuntimeError ("unreachable"): never allowed.
+        out.push([what, e instanceof WebAssembly.RuntimeError ? `PANIC ${e.message}` : `error: ${e?.message ?? e}`]);
+      }
+    };
+    const injections = w.injectionRegistry().filter((i) => !i.needs_masked_lm && !i.needs_lm_tokenizer);
+    for (const t of texts) {
+      attempt("scorePair", () => {
+        for (const o of w.scorePair({ hypothesis: t, references: t, source: t, metrics: ["bleu", "chrf", "rouge1", "rouge2", "rougeL"] })) {
+          if (o.status === "ok" && !Number.isFinite(o.score.value)) throw new Error(`non-finite ${o.score.metric}`);
+        }
+      });
+      attempt("splitReferences", () => w.splitReferences(t));
+      for (const inj of t === long ? injections.slice(0, 3) : injections) {
+        attempt(inj.id, () => w.applyInjection({ text: t, injection: inj.id, level: inj.default_levels[0], seed: 1, source: t, samples: [t, "Another sentence."] }));
+      }
+    }
+    attempt("inspectDataset", () => w.inspectDataset("wmt", "{\"ref_a\": \"unclosed"));
+    attempt("inspectDataset format", () => w.inspectDataset("xml", "<a/>"));
+    attempt("suiteHtml", () => w.suiteHtml({ tool: "blindspot", tests: [{ injection: "truncation" }] }));
+    return out;
+  });
+  for (const [what, r] of results) assert.ok(r === "ok" || (r.startsWith("error: ") && r.length > 8), `${what}: ${r}`);
+  assert.match(results.find(([what]) => what === "suiteHtml")[1], /^error: invalid suite report: .*missing field `family`/);
+  assert.match(results.find(([what]) => what === "inspectDataset format")[1], /unknown dataset format 'xml'/);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -134,6 +134,18 @@ test("MENLI on the CPU shows e/n/c per direction, follows task and formula, and 
   const n = Number(await page.getAttribute('.card[data-metric="menli"] .nli-row:first-child .nli-n', "data-value"));
   const c = Number(await page.getAttribute('.card[data-metric="menli"] .nli-row:first-child .nli-c', "data-value"));
   assert.ok(Math.abs(e + n + c - 1) < 1e-5);
+  // With an original pinned, the card shows its change, as the lexical cards do.
+  await page.click("#pin");
+  const hyp2 = "The committee approved the budget.";
+  await page.fill("#hypothesis", hyp2);
+  await settled(page, "menli", hyp2);
+  await page.waitForFunction(() => document.querySelector('.card[data-metric="menli"] [data-role="delta"]').dataset.raw !== undefined);
+  const delta = Number(await page.getAttribute('.card[data-metric="menli"] [data-role="delta"]', "data-raw"));
+  const menliOf = (h) => cli(["--metrics", "menli", "--model", `menli=${HUB["test/tiny-nli"]}`], h, REF).menli;
+  assert.ok(Math.abs(delta - (menliOf(hyp2) - menliOf(hyp))) <= 1e-3, `delta ${delta}`);
+  assert.match(await page.textContent('.card[data-metric="menli"] [data-role="delta"]'), /vs original/);
+  await page.fill("#hypothesis", hyp);
+  await settled(page, "menli", hyp);
   // Another formula and direction.
   const card = '.card[data-metric="menli"]';
   await page.selectOption(`${card} [data-role="formula"]`, "e-n-2c");
@@ -172,6 +184,30 @@ test("MLM-PPL on WebGPU equals the CLI; a masked LM also serves BERTScore", asyn
   // Unloading removes the cards it served.
   await page.click("#model-unload");
   await page.waitForFunction(() => !document.querySelector('.card[data-metric="mlm-ppl"]'));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the preference suite scores MENLI on the loaded model, equal to the CLI", async () => {
+  const { context, page, errors } = await openPage();
+  await load(page, "test/tiny-nli", "cpu");
+  // The first 30 cases of the MENLI suite (one per line in the file).
+  const lines = readFileSync(join(ROOT, "..", "shared", "data", "menli_wmt20_de.csv"), "utf8").split("\n");
+  const file = join(mkdtempSync(join(tmpdir(), "blindspot-menli-")), "menli30.csv");
+  writeFileSync(file, lines.slice(0, 31).join("\n") + "\n");
+  await page.setInputFiles("#analysis-file", file);
+  await page.click("#analysis-run");
+  await page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120_000 });
+  const headers = await page.locator("#analysis-result table").first().locator("th").allTextContents();
+  assert.ok(headers.includes("MENLI"), headers.join(" | "));
+  const out = join(tmpdir(), `blindspot-prefer-${process.pid}.json`);
+  execFileSync(CLI, ["prefer", "--menli", file, "--metrics", "bleu,chrf,rouge1,rouge2,rougeL,menli",
+    "--model", `menli=${HUB["test/tiny-nli"]}`, "--out", out], { stdio: ["ignore", "ignore", "ignore"] });
+  const native = JSON.parse(readFileSync(out, "utf8"));
+  const want = native.metrics.find((m) => m.metric.id === "menli").ref_based_overall.accuracy;
+  const column = headers.indexOf("MENLI");
+  const shown = await page.locator('#analysis-result tr[data-error="all"]').first().locator("td").nth(column).textContent();
+  assert.equal(shown, `${(100 * want).toFixed(1)}%`);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -143,6 +143,13 @@ test("bad model sources give clear errors, never a panic", async () => {
     route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? '{"model_type":"t5"}' : "{}" }));
   r = await loadAndEmbed(page, "google/t5-small", "cpu");
   assert.match(r.error, /`t5` is not supported/);
+  // A config.json whose sizes the model code cannot run with: refused at load, naming the field.
+  const hostile = JSON.parse(readFileSync(join(ROOT, "tests", "fixtures", "plm", "bert_cls", "config.json"), "utf8"));
+  hostile.num_attention_heads = 5;
+  await page.route("https://huggingface.co/**", (route) =>
+    route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? JSON.stringify(hostile) : "{}" }));
+  r = await loadAndEmbed(page, "test/hostile-heads", "cpu");
+  assert.match(r.error, /num_attention_heads \(5\) does not divide hidden_size \(32\)/);
   // A GPU whose buffers are too small for the model: said before trying.
   const limits = await page.evaluate(async () => {
     const models = await import("./models.js");

@@ -92,6 +92,11 @@ fn sharded_suites_merge_into_exactly_the_unsharded_report() {
     assert!(err.to_string().contains("missing"), "{err}");
     let err = merge(vec![part(0, 2), part(0, 2), part(1, 2)]).unwrap_err();
     assert!(err.to_string().contains("repeated"), "{err}");
+    // A damaged part (an item's outcomes cut short) is refused, not indexed.
+    let mut damaged = part(1, 2);
+    damaged.tests[0].items[0].scores.pop();
+    let err = merge(vec![part(0, 2), damaged]).unwrap_err();
+    assert!(err.to_string().contains("damaged"), "{err}");
     // Parts of another configuration are refused.
     let other = SuiteConfig {
         seeds: 1,

@@ -354,41 +354,37 @@ pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> 
 }
 
 /// Reference embeddings kept between calls, so that while a user edits
-/// the hypothesis each reference is embedded once, not per keystroke.
+/// the hypothesis each reference is embedded once, not per keystroke. Keyed
+/// by the model's load (`Plm::load_id`), so a model reloaded under the same
+/// name never meets the embeddings of the earlier load.
 #[derive(Default)]
 pub struct EmbeddingCache {
-    /// `(model key, layer, text, embeddings)`, oldest first.
-    entries: Vec<(String, usize, String, Rc<TokenEmbeddings>)>,
+    /// `(load id, layer, text, embeddings)`, oldest first.
+    entries: Vec<(u64, usize, String, Rc<TokenEmbeddings>)>,
 }
 
 impl EmbeddingCache {
     /// Entries kept (a few references at a few layers).
     pub const CAPACITY: usize = 8;
 
-    fn key(plm: &Plm) -> String {
-        format!("{}@{}", plm.name, plm.precision)
-    }
-
-    fn get(&self, key: &str, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
+    fn get(&self, load: u64, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
         self.entries
             .iter()
-            .find(|(k, l, t, _)| k == key && *l == layer && t == text)
+            .find(|(k, l, t, _)| *k == load && *l == layer && t == text)
             .map(|e| e.3.clone())
     }
 
-    fn put(&mut self, key: &str, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
+    fn put(&mut self, load: u64, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
         self.entries
-            .retain(|(k, l, t, _)| !(k == key && *l == layer && t == text));
-        self.entries
-            .push((key.to_owned(), layer, text.to_owned(), emb));
+            .retain(|(k, l, t, _)| !(*k == load && *l == layer && t == text));
+        self.entries.push((load, layer, text.to_owned(), emb));
         let excess = self.entries.len().saturating_sub(Self::CAPACITY);
         self.entries.drain(..excess);
     }
 
-    /// Drops every entry of the model named `name` (it was unloaded).
-    pub fn forget(&mut self, name: &str) {
-        self.entries
-            .retain(|(k, ..)| k.rsplit_once('@').is_none_or(|(n, _)| n != name));
+    /// Drops every entry of the load `load` (its model was unloaded).
+    pub fn forget(&mut self, load: u64) {
+        self.entries.retain(|(k, ..)| *k != load);
     }
 }
 
@@ -442,10 +438,10 @@ pub async fn score_texts(
         .into_iter()
         .map(Rc::new)
         .collect();
-    let key = EmbeddingCache::key(plm);
+    let key = plm.load_id;
     let known: Vec<Option<Rc<TokenEmbeddings>>> = ref_texts
         .iter()
-        .map(|t| cache.and_then(|c| c.borrow().get(&key, layer, t)))
+        .map(|t| cache.and_then(|c| c.borrow().get(key, layer, t)))
         .collect();
     let missing: Vec<&str> = ref_texts
         .iter()
@@ -461,7 +457,7 @@ pub async fn score_texts(
             k.unwrap_or_else(|| {
                 let e = Rc::new(fresh.next().expect("one embedding per missing reference"));
                 if let Some(c) = cache {
-                    c.borrow_mut().put(&key, layer, text, e.clone());
+                    c.borrow_mut().put(key, layer, text, e.clone());
                 }
                 e
             })

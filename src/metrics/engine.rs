@@ -208,9 +208,9 @@ impl Engine {
         self.store.as_ref()
     }
 
-    /// Forgets cached embeddings of the model named `name` (unloaded).
-    pub fn forget(&self, name: &str) {
-        self.cache.borrow_mut().forget(name);
+    /// Forgets cached embeddings of a model load (`Plm::load_id`, unloaded).
+    pub fn forget(&self, load: u64) {
+        self.cache.borrow_mut().forget(load);
     }
 
     /// Scores every segment with each spec, in the order given.

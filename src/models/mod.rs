@@ -130,6 +130,8 @@ pub enum Network {
 pub struct Plm {
     /// Model id or folder name.
     pub name: String,
+    /// Unique to this load (two loads of one name differ): what caches key on.
+    pub load_id: u64,
     /// What `config.json` said.
     pub config: ModelConfig,
     /// Its tokenizer, limited to the model's positions.

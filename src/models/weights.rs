@@ -440,8 +440,10 @@ impl Plm {
             precision,
             device,
         )?;
+        static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Self {
             name: name.to_owned(),
+            load_id: LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             config,
             tokenizer,
             network,

@@ -109,42 +109,47 @@ pub async fn run_preference(
     };
     let mut scored = 0;
     for batch in cases.chunks(chunk) {
-        // Per case: paraphrase and adversarial text against the reference,
-        // then reference and adversarial text against the source.
-        let refs: Vec<[&str; 2]> = batch
+        // Reference-based: paraphrase and adversarial text against the
+        // reference; reference-free: reference and adversarial text against
+        // the source. Scored apart, so that set-level options (idf, MENLI's
+        // min-max combination) see one setting's texts only.
+        let based: Vec<[&str; 3]> = batch
             .iter()
-            .map(|c| [c.reference.as_str(), c.source.as_str()])
+            .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
             .collect();
-        let segments: Vec<Segment> = batch
+        let free: Vec<[&str; 3]> = batch
             .iter()
-            .zip(&refs)
-            .flat_map(|(c, r)| {
-                [
-                    (&c.paraphrase, 0),
-                    (&c.adversarial_ref_based, 0),
-                    (&c.reference, 1),
-                    (&c.adversarial_ref_free, 1),
-                ]
-                .map(|(hyp, k)| Segment {
-                    hyp: hyp.as_str(),
-                    refs: std::slice::from_ref(&r[k]),
-                    src: Some(c.source.as_str()),
+            .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
+            .collect();
+        let mut outcomes = Vec::with_capacity(2);
+        for setting in [&based, &free] {
+            // Per case: the text that should score higher, the one with the
+            // error, and what both are compared with.
+            let segments: Vec<Segment> = batch
+                .iter()
+                .zip(setting)
+                .flat_map(|(c, t)| {
+                    [t[0], t[1]].map(|hyp| Segment {
+                        hyp,
+                        refs: std::slice::from_ref(&t[2]),
+                        src: Some(c.source.as_str()),
+                    })
                 })
-            })
-            .collect();
-        let columns = engine.score(specs, &segments).await?;
-        for (column, r) in columns.iter().zip(results.iter_mut()) {
-            r.metric.signature = column.signature.to_string();
-            let v = column.values();
+                .collect();
+            outcomes.push(engine.score(specs, &segments).await?);
+        }
+        for (m, r) in results.iter_mut().enumerate() {
+            r.metric.signature = outcomes[0][m].signature.to_string();
+            let (b, f) = (outcomes[0][m].values(), outcomes[1][m].values());
             for (i, c) in batch.iter().enumerate() {
                 let e = error_types
                     .iter()
                     .position(|t| *t == c.error)
                     .expect("collected above");
-                let based = v[4 * i] > v[4 * i + 1];
+                let based = b[2 * i] > b[2 * i + 1];
                 r.ref_based[e].add(based);
                 r.ref_based_overall.add(based);
-                let free = v[4 * i + 2] > v[4 * i + 3];
+                let free = f[2 * i] > f[2 * i + 1];
                 r.ref_free[e].add(free);
                 r.ref_free_overall.add(free);
             }

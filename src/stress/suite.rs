@@ -202,6 +202,9 @@ pub enum SuiteError {
     /// Nothing to run.
     #[error("{0}")]
     Empty(&'static str),
+    /// A configuration that cannot run as given.
+    #[error("{0}")]
+    Invalid(String),
     /// Shard files that do not belong together.
     #[error("cannot merge: {0}")]
     Merge(String),
@@ -319,6 +322,9 @@ pub struct SuiteModels<'a> {
     pub on_test: Option<&'a dyn Fn(&SuiteReport)>,
 }
 
+/// The most seeds a run takes.
+pub const MAX_SEEDS: u64 = 100;
+
 /// Items whose perturbed texts go to the model scorer together: enough rows
 /// for full batches, few enough that their embeddings stay small.
 const MODEL_CHUNK: usize = 4;
@@ -350,9 +356,18 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// The items of this shard among `n`.
+    /// The items of this shard among `n`: contiguous, starting on a
+    /// multiple of the model scorer's chunk, so a shard batches its texts
+    /// for the model exactly as the unsharded run does.
     pub fn range(self, n: usize) -> std::ops::Range<usize> {
-        self.index * n / self.count..(self.index + 1) * n / self.count
+        let bound = |k: usize| {
+            if k == self.count {
+                n
+            } else {
+                (k * n / self.count) / MODEL_CHUNK * MODEL_CHUNK
+            }
+        };
+        bound(self.index)..bound(self.index + 1)
     }
 }
 
@@ -463,6 +478,12 @@ fn plan(
         return Err(SuiteError::Empty(
             "choose at least one metric, one injection and one seed",
         ));
+    }
+    if config.seeds > MAX_SEEDS {
+        return Err(SuiteError::Invalid(format!(
+            "{} seeds asked; at most {MAX_SEEDS} (the papers use 5)",
+            config.seeds
+        )));
     }
     let settings = Settings {
         rouge_stemmer: config.rouge_stemmer,
@@ -585,6 +606,9 @@ fn model_pass(
     signatures: &mut Vec<String>,
     mut write: impl FnMut(usize, usize, &[f64]),
 ) -> Result<(), SuiteError> {
+    if plan.model_columns.is_empty() {
+        return Ok(());
+    }
     let specs = plan.model_specs();
     let Some(scorer) = scorer.as_deref_mut() else {
         return Ok(());
@@ -867,11 +891,40 @@ pub fn merge(mut parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
                 "the parts were written by different versions or metric sets".into(),
             ));
         }
+        // Model signatures name the model and its options; a part without
+        // items has none to compare.
+        for (a, b) in p.metrics.iter().zip(&first.metrics) {
+            if !a.signature.is_empty() && !b.signature.is_empty() && a.signature != b.signature {
+                return Err(SuiteError::Merge(format!(
+                    "{} was computed differently in two parts ({} vs {})",
+                    a.id, a.signature, b.signature
+                )));
+            }
+        }
+        // The same tests, skipped alike (a masked LM or a tokenizer given to some shards only).
+        let tests = |p: &SuitePart| -> Vec<(String, Option<String>)> {
+            p.tests
+                .iter()
+                .map(|t| (t.injection.clone(), t.skipped.clone()))
+                .collect()
+        };
+        if tests(p) != tests(first) {
+            return Err(SuiteError::Merge(
+                "the parts ran different tests, or skipped different ones (give every shard the \
+                 same models and tokenizer)"
+                    .into(),
+            ));
+        }
     }
     // In item order; a part without items (more shards than items) last.
     parts.sort_by_key(|p| p.indices.first().copied().unwrap_or(usize::MAX));
     let mut whole = parts.remove(0);
     for p in parts {
+        for (a, b) in whole.metrics.iter_mut().zip(&p.metrics) {
+            if a.signature.is_empty() {
+                a.signature.clone_from(&b.signature);
+            }
+        }
         whole.indices.extend(p.indices);
         whole.base.extend(p.base);
         for (t, pt) in whole.tests.iter_mut().zip(p.tests) {
@@ -964,6 +1017,44 @@ fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestRes
     })
 }
 
+/// Checks that a part's per-item arrays have the sizes its configuration
+/// implies (a truncated or edited file is refused, not indexed).
+fn check_shape(part: &SuitePart) -> Result<(), SuiteError> {
+    let metrics = part.metrics.len();
+    let seeds = usize::try_from(part.config.seeds).unwrap_or(usize::MAX);
+    let bad = |what: String| Err(SuiteError::Merge(format!("a part is damaged: {what}")));
+    if part.items == 0 {
+        return bad("it has no items".into());
+    }
+    if part.base.len() != part.indices.len() || part.base.iter().any(|b| b.len() != metrics) {
+        return bad("its base scores do not match its items and metrics".into());
+    }
+    if part.tests.len() != part.config.injections.len() {
+        return bad("it does not have one test per injection".into());
+    }
+    for test in &part.tests {
+        let levels = inject::create(&test.injection)?.info().default_levels.len();
+        let cells = levels.saturating_mul(seeds);
+        let expected_items = if test.skipped.is_some() {
+            0
+        } else {
+            part.indices.len()
+        };
+        let fits = |i: &ItemCells| {
+            i.noise.len() == cells
+                && i.applied.len() == cells
+                && i.scores.len() == cells.saturating_mul(metrics)
+        };
+        if test.items.len() != expected_items || !test.items.iter().all(fits) {
+            return bad(format!(
+                "{}'s outcomes do not match its levels and seeds",
+                test.injection
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The report of a whole run's per-item outcomes.
 pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
     if part.indices.len() != part.items {
@@ -973,6 +1064,7 @@ pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
             part.items
         )));
     }
+    check_shape(part)?;
     let base = base_means(&part.base, part.metrics.len());
     let tests = part
         .tests

@@ -148,9 +148,11 @@ pub async fn load_model(
         backend,
         precision,
     };
-    engine().forget(&plm.name);
     MODELS.with(|m| {
         let mut m = m.borrow_mut();
+        for (_, old) in m.iter().filter(|(_, p)| p.name == plm.name) {
+            engine().forget(old.load_id);
+        }
         m.retain(|(_, p)| p.name != plm.name);
         m.push((handle, Rc::new(plm)));
     });
@@ -162,16 +164,16 @@ pub async fn load_model(
 pub fn unload_model(handle: u32) {
     let removed = MODELS.with(|m| {
         let mut m = m.borrow_mut();
-        let gone: Vec<String> = m
+        let gone: Vec<u64> = m
             .iter()
             .filter(|(h, _)| *h == handle)
-            .map(|(_, p)| p.name.clone())
+            .map(|(_, p)| p.load_id)
             .collect();
         m.retain(|(h, _)| *h != handle);
         gone
     });
-    for name in removed {
-        engine().forget(&name);
+    for load in removed {
+        engine().forget(load);
     }
 }
 

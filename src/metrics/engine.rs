@@ -203,11 +203,6 @@ impl Engine {
         self
     }
 
-    /// The store the engine draws on.
-    pub fn store(&self) -> &dyn ModelStore {
-        self.store.as_ref()
-    }
-
     /// Forgets cached embeddings of a model load (`Plm::load_id`, unloaded).
     pub fn forget(&self, load: u64) {
         self.cache.borrow_mut().forget(load);

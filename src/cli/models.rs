@@ -11,7 +11,9 @@ use super::CliError;
 /// Arguments of `blindspot prepare`.
 #[derive(clap::Args)]
 pub struct PrepareArgs {
-    /// Checkpoint folder (config.json, tokenizer.json, model.safetensors or shards).
+    /// Checkpoint folder (config.json, tokenizer.json, model.safetensors or shards; or a
+    /// COMET folder: hparams.yaml, checkpoints/model.ckpt and the encoder's config.json
+    /// and tokenizer.json).
     model_dir: PathBuf,
     /// Output `.bpk` file.
     out: PathBuf,

@@ -123,11 +123,17 @@ pub fn default_model(slot: ModelSlot) -> Result<PathBuf, CliError> {
     if let Some(found) = candidates.into_iter().find(|c| c.exists()) {
         return Ok(found);
     }
-    let hint = entry.map_or(String::new(), |m| {
-        format!(
+    let hint = entry.map_or(String::new(), |m| match &m.encoder {
+        Some(encoder) => format!(
+            " (its default, {id}, is at https://huggingface.co/{id}: download hparams.yaml and \
+             checkpoints/model.ckpt, and config.json and tokenizer.json from \
+             https://huggingface.co/{encoder}, into one folder)",
+            id = m.id
+        ),
+        None => format!(
             " (its default, {}, is at https://huggingface.co/{}: download config.json, tokenizer.json and model.safetensors into a folder)",
             m.id, m.id
-        )
+        ),
     });
     Err(CliError::Model {
         path: "-".into(),

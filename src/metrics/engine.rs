@@ -19,6 +19,7 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::bertscore::{self, EmbeddingCache};
+use super::comet::{self, CometInput, SentenceCache};
 use super::menli::{self, NliProbs, Premise};
 use super::perplexity;
 use super::spec::{BertScoreSpec, MetricId, MetricSpec, ModelSlot, Part, SpecError};
@@ -179,6 +180,7 @@ pub struct Engine {
     store: Box<dyn ModelStore>,
     details: bool,
     cache: RefCell<EmbeddingCache>,
+    sentences: RefCell<SentenceCache>,
 }
 
 impl Engine {
@@ -188,6 +190,7 @@ impl Engine {
             store: Box::new(store),
             details: false,
             cache: RefCell::new(EmbeddingCache::default()),
+            sentences: RefCell::new(SentenceCache::default()),
         }
     }
 
@@ -206,6 +209,7 @@ impl Engine {
     /// Forgets cached embeddings of a model load (`Plm::load_id`, unloaded).
     pub fn forget(&self, load: u64) {
         self.cache.borrow_mut().forget(load);
+        self.sentences.borrow_mut().forget(load);
     }
 
     /// Scores every segment with each spec, in the order given.
@@ -279,6 +283,14 @@ impl Engine {
                 MetricSpec::Menli(m) => {
                     let plm = self.store.model(ModelSlot::Menli, m.model.as_deref())?;
                     self.menli(spec, &plm, segments).await
+                }
+                MetricSpec::Comet { model } => {
+                    let plm = self.store.model(ModelSlot::Comet, model.as_deref())?;
+                    self.comet(spec, &plm, segments).await
+                }
+                MetricSpec::CometQe { model } => {
+                    let plm = self.store.model(ModelSlot::CometQe, model.as_deref())?;
+                    self.comet(spec, &plm, segments).await
                 }
                 lexical => lexical_column(lexical, segments),
             }
@@ -527,6 +539,91 @@ impl Engine {
                 .collect();
         }
         Ok(column)
+    }
+}
+
+impl Engine {
+    async fn comet(
+        &self,
+        spec: &MetricSpec,
+        plm: &Plm,
+        segments: &[Segment<'_>],
+    ) -> Result<Column, EngineError> {
+        use crate::models::comet::CometKind;
+        let id = spec.id();
+        let input = |message: String| EngineError::Input {
+            metric: id,
+            message,
+        };
+        let kind = comet::kind_of(plm).map_err(model_error(plm))?;
+        let wanted = match id {
+            MetricId::CometQe => CometKind::Referenceless,
+            _ => CometKind::Regression,
+        };
+        if kind != wanted {
+            return Err(input(format!(
+                "{} is a {} checkpoint; {id} needs a {} one",
+                plm.name,
+                match kind {
+                    CometKind::Regression => "reference-based COMET",
+                    CometKind::Referenceless => "reference-free (COMET-QE)",
+                },
+                match wanted {
+                    CometKind::Regression => "reference-based (e.g. Unbabel/wmt22-comet-da)",
+                    CometKind::Referenceless => "reference-free (e.g. Unbabel/wmt20-comet-qe-da)",
+                }
+            )));
+        }
+        let mut inputs = Vec::with_capacity(segments.len());
+        for (i, s) in segments.iter().enumerate() {
+            let src = s.src.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                input(format!(
+                    "segment {} has no source: COMET reads the source sentence too",
+                    i + 1
+                ))
+            })?;
+            let reference = match kind {
+                CometKind::Referenceless => None,
+                CometKind::Regression => match s.refs {
+                    [] => {
+                        return Err(MetricError::MissingReference {
+                            metric: id.info().id,
+                            segment: i + 1,
+                        }
+                        .into());
+                    }
+                    [one] => Some(*one),
+                    many => {
+                        return Err(input(format!(
+                            "segment {} has {} references; COMET scores against one \
+                             (unbabel-comet has no multi-reference mode): score each \
+                             reference separately",
+                            i + 1,
+                            many.len()
+                        )));
+                    }
+                },
+            };
+            inputs.push(CometInput {
+                mt: s.hyp,
+                reference,
+                src,
+            });
+        }
+        let scored = comet::score(plm, &inputs, Some(&self.sentences))
+            .await
+            .map_err(model_error(plm))?;
+        let signature = comet::signature(&plm.name, kind, &plm.precision.to_string());
+        let scores = scored
+            .iter()
+            .map(|s| Score {
+                metric: id.info().id,
+                value: s.value,
+                parts: vec![part_of("truncated", f64::from(u8::from(s.truncated)))],
+                signature: signature.to_string(),
+            })
+            .collect();
+        Ok(Column::new(spec.clone(), scores, signature))
     }
 }
 

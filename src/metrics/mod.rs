@@ -14,6 +14,7 @@
 pub mod bertscore;
 pub mod bleu;
 pub mod chrf;
+pub mod comet;
 pub mod engine;
 pub mod mauve;
 pub mod menli;
@@ -68,6 +69,9 @@ pub enum Scale {
     NegPerplexity,
     /// A formula of NLI probabilities (-2 to 1).
     Nli,
+    /// A learned regressor's output (COMET: about 0 to 1 for wmt22 models,
+    /// unbounded z-score-like for wmt20 ones).
+    Regression,
 }
 
 /// What the registry knows about a metric before it is run.
@@ -182,6 +186,10 @@ pub enum ModelKind {
     MaskedLm,
     /// A sequence classifier with entailment/neutral/contradiction labels.
     Nli,
+    /// A COMET estimator reading hypothesis, reference and source.
+    Comet,
+    /// A reference-free COMET estimator (COMET-QE).
+    CometQe,
 }
 
 /// The registry entries of the model-based metrics.
@@ -203,7 +211,7 @@ mod models_info {
             description,
             higher_is_better: true,
             needs_reference,
-            needs_source: false,
+            needs_source: matches!(kind, ModelKind::Comet | ModelKind::CometQe),
             scale,
             corpus: CorpusAggregation::MeanOfSegments,
             model: Some(kind),
@@ -265,6 +273,24 @@ mod models_info {
         ModelKind::Nli,
         ModelSlot::Menli,
     );
+    pub static COMET: MetricInfo = model(
+        "comet",
+        "COMET",
+        "learned MT metric: a regressor on sentence embeddings of hypothesis, reference and source",
+        true,
+        Scale::Regression,
+        ModelKind::Comet,
+        ModelSlot::Comet,
+    );
+    pub static COMET_QE: MetricInfo = model(
+        "comet-qe",
+        "COMET-QE",
+        "reference-free COMET: a regressor on sentence embeddings of hypothesis and source",
+        false,
+        Scale::Regression,
+        ModelKind::CometQe,
+        ModelSlot::CometQe,
+    );
 }
 
 /// The kinds of model-based metric a checkpoint with this head can run.
@@ -274,6 +300,8 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
         Head::CausalLm => vec![ModelKind::CausalLm],
         Head::MaskedLm => vec![ModelKind::Encoder, ModelKind::MaskedLm],
         Head::None => vec![ModelKind::Encoder],
+        Head::Comet(crate::models::comet::CometKind::Regression) => vec![ModelKind::Comet],
+        Head::Comet(crate::models::comet::CometKind::Referenceless) => vec![ModelKind::CometQe],
         Head::SequenceClassification => {
             let has = |p: &str| {
                 config

@@ -113,6 +113,10 @@ pub enum MetricId {
     MlmPpl,
     /// MENLI's NLI score.
     Menli,
+    /// COMET (reference-based estimator).
+    Comet,
+    /// COMET-QE (reference-free estimator).
+    CometQe,
 }
 
 named_enum!(
@@ -130,6 +134,8 @@ named_enum!(
         (GptPpl, "gpt-ppl"),
         (MlmPpl, "mlm-ppl"),
         (Menli, "menli"),
+        (Comet, "comet"),
+        (CometQe, "comet-qe"),
     ]
 );
 
@@ -149,6 +155,8 @@ impl MetricId {
             MetricId::GptPpl => &m::GPT_PPL,
             MetricId::MlmPpl => &m::MLM_PPL,
             MetricId::Menli => &m::MENLI,
+            MetricId::Comet => &m::COMET,
+            MetricId::CometQe => &m::COMET_QE,
         }
     }
 
@@ -172,6 +180,10 @@ pub enum ModelSlot {
     Menli,
     /// MAUVE's featuriser.
     Mauve,
+    /// COMET's estimator (reference-based).
+    Comet,
+    /// COMET-QE's estimator (reference-free).
+    CometQe,
 }
 
 named_enum!(
@@ -183,6 +195,8 @@ named_enum!(
         (MlmPpl, "mlm-ppl"),
         (Menli, "menli"),
         (Mauve, "mauve"),
+        (Comet, "comet"),
+        (CometQe, "comet-qe"),
     ]
 );
 
@@ -345,6 +359,20 @@ pub enum MetricSpec {
     /// MENLI.
     #[serde(rename = "menli")]
     Menli(MenliSpec),
+    /// COMET: a reference-based estimator checkpoint.
+    #[serde(rename = "comet")]
+    Comet {
+        /// Model (see [`BertScoreSpec::model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// COMET-QE: a reference-free estimator checkpoint.
+    #[serde(rename = "comet-qe")]
+    CometQe {
+        /// Model (see [`BertScoreSpec::model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
 }
 
 impl MetricSpec {
@@ -369,6 +397,8 @@ impl MetricSpec {
             MetricSpec::GptPpl { .. } => MetricId::GptPpl,
             MetricSpec::MlmPpl { .. } => MetricId::MlmPpl,
             MetricSpec::Menli(_) => MetricId::Menli,
+            MetricSpec::Comet { .. } => MetricId::Comet,
+            MetricSpec::CometQe { .. } => MetricId::CometQe,
         }
     }
 
@@ -398,6 +428,8 @@ impl MetricSpec {
             MetricSpec::GptPpl { model, .. } => Some((ModelSlot::GptPpl, model.as_deref())),
             MetricSpec::MlmPpl { model } => Some((ModelSlot::MlmPpl, model.as_deref())),
             MetricSpec::Menli(m) => Some((ModelSlot::Menli, m.model.as_deref())),
+            MetricSpec::Comet { model } => Some((ModelSlot::Comet, model.as_deref())),
+            MetricSpec::CometQe { model } => Some((ModelSlot::CometQe, model.as_deref())),
             _ => None,
         }
     }
@@ -506,6 +538,12 @@ impl Settings {
                     .map(|other| Box::new(self.spec(other))),
                 weight: self.menli_weight,
             }),
+            MetricId::Comet => MetricSpec::Comet {
+                model: self.model(ModelSlot::Comet),
+            },
+            MetricId::CometQe => MetricSpec::CometQe {
+                model: self.model(ModelSlot::CometQe),
+            },
         }
     }
 

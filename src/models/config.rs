@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::ModelError;
+use super::comet::{CometHparams, CometKind};
 
 /// Architecture family a checkpoint belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub enum Head {
     SequenceClassification,
     /// GPT-2's tied language-model head (`GPT2LMHeadModel`, `GPT2Model`).
     CausalLm,
+    /// A COMET estimator on the encoder (`hparams.yaml` beside the checkpoint).
+    Comet(CometKind),
 }
 
 /// The fields of `config.json` we read, under every spelling in use.
@@ -107,6 +110,8 @@ pub struct ModelConfig {
     pub pad_token_id: u32,
     /// Class labels in output order, from `id2label` (classification heads).
     pub labels: Vec<String>,
+    /// COMET's hparams, when the encoder carries a COMET estimator.
+    pub comet: Option<CometHparams>,
 }
 
 impl ModelConfig {
@@ -229,9 +234,19 @@ impl ModelConfig {
             activation,
             pad_token_id,
             labels,
+            comet: None,
         };
         config.check()?;
         Ok(config)
+    }
+
+    /// This encoder config under a COMET estimator (`hparams.yaml`): the head
+    /// becomes the estimator, and the hparams must fit the encoder.
+    pub fn with_comet(mut self, hparams: CometHparams) -> Result<Self, ModelError> {
+        hparams.check_encoder(&self)?;
+        self.head = Head::Comet(hparams.kind);
+        self.comet = Some(hparams);
+        Ok(self)
     }
 
     /// Refuses sizes the model code cannot run with (they would fail deep in
@@ -273,8 +288,11 @@ impl ModelConfig {
     }
 
     /// Tokens one sequence may hold: RoBERTa loses two positions to its
-    /// padding offset.
+    /// padding offset; COMET cuts four below the positions.
     pub fn max_tokens(&self) -> usize {
+        if self.comet.is_some() {
+            return CometHparams::max_tokens(self);
+        }
         match self.family {
             Family::Roberta => self
                 .max_positions

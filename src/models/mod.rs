@@ -4,11 +4,13 @@
 //!
 //! - [`config`]: `config.json` into [`ModelConfig`];
 //! - [`bert`], [`gpt2`]: the architectures, module trees mirroring the checkpoints;
+//! - [`comet`]: COMET's estimators on a BERT-family encoder (hparams.yaml + Lightning checkpoint);
 //! - [`weights`]: safetensors (sharded too) and prepared `.bpk` files, quantization;
 //! - [`tokenizer`]: `tokenizer.json` through the `tokenizers` crate;
 //! - [`registry`]: the default checkpoint of each metric.
 
 pub mod bert;
+pub mod comet;
 pub mod config;
 pub mod gpt2;
 pub mod registry;
@@ -123,6 +125,8 @@ pub enum Network {
     Bert(bert::BertModel),
     /// A GPT-2 decoder.
     Gpt2(gpt2::Gpt2Model),
+    /// A COMET estimator on its encoder.
+    Comet(comet::CometModel),
 }
 
 /// A loaded model: its config, tokenizer and network on one device.
@@ -185,6 +189,7 @@ impl Plm {
         let hidden_states = match &self.network {
             Network::Bert(m) => m.forward(&batch).hidden_states,
             Network::Gpt2(m) => m.forward(&batch).hidden_states,
+            Network::Comet(m) => m.encoder.forward(&batch).hidden_states,
         };
         Ok(ForwardOutput {
             hidden_states,
@@ -205,7 +210,9 @@ impl Plm {
     pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Gpt2(m) => Ok(m.lm_logits(last_hidden(out))),
-            Network::Bert(_) => Err(self.missing_head("causal language-model head")),
+            Network::Bert(_) | Network::Comet(_) => {
+                Err(self.missing_head("causal language-model head"))
+            }
         }
     }
 
@@ -214,7 +221,7 @@ impl Plm {
     pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.mlm_logits(hidden),
-            Network::Gpt2(_) => None,
+            Network::Gpt2(_) | Network::Comet(_) => None,
         }
         .ok_or_else(|| self.missing_head("masked-LM head"))
     }
@@ -223,7 +230,7 @@ impl Plm {
     pub fn class_logits(&self, out: &ForwardOutput) -> Result<Tensor<2>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.class_logits(last_hidden(out)),
-            Network::Gpt2(_) => None,
+            Network::Gpt2(_) | Network::Comet(_) => None,
         }
         .ok_or_else(|| self.missing_head("sequence-classification head"))
     }

@@ -14,6 +14,10 @@ pub struct RegistryModel {
     pub local: Option<String>,
     /// `architectures[0]` of its config.json.
     pub architecture: String,
+    /// For COMET checkpoints: the hub id of the encoder whose config.json
+    /// and tokenizer.json go beside the checkpoint.
+    #[serde(default)]
+    pub encoder: Option<String>,
     /// fp32 weight download, MB.
     pub size_mb: f64,
     /// Licence of the weights.
@@ -59,7 +63,8 @@ pub fn models() -> Vec<RegistryModel> {
     registry.model
 }
 
-/// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`).
+/// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
+/// `comet`, `comet-qe`).
 pub fn default_for(metric: &str) -> Option<RegistryModel> {
     models()
         .into_iter()
@@ -79,13 +84,28 @@ mod tests {
     fn registry_parses_and_names_a_default_per_metric() {
         let all = models();
         assert!(all.len() >= 5);
-        for metric in ["bertscore", "gpt-ppl", "mlm-ppl", "menli", "mauve"] {
+        for metric in [
+            "bertscore",
+            "gpt-ppl",
+            "mlm-ppl",
+            "menli",
+            "mauve",
+            "comet",
+            "comet-qe",
+        ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }
         let minilm = default_for("bertscore").unwrap();
         assert_eq!(minilm.id, "sentence-transformers/all-MiniLM-L6-v2");
         assert_eq!(minilm.local.as_deref(), Some("models/all-MiniLM-L6-v2"));
         assert_eq!(find("roberta-large").unwrap().layer, Some(17));
+        let cometinho = default_for("comet").unwrap();
+        assert_eq!(cometinho.encoder.as_deref(), Some("xlm-roberta-base"));
+        assert!(
+            all.iter()
+                .filter(|m| m.metrics.iter().any(|x| x.starts_with("comet")))
+                .all(|m| m.encoder.is_some())
+        );
         let roberta = find("roberta-large").unwrap();
         assert_eq!(roberta.baselines[0].layer, 17);
         assert_eq!(roberta.baselines[0].prf[2], 0.83122575);

@@ -195,6 +195,11 @@ impl LmTokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The padding token's id (`<pad>` or `[PAD]`), if the vocabulary has one.
+    pub fn pad_id(&self) -> Option<u32> {
+        ["<pad>", "[PAD]"].iter().find_map(|t| self.token_id(t))
+    }
+
     /// The masked-LM mask token's id (`[MASK]` or `<mask>`), if the
     /// vocabulary has one.
     pub fn mask_id(&self) -> Option<u32> {

@@ -14,6 +14,7 @@ use burn::tensor::quantization::{
 };
 use burn::tensor::{DType, Device, Tensor};
 
+use super::comet::{CometHparams, CometModel};
 use super::config::{Family, ModelConfig};
 use super::tokenizer::LmTokenizer;
 use super::{ModelError, Network, Plm, bert, gpt2};
@@ -59,6 +60,10 @@ pub enum WeightSource {
     Safetensors(Vec<Vec<u8>>),
     /// The network part of a prepared `.bpk` file.
     Burnpack(Vec<u8>),
+    /// A PyTorch (Lightning) checkpoint file with a `state_dict`: COMET's
+    /// `checkpoints/model.ckpt`. burn-store reads these from files only.
+    #[cfg(not(target_arch = "wasm32"))]
+    Torch(std::path::PathBuf),
 }
 
 /// A checkpoint's files, as bytes (read from disk or fetched by the page).
@@ -71,12 +76,15 @@ pub struct ModelFiles {
     pub weights: WeightSource,
     /// Precision the weights are stored at (`.bpk` files may be int8 already).
     pub stored_precision: Precision,
+    /// COMET's `hparams.yaml`, when the checkpoint is a COMET estimator.
+    pub comet_hparams: Option<String>,
 }
 
 /// Metadata keys of a prepared file.
 const META_CONFIG: &str = "blindspot.config_json";
 const META_TOKENIZER: &str = "blindspot.tokenizer_json";
 const META_PRECISION: &str = "blindspot.precision";
+const META_COMET: &str = "blindspot.comet_hparams_yaml";
 
 impl ModelFiles {
     /// A prepared `.bpk` file (written by [`prepare`]).
@@ -97,12 +105,15 @@ impl ModelFiles {
             tokenizer_json: meta.get(META_TOKENIZER).map(|t| t.clone().into_bytes()),
             weights: WeightSource::Burnpack(bytes),
             stored_precision,
+            comet_hparams: meta.get(META_COMET).cloned(),
         })
     }
 
     /// Reads a checkpoint folder (`config.json`, `tokenizer.json`,
     /// `model.safetensors` or the shards `model.safetensors.index.json`
-    /// lists) or a prepared `.bpk` file.
+    /// lists), a COMET folder (the hub repository's `hparams.yaml` and
+    /// `checkpoints/model.ckpt` with the encoder's `config.json` and
+    /// `tokenizer.json` beside them) or a prepared `.bpk` file.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_path(path: &std::path::Path) -> Result<Self, ModelError> {
         let read = |p: &std::path::Path| {
@@ -115,7 +126,32 @@ impl ModelFiles {
         if !path.is_dir() {
             return Err(ModelError::Io("no such model folder or file".into()));
         }
-        let config_json = String::from_utf8(read(&path.join("config.json"))?)
+        let hparams = path.join("hparams.yaml");
+        let ckpt = path.join("checkpoints").join("model.ckpt");
+        let comet_hparams = if hparams.is_file() {
+            Some(
+                String::from_utf8(read(&hparams)?)
+                    .map_err(|_| ModelError::Config("hparams.yaml is not UTF-8".into()))?,
+            )
+        } else if ckpt.is_file() {
+            return Err(ModelError::Config(
+                "this folder has checkpoints/model.ckpt but no hparams.yaml: a COMET model \
+                 needs both, as its hub repository has them"
+                    .into(),
+            ));
+        } else {
+            None
+        };
+        let config = path.join("config.json");
+        if comet_hparams.is_some() && !config.is_file() {
+            let encoder = CometHparams::from_yaml(comet_hparams.as_deref().unwrap_or_default())?
+                .pretrained_model;
+            return Err(ModelError::Config(format!(
+                "a COMET folder needs its encoder's config.json and tokenizer.json beside \
+                 hparams.yaml: download them from https://huggingface.co/{encoder}"
+            )));
+        }
+        let config_json = String::from_utf8(read(&config)?)
             .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
         let tokenizer = path.join("tokenizer.json");
         let tokenizer_json = if tokenizer.is_file() {
@@ -123,6 +159,21 @@ impl ModelFiles {
         } else {
             None
         };
+        if comet_hparams.is_some() {
+            if !ckpt.is_file() {
+                return Err(ModelError::Io(format!(
+                    "the COMET folder has no checkpoints/model.ckpt ({})",
+                    ckpt.display()
+                )));
+            }
+            return Ok(Self {
+                config_json,
+                tokenizer_json,
+                weights: WeightSource::Torch(ckpt),
+                stored_precision: Precision::F32,
+                comet_hparams,
+            });
+        }
         let index = path.join("model.safetensors.index.json");
         let shards = if index.is_file() {
             shard_names(&String::from_utf8_lossy(&read(&index)?))?
@@ -137,7 +188,17 @@ impl ModelFiles {
             tokenizer_json,
             weights: WeightSource::Safetensors(shards),
             stored_precision: Precision::F32,
+            comet_hparams: None,
         })
+    }
+
+    /// The model config: `config.json`, under COMET's hparams when present.
+    pub fn config(&self) -> Result<ModelConfig, ModelError> {
+        let config = ModelConfig::from_json(&self.config_json)?;
+        match &self.comet_hparams {
+            Some(yaml) => config.with_comet(CometHparams::from_yaml(yaml)?),
+            None => Ok(config),
+        }
     }
 }
 
@@ -161,11 +222,43 @@ pub fn shard_names(index_json: &str) -> Result<Vec<String>, ModelError> {
     Ok(names)
 }
 
-fn remapper(pairs: &[(&str, &str)]) -> KeyRemapper {
+fn remapper(pairs: &[(impl AsRef<str>, impl AsRef<str>)]) -> KeyRemapper {
     pairs.iter().fold(KeyRemapper::new(), |r, (from, to)| {
-        r.add_pattern(*from, *to)
+        r.add_pattern(from.as_ref(), to.as_ref())
             .expect("key map patterns are valid regexes")
     })
+}
+
+/// Loads a PyTorch checkpoint's `state_dict` into `module` (COMET's
+/// Lightning checkpoints), renaming keys with `key_map`.
+#[cfg(not(target_arch = "wasm32"))]
+fn load_torch<M: Module + ModuleSnapshot>(
+    module: &mut M,
+    path: &std::path::Path,
+    key_map: &[(impl AsRef<str>, impl AsRef<str>)],
+) -> Result<(), ModelError> {
+    let mut store = burn::store::PytorchStore::from_file(path)
+        .with_top_level_key("state_dict")
+        .map_indices_contiguous(false)
+        .remap(remapper(key_map))
+        .allow_partial(true);
+    let result = module.load_from(&mut store).map_err(|e| {
+        ModelError::Weights(format!(
+            "{}: {e} (is it a PyTorch checkpoint with a state_dict?)",
+            path.display()
+        ))
+    })?;
+    if let Some(e) = result.errors.first() {
+        return Err(ModelError::Weights(e.to_string()));
+    }
+    if let Some((p, _)) = result.missing.first() {
+        return Err(ModelError::Weights(format!(
+            "{} tensors missing from the checkpoint, e.g. `{p}` (do hparams.yaml and \
+             config.json belong to this checkpoint?)",
+            result.missing.len()
+        )));
+    }
+    Ok(())
 }
 
 fn adapter() -> impl ModuleAdapter + 'static {
@@ -178,7 +271,7 @@ fn adapter() -> impl ModuleAdapter + 'static {
 pub fn load_safetensors<M: Module + ModuleSnapshot>(
     module: &mut M,
     shards: Vec<Vec<u8>>,
-    key_map: &[(&str, &str)],
+    key_map: &[(impl AsRef<str>, impl AsRef<str>)],
 ) -> Result<(), ModelError> {
     let mut missing: Option<Vec<String>> = None;
     for (i, shard) in shards.into_iter().enumerate() {
@@ -337,6 +430,18 @@ impl ModuleMapper for Int8Mapper {
     }
 }
 
+/// Applies one expression to whichever module a [`Network`] holds, giving
+/// back a network of the same kind.
+macro_rules! each_network {
+    ($network:expr, $m:ident => $body:expr) => {
+        match $network {
+            Network::Bert($m) => Network::Bert($body),
+            Network::Gpt2($m) => Network::Gpt2($body),
+            Network::Comet($m) => Network::Comet($body),
+        }
+    };
+}
+
 impl Network {
     /// The network `config` describes with `weights` loaded, at `precision`
     /// (weights stored int8 stay int8; f32 weights are quantized when asked).
@@ -349,33 +454,26 @@ impl Network {
     ) -> Result<Self, ModelError> {
         // int8 rounding happens on the CPU, then the f32 result moves to the
         // target device (quantization ops on WebGPU are not checked yet).
+        // COMET loads on the CPU too: its mixture weights are read once there.
         let target = device;
         let cpu = Device::flex();
-        let device = if precision == Precision::Int8 {
-            &cpu
-        } else {
-            target
-        };
-        let mut network = match config.family {
-            Family::Gpt2 => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
-            _ => Network::Bert(bert::BertModel::new(config, device)),
+        let on_cpu = precision == Precision::Int8 || config.comet.is_some();
+        let device = if on_cpu { &cpu } else { target };
+        let mut network = match (&config.comet, config.family) {
+            (Some(hparams), _) => Network::Comet(CometModel::new(config, hparams, device)),
+            (None, Family::Gpt2) => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
+            (None, _) => Network::Bert(bert::BertModel::new(config, device)),
         };
         if stored == Precision::Int8 && precision == Precision::F32 {
             return Err(ModelError::Unsupported(
                 "this prepared file holds int8 weights; load it at int8".into(),
             ));
         }
-        network.load_weights(weights, config.family)?;
-        let network = match (stored, precision, network) {
-            (Precision::Int8, _, Network::Bert(m)) => Network::Bert(dequantize_lookups(m)),
-            (Precision::Int8, _, Network::Gpt2(m)) => Network::Gpt2(dequantize_lookups(m)),
-            (Precision::F32, Precision::Int8, Network::Bert(m)) => {
-                Network::Bert(quantize(m, false))
-            }
-            (Precision::F32, Precision::Int8, Network::Gpt2(m)) => {
-                Network::Gpt2(quantize(m, false))
-            }
-            (Precision::F32, Precision::F32, network) => network,
+        network.load_weights(weights, config)?;
+        let network = match (stored, precision) {
+            (Precision::Int8, _) => each_network!(network, m => dequantize_lookups(m)),
+            (Precision::F32, Precision::Int8) => each_network!(network, m => quantize(m, false)),
+            (Precision::F32, Precision::F32) => network,
         };
         // Compute is dequantized: burn-flex would dequantize a quantized
         // weight on every use (a MiniLM pass takes 1.3 s instead of 13 ms),
@@ -383,28 +481,55 @@ impl Network {
         // CPU. So the int8 values are expanded to f32 once, after loading:
         // int8 is what is downloaded and cached, the numbers are the int8
         // model's, the speed is f32's.
-        Ok(match network {
-            Network::Bert(m) if precision == Precision::Int8 => {
-                Network::Bert(dequantize_all(m).to_device(target))
-            }
-            Network::Gpt2(m) if precision == Precision::Int8 => {
-                Network::Gpt2(dequantize_all(m).to_device(target))
-            }
-            network => network,
+        let mut network = if precision == Precision::Int8 {
+            each_network!(network, m => dequantize_all(m))
+        } else {
+            network
+        };
+        if let Network::Comet(m) = &mut network {
+            m.resolve_mix()?;
+        }
+        Ok(if on_cpu {
+            each_network!(network, m => m.to_device(target))
+        } else {
+            network
         })
     }
 
-    fn load_weights(&mut self, source: WeightSource, family: Family) -> Result<(), ModelError> {
+    fn load_weights(
+        &mut self,
+        source: WeightSource,
+        config: &ModelConfig,
+    ) -> Result<(), ModelError> {
+        let family = config.family;
+        let comet_map = || {
+            config
+                .comet
+                .as_ref()
+                .map(|h| h.key_map(family))
+                .unwrap_or_default()
+        };
         match source {
             WeightSource::Safetensors(shards) => match self {
                 Network::Bert(m) => load_safetensors(m, shards, &bert::checkpoint_key_map(family)),
                 Network::Gpt2(m) => load_safetensors(m, shards, &gpt2::checkpoint_key_map()),
+                Network::Comet(m) => load_safetensors(m, shards, &comet_map()),
+            },
+            #[cfg(not(target_arch = "wasm32"))]
+            WeightSource::Torch(path) => match self {
+                Network::Comet(m) => load_torch(m, &path, &comet_map()),
+                _ => Err(ModelError::Unsupported(
+                    "PyTorch checkpoints are read for COMET models only; convert others to \
+                     safetensors"
+                        .into(),
+                )),
             },
             WeightSource::Burnpack(bytes) => {
                 let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)));
                 let result = match self {
                     Network::Bert(m) => m.load_from(&mut store),
                     Network::Gpt2(m) => m.load_from(&mut store),
+                    Network::Comet(m) => m.load_from(&mut store),
                 }
                 .map_err(|e| ModelError::Weights(format!("prepared model: {e}")))?;
                 if let Some(e) = result.errors.first() {
@@ -427,10 +552,17 @@ impl Plm {
         device: &Device,
         precision: Precision,
     ) -> Result<Self, ModelError> {
-        let config = ModelConfig::from_json(&files.config_json)?;
-        let tokenizer_json = files
-            .tokenizer_json
-            .ok_or_else(|| ModelError::Io(format!("{name} has no tokenizer.json")))?;
+        let config = files.config()?;
+        let tokenizer_json = files.tokenizer_json.ok_or_else(|| {
+            ModelError::Io(match &config.comet {
+                Some(h) => format!(
+                    "{name} has no tokenizer.json: COMET reads its encoder's, from \
+                     https://huggingface.co/{}",
+                    h.pretrained_model
+                ),
+                None => format!("{name} has no tokenizer.json"),
+            })
+        })?;
         let mut tokenizer = LmTokenizer::from_tokenizer_json(name, &tokenizer_json)?;
         tokenizer.set_max_length(config.max_tokens())?;
         let network = Network::load(
@@ -454,9 +586,9 @@ impl Plm {
 }
 
 /// Writes a prepared `.bpk`: the network at `precision` with the config and
-/// tokenizer in its metadata, ready for a site to host.
+/// tokenizer (and COMET's hparams) in its metadata, ready for a site to host.
 pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, ModelError> {
-    let config = ModelConfig::from_json(&files.config_json)?;
+    let config = files.config()?;
     if files.stored_precision == Precision::Int8 && precision == Precision::F32 {
         return Err(ModelError::Unsupported(
             "cannot prepare an f32 file from int8 weights".into(),
@@ -470,26 +602,25 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
         files.stored_precision,
         &Device::flex(),
     )?;
-    let network = match (precision, network) {
-        (Precision::Int8, Network::Bert(m)) => Network::Bert(quantize(m, true)),
-        (Precision::Int8, Network::Gpt2(m)) => Network::Gpt2(quantize(m, true)),
-        (_, network) => network,
-    };
-    let label = match precision {
-        Precision::F32 => "f32",
-        Precision::Int8 => "int8",
+    let network = match precision {
+        Precision::Int8 => each_network!(network, m => quantize(m, true)),
+        Precision::F32 => network,
     };
     let mut store = BurnpackStore::from_bytes(None)
         .metadata(META_CONFIG, files.config_json)
-        .metadata(META_PRECISION, label);
+        .metadata(META_PRECISION, precision.to_string());
     if let Some(tokenizer) = files.tokenizer_json {
         let text = String::from_utf8(tokenizer)
             .map_err(|_| ModelError::Config("tokenizer.json is not UTF-8".into()))?;
         store = store.metadata(META_TOKENIZER, text);
     }
+    if let Some(hparams) = files.comet_hparams {
+        store = store.metadata(META_COMET, hparams);
+    }
     match &network {
         Network::Bert(m) => m.save_into(&mut store),
         Network::Gpt2(m) => m.save_into(&mut store),
+        Network::Comet(m) => m.save_into(&mut store),
     }
     .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;
     let bytes = store

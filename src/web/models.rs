@@ -124,6 +124,7 @@ pub async fn load_model(
             tokenizer_json,
             weights: WeightSource::Safetensors(shards.iter().map(|s| s.to_vec()).collect()),
             stored_precision: Precision::F32,
+            comet_hparams: None,
         },
     };
     let (device, backend) = device_for(&backend).await?;

@@ -297,7 +297,9 @@ fn metrics_lists_the_registry_as_json() {
             "bertscore-f",
             "gpt-ppl",
             "mlm-ppl",
-            "menli"
+            "menli",
+            "comet",
+            "comet-qe"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -144,7 +144,7 @@ fn long_texts_are_cut_as_comet_cuts_them_and_flagged() {
     assert_eq!(truncated(0), 0.0);
     let sig = column.signature.to_string();
     assert!(
-        sig.starts_with("comet|model:comet-da|conventions:unbabel-comet-2.2|precision:f32"),
+        sig.starts_with("comet|model:comet-da|conventions:unbabel-comet-2.2.7|precision:f32"),
         "{sig}"
     );
 }
@@ -229,14 +229,31 @@ fn broken_folders_and_inputs_say_what_is_wrong() {
     std::fs::remove_file(no_config.join("config.json")).unwrap();
     assert!(error(&no_config).contains("encoder's config.json"));
 
-    let rembert = folder("rembert");
-    let yaml = std::fs::read_to_string(rembert.join("hparams.yaml")).unwrap();
+    // The class comes from hparams.yaml, as COMET reads it (the rest from
+    // the checkpoint): one we do not implement is refused by name.
+    let unified = folder("unified");
+    let yaml = std::fs::read_to_string(unified.join("hparams.yaml")).unwrap();
     std::fs::write(
-        rembert.join("hparams.yaml"),
-        yaml.replace("encoder_model: XLM-RoBERTa", "encoder_model: RemBERT"),
+        unified.join("hparams.yaml"),
+        yaml.replace(
+            "class_identifier: regression_metric",
+            "class_identifier: unified_metric",
+        ),
     )
     .unwrap();
-    assert!(error(&rembert).contains("`RemBERT` is not supported"));
+    assert!(error(&unified).contains("`unified_metric` is not supported"));
+
+    let bert_tokenizer = folder("bert-tokenizer");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2/tokenizer.json"),
+        bert_tokenizer.join("tokenizer.json"),
+    )
+    .unwrap();
+    let e = error(&bert_tokenizer);
+    assert!(
+        e.contains("not XLM-R's") && e.contains("huggingface.co/tests/fixtures/comet/comet-da"),
+        "{e}"
+    );
 
     let wrong_encoder = folder("wrong-encoder");
     std::fs::copy(
@@ -245,6 +262,28 @@ fn broken_folders_and_inputs_say_what_is_wrong() {
     )
     .unwrap();
     assert!(error(&wrong_encoder).contains("names a XLM-RoBERTa encoder"));
+
+    // COMET computes with the hparams stored in the checkpoint (hparams.yaml
+    // names only the class): a hparams.yaml that disagrees changes nothing.
+    let disagreeing = folder("disagreeing-yaml");
+    let yaml = std::fs::read_to_string(disagreeing.join("hparams.yaml")).unwrap();
+    std::fs::write(
+        disagreeing.join("hparams.yaml"),
+        yaml.replace(
+            "layer_transformation: sparsemax",
+            "layer_transformation: softmax",
+        ),
+    )
+    .unwrap();
+    let g = common::golden("comet.json");
+    let some = &pairs(&g)[..5];
+    let files = ModelFiles::from_path(&disagreeing).unwrap();
+    let plm = Plm::load("comet-da", files, &Device::flex(), Precision::F32).unwrap();
+    let ours = score(plm, &MetricSpec::Comet { model: None }, some).unwrap();
+    for (i, v) in ours.iter().enumerate() {
+        let want = g["models"]["comet-da"]["scores"][i].as_f64().unwrap();
+        assert!((v - want).abs() <= TOLERANCE, "pair {i}: {v} vs {want}");
+    }
 
     // Inputs: no source, two references, the QE metric on a reference-based checkpoint.
     let engine = Engine::new(One(Rc::new(load("comet-da", Precision::F32))));

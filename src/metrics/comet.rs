@@ -21,8 +21,10 @@ use crate::models::{Batch, ModelError, Network, Plm, read_back};
 /// Texts per encoder pass.
 pub const BATCH: usize = 16;
 
-/// unbabel-comet release whose computation is reproduced.
-pub const COMET_VERSION: &str = "2.2";
+/// unbabel-comet release whose computation is reproduced (its Python
+/// `predict` in f32; 2.2.6 turned wmt22's sparsemax into softmax, and the
+/// `comet-score` command runs in f16 on stripped lines).
+pub const COMET_VERSION: &str = "2.2.7";
 
 /// One segment's COMET score.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -576,7 +576,8 @@ impl Engine {
         }
         let mut inputs = Vec::with_capacity(segments.len());
         for (i, s) in segments.iter().enumerate() {
-            let src = s.src.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+            // An empty source is scored, as COMET scores `<s></s>`; none is an error.
+            let src = s.src.ok_or_else(|| {
                 input(format!(
                     "segment {} has no source: COMET reads the source sentence too",
                     i + 1

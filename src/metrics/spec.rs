@@ -587,7 +587,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
-             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli)"
+             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe)"
         );
     }
 

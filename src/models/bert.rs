@@ -315,12 +315,43 @@ pub fn checkpoint_key_map(family: Family) -> Vec<(&'static str, &'static str)> {
     map
 }
 
-/// Position ids as the family numbers them: `0..n` for BERT, offset past
-/// the padding id for RoBERTa (`pad + 1 ..`).
-pub fn position_ids(family: Family, pad_token_id: u32, len: usize) -> Vec<i64> {
-    let offset = match family {
-        Family::Roberta => pad_token_id as i64 + 1,
-        _ => 0,
-    };
-    (0..len as i64).map(|i| i + offset).collect()
+/// Position ids of `ids` (then padding up to `len`) as the family numbers
+/// them: `0..len` for BERT; for RoBERTa as transformers does,
+/// `pad + cumsum(id != pad)` on real tokens and `pad` on padding ids, so a
+/// literal `<pad>` in a text takes no position.
+pub fn position_ids(family: Family, pad_token_id: u32, ids: &[u32], len: usize) -> Vec<i64> {
+    match family {
+        Family::Roberta => {
+            let pad = i64::from(pad_token_id);
+            let mut seen = 0;
+            (0..len)
+                .map(|i| match ids.get(i) {
+                    Some(&id) if id != pad_token_id => {
+                        seen += 1;
+                        pad + seen
+                    }
+                    _ => pad,
+                })
+                .collect()
+        }
+        _ => (0..len as i64).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roberta_positions_skip_literal_padding_ids_as_transformers_does() {
+        // <s> a <pad> b </s>, padded to 7: transformers gives 2 3 1 4 5 1 1.
+        assert_eq!(
+            position_ids(Family::Roberta, 1, &[0, 9, 1, 8, 2], 7),
+            [2, 3, 1, 4, 5, 1, 1]
+        );
+        assert_eq!(
+            position_ids(Family::Bert, 0, &[101, 0, 102], 4),
+            [0, 1, 2, 3]
+        );
+    }
 }

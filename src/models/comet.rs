@@ -156,14 +156,12 @@ impl CometHparams {
         let layer = match raw.layer {
             None => LayerChoice::Mix,
             Some(RawLayer::Name(n)) if n == "mix" => LayerChoice::Mix,
-            Some(RawLayer::Name(n)) => match n.parse() {
-                Ok(i) => LayerChoice::Index(i),
-                Err(_) => {
-                    return Err(ModelError::Config(format!(
-                        "hparams.yaml: layer `{n}` is neither `mix` nor a number"
-                    )));
-                }
-            },
+            // COMET compares a non-`mix` layer with numbers: a string fails there.
+            Some(RawLayer::Name(n)) => {
+                return Err(ModelError::Config(format!(
+                    "hparams: layer `{n}` is neither `mix` nor a number"
+                )));
+            }
             Some(RawLayer::Index(i)) => LayerChoice::Index(i),
         };
         let transformation = match raw.layer_transformation.as_deref().unwrap_or("softmax") {
@@ -186,7 +184,18 @@ impl CometHparams {
                 )));
             }
         };
-        let hidden_sizes = raw.hidden_sizes.unwrap_or_else(|| vec![3072, 1024]);
+        // The constructors' defaults: RegressionMetric [3072, 1024],
+        // ReferencelessRegression [2048, 1024].
+        let hidden_sizes = raw.hidden_sizes.unwrap_or_else(|| match kind {
+            CometKind::Regression => vec![3072, 1024],
+            CometKind::Referenceless => vec![2048, 1024],
+        });
+        if pool == Pool::Default && encoder_model == "BERT" {
+            // COMET's BERT encoder has no pooler, so `default` pooling fails there.
+            return Err(ModelError::Unsupported(
+                "pool `default` with the BERT encoder (COMET itself fails on it)".into(),
+            ));
+        }
         if hidden_sizes.is_empty() || hidden_sizes.contains(&0) {
             return Err(ModelError::Config(
                 "hparams.yaml: hidden_sizes needs at least one positive size".into(),
@@ -195,7 +204,9 @@ impl CometHparams {
         Ok(Self {
             kind,
             encoder_model,
-            pretrained_model: raw.pretrained_model.unwrap_or_default(),
+            pretrained_model: raw
+                .pretrained_model
+                .unwrap_or_else(|| "xlm-roberta-large".to_owned()),
             layer,
             transformation,
             layer_norm: raw.layer_norm.unwrap_or(true),
@@ -220,8 +231,11 @@ impl CometHparams {
         if config.family != family {
             return Err(ModelError::Config(format!(
                 "hparams.yaml names a {} encoder but config.json is a {:?} model: put the \
-                 config.json and tokenizer.json of {} beside the checkpoint",
-                self.encoder_model, config.family, self.pretrained_model
+                 config.json of {} and the tokenizer.json of {} beside the checkpoint",
+                self.encoder_model,
+                config.family,
+                self.pretrained_model,
+                self.tokenizer_source()
             )));
         }
         if let LayerChoice::Index(i) = self.layer
@@ -233,6 +247,15 @@ impl CometHparams {
             )));
         }
         Ok(())
+    }
+
+    /// Where the encoder's tokenizer comes from: COMET's MiniLM encoder always
+    /// reads `xlm-roberta-base`'s.
+    pub fn tokenizer_source(&self) -> &str {
+        match self.encoder_model.as_str() {
+            "MiniLM" => "xlm-roberta-base",
+            _ => &self.pretrained_model,
+        }
     }
 
     /// Tokens one text may hold: COMET's encoders cut at
@@ -270,6 +293,46 @@ impl CometHparams {
         }
         map
     }
+}
+
+/// The hparams COMET computes with: `load_from_checkpoint` reads every
+/// hparam from the checkpoint's `hyper_parameters` and only the class from
+/// `hparams.yaml` (`hparams_file` is passed only with `reload_hparams`).
+/// Returns them as JSON text; `hparams.yaml` alone when the checkpoint
+/// stores no plain dictionary of hparams.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn checkpoint_hparams(yaml: &str, ckpt: &std::path::Path) -> Result<String, ModelError> {
+    use burn::store::pytorch_reader::PytorchReader;
+    let from_yaml: serde_json::Value = serde_saphyr::from_str(yaml)
+        .map_err(|e| ModelError::Config(format!("hparams.yaml is not valid: {e}")))?;
+    use burn::store::pytorch_reader::PickleValue;
+    fn json(v: PickleValue) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            PickleValue::None => Value::Null,
+            PickleValue::Bool(b) => Value::Bool(b),
+            PickleValue::Int(i) => Value::from(i),
+            PickleValue::Float(f) => Value::from(f),
+            PickleValue::String(s) => Value::String(s),
+            PickleValue::List(items) => Value::Array(items.into_iter().map(json).collect()),
+            PickleValue::Dict(map) => {
+                Value::Object(map.into_iter().map(|(k, v)| (k, json(v))).collect())
+            }
+            // Bytes and objects the reader does not interpret: no hparam we read.
+            _ => Value::Null,
+        }
+    }
+    let stored = PytorchReader::read_pickle_data(ckpt, Some("hyper_parameters")).map(json);
+    let merged = match stored {
+        Ok(serde_json::Value::Object(mut stored)) => {
+            if let Some(class) = from_yaml.get("class_identifier") {
+                stored.insert("class_identifier".into(), class.clone());
+            }
+            serde_json::Value::Object(stored)
+        }
+        _ => from_yaml,
+    };
+    Ok(merged.to_string())
 }
 
 /// The layer-wise attention's parameters: one scalar per hidden state and a

@@ -81,9 +81,9 @@ impl Batch {
         let mut positions = Vec::with_capacity(b * l);
         let mut segment = Vec::with_capacity(b * l);
         let mut bias = Vec::with_capacity(b * l);
-        let offsets = bert::position_ids(config.family, config.pad_token_id, l);
         for (s, seq) in sequences.iter().enumerate() {
             let seq_types = types.map(|t| &t[s]);
+            let offsets = bert::position_ids(config.family, config.pad_token_id, seq, l);
             for (i, &offset) in offsets.iter().enumerate() {
                 let real = i < seq.len();
                 segment.push(seq_types.and_then(|t| t.get(i)).map_or(0, |&t| t as i64));

@@ -76,7 +76,10 @@ pub struct ModelFiles {
     pub weights: WeightSource,
     /// Precision the weights are stored at (`.bpk` files may be int8 already).
     pub stored_precision: Precision,
-    /// COMET's `hparams.yaml`, when the checkpoint is a COMET estimator.
+    /// COMET's hparams (YAML or JSON text), when the checkpoint is a COMET
+    /// estimator: those stored in the checkpoint, as COMET reads them, with
+    /// `hparams.yaml`'s class (or `hparams.yaml` alone when the checkpoint
+    /// stores none).
     pub comet_hparams: Option<String>,
 }
 
@@ -144,11 +147,13 @@ impl ModelFiles {
         };
         let config = path.join("config.json");
         if comet_hparams.is_some() && !config.is_file() {
-            let encoder = CometHparams::from_yaml(comet_hparams.as_deref().unwrap_or_default())?
-                .pretrained_model;
+            let h = CometHparams::from_yaml(comet_hparams.as_deref().unwrap_or_default())?;
             return Err(ModelError::Config(format!(
                 "a COMET folder needs its encoder's config.json and tokenizer.json beside \
-                 hparams.yaml: download them from https://huggingface.co/{encoder}"
+                 hparams.yaml: download them from https://huggingface.co/{} and \
+                 https://huggingface.co/{}",
+                h.pretrained_model,
+                h.tokenizer_source()
             )));
         }
         let config_json = String::from_utf8(read(&config)?)
@@ -166,12 +171,13 @@ impl ModelFiles {
                     ckpt.display()
                 )));
             }
+            let yaml = comet_hparams.unwrap_or_default();
             return Ok(Self {
                 config_json,
                 tokenizer_json,
+                comet_hparams: Some(super::comet::checkpoint_hparams(&yaml, &ckpt)?),
                 weights: WeightSource::Torch(ckpt),
                 stored_precision: Precision::F32,
-                comet_hparams,
             });
         }
         let index = path.join("model.safetensors.index.json");
@@ -558,13 +564,26 @@ impl Plm {
                 Some(h) => format!(
                     "{name} has no tokenizer.json: COMET reads its encoder's, from \
                      https://huggingface.co/{}",
-                    h.pretrained_model
+                    h.tokenizer_source()
                 ),
                 None => format!("{name} has no tokenizer.json"),
             })
         })?;
         let mut tokenizer = LmTokenizer::from_tokenizer_json(name, &tokenizer_json)?;
         tokenizer.set_max_length(config.max_tokens())?;
+        if let Some(h) = &config.comet
+            && h.encoder_model != "BERT"
+            && tokenizer.pad_id() != Some(1)
+        {
+            // XLM-R and MiniLM COMETs read XLM-R's SentencePiece vocabulary (<pad> = 1);
+            // another tokenizer would give numbers for the wrong tokens.
+            return Err(ModelError::Config(format!(
+                "{name}'s tokenizer.json is not XLM-R's (no <pad> at id 1): COMET's {} \
+                 encoder reads the tokenizer of https://huggingface.co/{}",
+                h.encoder_model,
+                h.tokenizer_source()
+            )));
+        }
         let network = Network::load(
             &config,
             files.weights,

@@ -127,6 +127,12 @@ pub async fn load_model(
             comet_hparams: None,
         },
     };
+    // A prepared int8 file loads at int8 whatever was asked (its f32 weights are gone).
+    let precision = if files.stored_precision == Precision::Int8 {
+        Precision::Int8
+    } else {
+        precision
+    };
     let (device, backend) = device_for(&backend).await?;
     let plm = Plm::load(&name, files, &device, precision).map_err(js_err)?;
     let handle = NEXT_HANDLE.with(|n| {

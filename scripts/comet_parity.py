@@ -26,7 +26,7 @@ Writes, all committed (small):
   file, line and field; no dataset text is copied.
 
 Usage (venv outside the repo):
-    ~/.cache/blindspot-py/bin/pip install "unbabel-comet>=2.2.6,<2.3" "torch>=2.2"
+    ~/.cache/blindspot-py/bin/pip install "unbabel-comet>=2.2.7,<2.3" "torch>=2.2" "setuptools<81"
     ~/.cache/blindspot-py/bin/python scripts/comet_parity.py
 """
 import hashlib

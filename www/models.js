@@ -91,8 +91,9 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
 /** True when every file of `id` we know of is in Cache Storage. */
 export async function isCached(id) {
   if (!("caches" in self)) return false;
-  const { base } = await modelSource(id);
+  const { base, files } = await modelSource(id);
   const cache = await caches.open(CACHE_NAME);
+  if (files["model.bpk"]) return Boolean(await cache.match(base + "model.bpk"));
   return Boolean(await cache.match(base + "config.json")) && Boolean(await cache.match(base + "tokenizer.json"));
 }
 
@@ -103,7 +104,8 @@ export async function clearModelCache() {
 
 /**
  * Fetches a checkpoint's files. onProgress({ file, loaded, total }) reports
- * bytes over all files. Resolves to { config, tokenizer, shards, fromCache, where }.
+ * bytes over all files. Resolves to { config, tokenizer, shards, fromCache, where },
+ * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
  */
 export async function fetchCheckpoint(id, onProgress = () => {}) {
   const source = await modelSource(id);
@@ -118,13 +120,26 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   };
   const get = (name, optional = false) =>
     fetchModelFile(source.base + name, { ...known(name), onBytes: report(name), optional });
-  const [config, tokenizer] = await Promise.all([get("config.json"), get("tokenizer.json")]);
+  // A prepared file (`blindspot prepare`: network, config, tokenizer and COMET's
+  // hparams in one .bpk) where the site's manifest lists one.
+  if (source.files["model.bpk"]) {
+    const prepared = await get("model.bpk");
+    return { prepared: prepared.bytes, shards: [], fromCache: prepared.fromCache, where: source.where };
+  }
+  const cometError = () =>
+    new Error(`${id} is a COMET checkpoint (hparams.yaml + checkpoints/model.ckpt, a PyTorch pickle): the browser cannot read PyTorch pickles yet. Convert it once with the CLI (\`blindspot prepare DIR comet.bpk\`, DIR holding the hub files and the encoder's config.json and tokenizer.json) and serve model.bpk from this site's models/ folder`);
+  const missing = (name) => new Error(`${source.base + name} does not exist (404): unknown model id or file`);
+  // A COMET hub repository has hparams.yaml and a checkpoint, but no config.json.
+  const [config, tokenizer] = await Promise.all([get("config.json", true), get("tokenizer.json", true)]);
+  if (!config) throw (await get("hparams.yaml", true)) ? cometError() : missing("config.json");
+  if (!tokenizer) throw missing("tokenizer.json");
   let shards;
   const single = await get("model.safetensors", true);
   if (single) {
     shards = [single];
   } else {
     const index = await get("model.safetensors.index.json", true);
+    if (!index && (await get("hparams.yaml", true))) throw cometError();
     if (!index) throw new Error(`${id} has neither model.safetensors nor model.safetensors.index.json (only safetensors checkpoints load)`);
     const names = [...new Set(Object.values(JSON.parse(new TextDecoder().decode(index.bytes)).weight_map ?? {}))];
     shards = [];
@@ -183,7 +198,8 @@ async function webgpuProblem(shards) {
  */
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
   const files = await fetchCheckpoint(id, onProgress);
-  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, undefined, b, precision);
+  // A prepared file holds its own precision: int8 files load at int8.
+  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision);
   let fallback = null;
   let info;
   const problem = backend === "cpu" ? null : await webgpuProblem(files.shards);

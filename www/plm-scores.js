@@ -26,6 +26,14 @@ const CARDS = {
   "gpt-ppl": { needs: "gpt-ppl", draw: drawPerplexity(true), clear: () => { surprisalBar().hidden = true; } },
   "mlm-ppl": { needs: "mlm-ppl", draw: drawPerplexity(false), clear: () => {} },
   menli: { needs: "menli", draw: drawMenli, clear: () => {} },
+  comet: { needs: "comet", draw: drawComet, clear: () => {} },
+  "comet-qe": { needs: "comet-qe", draw: drawComet, clear: () => {} },
+};
+
+/** What a learned metric's number means, shown on its card. */
+const ABOUT = {
+  comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
+  "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
 };
 
 /** Per-card pass state: the chosen model, one pass at a time, newest text wins. */
@@ -59,7 +67,13 @@ function card(slot) {
     <details><summary>Signature</summary><code data-role="signature"></code></details>`;
   // BERTScore's card shows all three parts: its title drops the part's letter.
   el.querySelector("h3").textContent = slot === "bertscore" ? metric.name.replace(/ F1$/, "") : metric.name;
-  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI" }[metric.scale] ?? metric.scale;
+  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI", regression: "learned" }[metric.scale] ?? metric.scale;
+  if (ABOUT[slot]) {
+    const about = document.createElement("p");
+    about.className = "muted plm-about";
+    about.textContent = ABOUT[slot];
+    el.querySelector(".plm-model").after(about);
+  }
   el.querySelector('[data-role="model"]').addEventListener("change", (e) => {
     runs[slot].handle = Number(e.target.value);
     showBackend(slot);
@@ -396,6 +410,16 @@ function drawMenli(el, v, scored, base) {
     probsRow(`${premise} → hyp`, detail.forward),
     probsRow(`hyp → ${premise}`, detail.backward),
   );
+}
+
+// --- COMET ---------------------------------------------------------------
+
+function drawComet(el, v, scored, base) {
+  const { score } = scored;
+  setValue(el, score.value, score.value.toFixed(4));
+  showDelta(el, score.value, base, 4);
+  el.querySelector('[data-role="parts"]').textContent = `${v.spec.metric === "comet-qe" ? "hypothesis + source" : "hypothesis + reference + source"} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the encoder's limit" : "";
 }
 
 /** Scores live once models are loaded (the "blindspot:model" event of models.js). */

@@ -211,3 +211,73 @@ test("the preference suite scores MENLI on the loaded model, equal to the CLI", 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// --- COMET -------------------------------------------------------------------
+
+const COMET = join(ROOT, "tests", "fixtures", "comet");
+const SRC = "Der Ausschuss billigte am Dienstag nach langer Debatte den neuen Haushalt.";
+
+/** A page whose site manifest lists a prepared tiny COMET (models/tiny-comet/model.bpk). */
+async function openCometPage(bpk) {
+  return openPlayground({
+    beforeLoad: async (page) => {
+      await page.route("**/models/manifest.json", async (route) => {
+        const real = await route.fetch().then((r) => (r.ok() ? r.json() : {})).catch(() => ({}));
+        real["test/tiny-comet"] = { dir: "tiny-comet", files: { "model.bpk": {} } };
+        return route.fulfill({ status: 200, body: JSON.stringify(real), headers: { "content-type": "application/json" } });
+      });
+      await page.route("**/models/tiny-comet/model.bpk", (route) =>
+        route.fulfill({ status: 200, body: readFileSync(bpk), headers: { "content-type": "application/octet-stream" } }));
+      await page.route("https://huggingface.co/test/**", (route) => {
+        const m = route.request().url().match(/huggingface\.co\/test\/tiny-comet-hub\/resolve\/main\/(.+)$/);
+        // As on the hub: hparams.yaml and the checkpoint, no config.json or tokenizer.json.
+        const file = m && /^(hparams\.yaml|checkpoints\/model\.ckpt)$/.test(m[1]) && join(COMET, "comet-da", m[1]);
+        if (!file || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
+        return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+      });
+    },
+  });
+}
+
+test("COMET from a prepared file: live on the CPU and WebGPU, equal to the CLI; a hub COMET says how to prepare it", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-comet-"));
+  const bpk = join(dir, "model.bpk");
+  execFileSync(CLI, ["prepare", join(COMET, "comet-da"), bpk, "--quant", "f32"]);
+  const { context, page, errors } = await openCometPage(bpk);
+  await page.selectOption("#example", "custom");
+  const hyp = "The committee approved the new budget on Tuesday after a long debate.";
+  await page.fill("#reference", REF);
+  await page.fill("#source", SRC);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-comet", "cpu");
+  const native = (h) => cli(["--metrics", "comet", "--model", `comet=${join(COMET, "comet-da")}`], h, REF, SRC).comet;
+  const cpu = await settled(page, "comet", hyp);
+  assert.ok(Math.abs(cpu - native(hyp)) <= 1e-4, `browser ${cpu} vs CLI ${native(hyp)}`);
+  assert.match(await page.textContent('.card[data-metric="comet"] .plm-about'), /reference and the source/);
+  // Typing updates it.
+  const hyp2 = "The committee rejected the budget.";
+  await page.fill("#hypothesis", hyp2);
+  const typed = await settled(page, "comet", hyp2);
+  assert.ok(Math.abs(typed - native(hyp2)) <= 1e-4, `${typed} vs ${native(hyp2)}`);
+  // Without a source: one clear message, no number.
+  await page.fill("#source", "");
+  await page.waitForFunction(() => /no source/.test(document.querySelector('.card[data-metric="comet"] [data-role="message"]').textContent));
+  assert.equal(await page.textContent('.card[data-metric="comet"] [data-role="value"]'), "–");
+  await page.fill("#source", SRC);
+  // WebGPU (SwiftShader) gives the same number (unloaded first, so the wait below sees the new load).
+  await page.fill("#model-custom", "test/tiny-comet");
+  await page.click("#model-unload");
+  await page.waitForFunction(() => !document.getElementById("model-loaded").textContent.includes("tiny-comet"));
+  await load(page, "test/tiny-comet", "webgpu");
+  await page.fill("#hypothesis", hyp);
+  const gpu = await settled(page, "comet", hyp);
+  assert.ok(Math.abs(gpu - native(hyp)) <= 1e-4, `WebGPU ${gpu} vs CLI ${native(hyp)}`);
+  await page.locator('.card[data-metric="comet"]').screenshot({ path: join(ROOT, "test-artifacts", "comet-card.png") });
+  // A COMET hub repository (a PyTorch pickle): the panel says what to do.
+  await page.fill("#model-custom", "test/tiny-comet-hub");
+  await page.click("#model-load");
+  await page.waitForFunction(() => /COMET checkpoint/.test(document.getElementById("model-status").textContent), null, { timeout: 60_000 });
+  assert.match(await page.textContent("#model-status"), /blindspot prepare/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

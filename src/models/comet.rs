@@ -441,9 +441,11 @@ impl CometModel {
             .flat_map(|&n| (0..l).map(move |i| f32::from(u8::from(i < n))))
             .collect();
         let attention = Tensor::<2>::from_data(TensorData::new(real, [b, l]), &device);
-        let embeddings = match self.hparams.layer {
-            LayerChoice::Mix => self.mix(&hidden, attention.clone()),
-            LayerChoice::Index(i) => hidden[i].clone(),
+        // `default` pooling reads the last layer whatever `layer` says: no mixture then.
+        let embeddings = match (self.hparams.pool, self.hparams.layer) {
+            (Pool::Default, _) => hidden[hidden.len() - 1].clone(),
+            (_, LayerChoice::Mix) => self.mix(&hidden, attention.clone()),
+            (_, LayerChoice::Index(i)) => hidden[i].clone(),
         };
         // COMET's mask_fill: tokens equal to the padding id (padding, or a
         // literal `<pad>` in the text) are filled before pooling.
@@ -468,11 +470,7 @@ impl CometModel {
                     .max_dim(1)
                     .reshape([b, h])
             }
-            Pool::Cls => embeddings.slice([0..b, 0..1, 0..h]).reshape([b, h]),
-            Pool::Default => hidden[hidden.len() - 1]
-                .clone()
-                .slice([0..b, 0..1, 0..h])
-                .reshape([b, h]),
+            Pool::Cls | Pool::Default => embeddings.slice([0..b, 0..1, 0..h]).reshape([b, h]),
         }
     }
 

@@ -11,9 +11,9 @@ use super::CliError;
 /// Arguments of `blindspot prepare`.
 #[derive(clap::Args)]
 pub struct PrepareArgs {
-    /// Checkpoint folder (config.json, tokenizer.json, model.safetensors or shards; or a
+    /// Checkpoint folder (config.json, tokenizer.json, model.safetensors or shards; a
     /// COMET folder: hparams.yaml, checkpoints/model.ckpt and the encoder's config.json
-    /// and tokenizer.json).
+    /// and tokenizer.json; a BLEURT-20 folder: config.json, spm.model, pytorch_model.bin).
     model_dir: PathBuf,
     /// Output `.bpk` file.
     out: PathBuf,

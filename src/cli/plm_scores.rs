@@ -130,10 +130,18 @@ pub fn default_model(slot: ModelSlot) -> Result<PathBuf, CliError> {
              https://huggingface.co/{encoder}, into one folder)",
             id = m.id
         ),
-        None => format!(
-            " (its default, {}, is at https://huggingface.co/{}: download config.json, tokenizer.json and model.safetensors into a folder)",
-            m.id, m.id
-        ),
+        None => {
+            let files = match m.files.as_slice() {
+                [] => "config.json, tokenizer.json and model.safetensors".to_owned(),
+                [one] => one.clone(),
+                [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            };
+            format!(
+                " (its default, {id}, is at https://huggingface.co/{id}: download {files} into \
+                 a folder)",
+                id = m.id
+            )
+        }
     });
     Err(CliError::Model {
         path: "-".into(),

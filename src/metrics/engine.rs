@@ -19,6 +19,7 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::bertscore::{self, EmbeddingCache};
+use super::bleurt;
 use super::comet::{self, CometInput, SentenceCache};
 use super::menli::{self, NliProbs, Premise};
 use super::perplexity;
@@ -288,6 +289,10 @@ impl Engine {
                     let slot = spec.info().slot.expect("COMET metrics have a model slot");
                     let plm = self.store.model(slot, model.as_deref())?;
                     self.comet(spec, &plm, segments).await
+                }
+                MetricSpec::Bleurt { model } => {
+                    let plm = self.store.model(ModelSlot::Bleurt, model.as_deref())?;
+                    self.bleurt(spec, &plm, segments).await
                 }
                 lexical => lexical_column(lexical, segments),
             }
@@ -612,6 +617,53 @@ impl Engine {
             .await
             .map_err(model_error(plm))?;
         let signature = comet::signature(&plm.name, kind, &plm.precision.to_string());
+        let scores = scored
+            .iter()
+            .map(|s| Score {
+                metric: id.info().id,
+                value: s.value,
+                parts: vec![part_of("truncated", f64::from(u8::from(s.truncated)))],
+                signature: signature.to_string(),
+            })
+            .collect();
+        Ok(Column::new(spec.clone(), scores, signature))
+    }
+}
+
+impl Engine {
+    async fn bleurt(
+        &self,
+        spec: &MetricSpec,
+        plm: &Plm,
+        segments: &[Segment<'_>],
+    ) -> Result<Column, EngineError> {
+        let id = spec.id();
+        let mut pairs = Vec::with_capacity(segments.len());
+        for (i, s) in segments.iter().enumerate() {
+            match s.refs {
+                [] => {
+                    return Err(MetricError::MissingReference {
+                        metric: id.info().id,
+                        segment: i + 1,
+                    }
+                    .into());
+                }
+                [one] => pairs.push((*one, s.hyp)),
+                many => {
+                    return Err(EngineError::Input {
+                        metric: id,
+                        message: format!(
+                            "segment {} has {} references; BLEURT scores against one: \
+                             score each reference separately",
+                            i + 1,
+                            many.len()
+                        ),
+                    });
+                }
+            }
+        }
+        let scored = bleurt::score(plm, &pairs).await.map_err(model_error(plm))?;
+        let signature = bleurt::signature(&plm.name, &plm.precision.to_string());
         let scores = scored
             .iter()
             .map(|s| Score {

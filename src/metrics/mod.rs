@@ -13,6 +13,7 @@
 
 pub mod bertscore;
 pub mod bleu;
+pub mod bleurt;
 pub mod chrf;
 pub mod comet;
 pub mod engine;
@@ -70,7 +71,7 @@ pub enum Scale {
     /// A formula of NLI probabilities (-2 to 1).
     Nli,
     /// A learned regressor's output (COMET: about 0 to 1 for wmt22 models,
-    /// unbounded z-score-like for wmt20 ones).
+    /// unbounded z-score-like for wmt20 ones; BLEURT-20: about 0 to 1).
     Regression,
 }
 
@@ -190,6 +191,8 @@ pub enum ModelKind {
     Comet,
     /// A reference-free COMET estimator (COMET-QE).
     CometQe,
+    /// A BLEURT regressor reading the reference-candidate pair.
+    Bleurt,
 }
 
 /// The registry entries of the model-based metrics.
@@ -291,6 +294,15 @@ mod models_info {
         ModelKind::CometQe,
         ModelSlot::CometQe,
     );
+    pub static BLEURT: MetricInfo = model(
+        "bleurt",
+        "BLEURT",
+        "learned metric: a fine-tuned encoder reading reference and candidate together",
+        true,
+        Scale::Regression,
+        ModelKind::Bleurt,
+        ModelSlot::Bleurt,
+    );
 }
 
 /// The kinds of model-based metric a checkpoint with this head can run.
@@ -311,6 +323,8 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
             };
             if has("entail") && has("neutral") && has("contradict") {
                 vec![ModelKind::Nli]
+            } else if bleurt::is_bleurt(config) {
+                vec![ModelKind::Bleurt]
             } else {
                 vec![]
             }

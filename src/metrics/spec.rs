@@ -117,6 +117,8 @@ pub enum MetricId {
     Comet,
     /// COMET-QE (reference-free estimator).
     CometQe,
+    /// BLEURT-20 (a regressor on the reference-candidate pair).
+    Bleurt,
 }
 
 named_enum!(
@@ -136,6 +138,7 @@ named_enum!(
         (Menli, "menli"),
         (Comet, "comet"),
         (CometQe, "comet-qe"),
+        (Bleurt, "bleurt"),
     ]
 );
 
@@ -157,6 +160,7 @@ impl MetricId {
             MetricId::Menli => &m::MENLI,
             MetricId::Comet => &m::COMET,
             MetricId::CometQe => &m::COMET_QE,
+            MetricId::Bleurt => &m::BLEURT,
         }
     }
 
@@ -184,6 +188,8 @@ pub enum ModelSlot {
     Comet,
     /// COMET-QE's estimator (reference-free).
     CometQe,
+    /// BLEURT's regressor.
+    Bleurt,
 }
 
 named_enum!(
@@ -197,6 +203,7 @@ named_enum!(
         (Mauve, "mauve"),
         (Comet, "comet"),
         (CometQe, "comet-qe"),
+        (Bleurt, "bleurt"),
     ]
 );
 
@@ -373,6 +380,13 @@ pub enum MetricSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// BLEURT: a BLEURT-20 checkpoint.
+    #[serde(rename = "bleurt")]
+    Bleurt {
+        /// Model (see [`BertScoreSpec::model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
 }
 
 impl MetricSpec {
@@ -399,6 +413,7 @@ impl MetricSpec {
             MetricSpec::Menli(_) => MetricId::Menli,
             MetricSpec::Comet { .. } => MetricId::Comet,
             MetricSpec::CometQe { .. } => MetricId::CometQe,
+            MetricSpec::Bleurt { .. } => MetricId::Bleurt,
         }
     }
 
@@ -430,6 +445,7 @@ impl MetricSpec {
             MetricSpec::Menli(m) => Some((ModelSlot::Menli, m.model.as_deref())),
             MetricSpec::Comet { model } => Some((ModelSlot::Comet, model.as_deref())),
             MetricSpec::CometQe { model } => Some((ModelSlot::CometQe, model.as_deref())),
+            MetricSpec::Bleurt { model } => Some((ModelSlot::Bleurt, model.as_deref())),
             _ => None,
         }
     }
@@ -544,6 +560,9 @@ impl Settings {
             MetricId::CometQe => MetricSpec::CometQe {
                 model: self.model(ModelSlot::CometQe),
             },
+            MetricId::Bleurt => MetricSpec::Bleurt {
+                model: self.model(ModelSlot::Bleurt),
+            },
         }
     }
 
@@ -583,11 +602,11 @@ mod tests {
             assert_eq!(id.as_str().parse::<MetricId>().unwrap(), id);
             assert_eq!(id.info().id, id.as_str());
         }
-        let err = "bleurt".parse::<MetricId>().unwrap_err();
+        let err = "bleurt-21".parse::<MetricId>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown metric 'bleurt' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
-             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe)"
+            "unknown metric 'bleurt-21' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
+             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe, bleurt)"
         );
     }
 

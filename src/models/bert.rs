@@ -1,5 +1,6 @@
-//! The BERT family of encoders (BERT, MiniLM, RoBERTa, XLM-R, DistilBERT):
-//! embeddings, post-norm transformer layers returning every hidden state,
+//! The BERT family of encoders (BERT, MiniLM, RoBERTa, XLM-R, DistilBERT,
+//! BLEURT): embeddings (narrower than the layers and projected up, in
+//! BLEURT-20), post-norm transformer layers returning every hidden state,
 //! and the optional masked-LM and sequence-classification heads.
 //!
 //! One module tree serves all of them; [`checkpoint_key_map`] renames each
@@ -103,6 +104,9 @@ pub enum PoolActivation {
 pub struct BertModel {
     /// Input embeddings.
     pub embeddings: Embeddings,
+    /// Projection of narrower embeddings to the hidden size (BLEURT-20's
+    /// `encoder.embedding_projection`).
+    pub embedding_projection: Option<Linear>,
     /// Transformer layers.
     pub layers: Vec<Layer>,
     /// Masked-LM head, when the checkpoint has one.
@@ -123,7 +127,11 @@ fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
 }
 
 fn norm(config: &ModelConfig, device: &Device) -> LayerNorm {
-    LayerNormConfig::new(config.hidden_size)
+    norm_of(config.hidden_size, config, device)
+}
+
+fn norm_of(width: usize, config: &ModelConfig, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(width)
         .with_epsilon(config.layer_norm_eps)
         .init(device)
 }
@@ -137,13 +145,15 @@ impl BertModel {
     /// a checkpoint over them with [`super::load_safetensors`]).
     pub fn new(config: &ModelConfig, device: &Device) -> Self {
         let h = config.hidden_size;
+        let e = config.embedding_size.unwrap_or(h);
         let embeddings = Embeddings {
-            word_embeddings: embedding(config.vocab_size, h, device),
-            position_embeddings: embedding(config.max_positions, h, device),
+            word_embeddings: embedding(config.vocab_size, e, device),
+            position_embeddings: embedding(config.max_positions, e, device),
             token_type_embeddings: (config.type_vocab_size > 0)
-                .then(|| embedding(config.type_vocab_size, h, device)),
-            layer_norm: norm(config, device),
+                .then(|| embedding(config.type_vocab_size, e, device)),
+            layer_norm: norm_of(e, config, device),
         };
+        let embedding_projection = config.embedding_size.map(|e| linear(e, h, device));
         let layers = (0..config.num_layers)
             .map(|_| Layer {
                 attention: SelfAttention {
@@ -176,6 +186,7 @@ impl BertModel {
         });
         Self {
             embeddings,
+            embedding_projection,
             layers,
             mlm_head,
             classifier,
@@ -191,6 +202,9 @@ impl BertModel {
             x = x + types.forward(batch.types.clone());
         }
         let mut x = e.layer_norm.forward(x);
+        if let Some(projection) = &self.embedding_projection {
+            x = projection.forward(x);
+        }
         let bias = batch.pad_bias.clone();
         let mut hidden_states = Vec::with_capacity(self.layers.len() + 1);
         for layer in &self.layers {
@@ -271,7 +285,8 @@ pub(crate) fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) 
 /// ignored.
 pub fn checkpoint_key_map(family: Family) -> Vec<(&'static str, &'static str)> {
     let mut map = vec![
-        (r"^(bert|roberta|distilbert)\.", ""),
+        (r"^(bert|roberta|distilbert|bleurt)\.", ""),
+        (r"^encoder\.embedding_projection\.", "embedding_projection."),
         (r"^encoder\.layer\.(\d+)\.", "layers.$1."),
         (r"^transformer\.layer\.(\d+)\.", "layers.$1."),
         (r"^embeddings\.LayerNorm\.", "embeddings.layer_norm."),

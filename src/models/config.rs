@@ -11,7 +11,8 @@ use super::comet::{CometHparams, CometKind};
 /// Architecture family a checkpoint belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
-    /// BERT, MiniLM and other `model_type: bert` encoders.
+    /// BERT, MiniLM and other `model_type: bert` encoders (BLEURT's too:
+    /// BERT with an optional embedding projection).
     Bert,
     /// RoBERTa and XLM-RoBERTa: BERT with offset positions and one token type.
     Roberta,
@@ -45,6 +46,7 @@ struct RawConfig {
     vocab_size: Option<usize>,
     #[serde(alias = "dim", alias = "n_embd")]
     hidden_size: Option<usize>,
+    embedding_size: Option<usize>,
     #[serde(alias = "n_layers", alias = "n_layer")]
     num_hidden_layers: Option<usize>,
     #[serde(alias = "n_heads", alias = "n_head")]
@@ -92,6 +94,9 @@ pub struct ModelConfig {
     pub vocab_size: usize,
     /// Hidden size.
     pub hidden_size: usize,
+    /// Width of the embeddings when it differs from the hidden size
+    /// (BLEURT-20): a projection maps them up before the first layer.
+    pub embedding_size: Option<usize>,
     /// Number of transformer layers.
     pub num_layers: usize,
     /// Attention heads per layer.
@@ -122,14 +127,14 @@ impl ModelConfig {
             .map_err(|e| ModelError::Config(format!("config.json is not valid: {e}")))?;
         let model_type = raw.model_type.clone().unwrap_or_default();
         let family = match model_type.as_str() {
-            "bert" => Family::Bert,
+            "bert" | "bleurt" => Family::Bert,
             "roberta" | "xlm-roberta" | "camembert" => Family::Roberta,
             "distilbert" => Family::DistilBert,
             "gpt2" => Family::Gpt2,
             "" => return Err(ModelError::Config("config.json has no model_type".into())),
             other => {
                 return Err(ModelError::Unsupported(format!(
-                    "model_type `{other}` is not supported (supported: bert, roberta, \
+                    "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
                      xlm-roberta, camembert, distilbert, gpt2)"
                 )));
             }
@@ -168,7 +173,8 @@ impl ModelConfig {
                 "sinusoidal DistilBERT positions are not supported".into(),
             ));
         }
-        if raw.tie_word_embeddings == Some(false) && head != Head::None {
+        let has_lm_head = matches!(head, Head::MaskedLm | Head::CausalLm);
+        if raw.tie_word_embeddings == Some(false) && has_lm_head {
             return Err(ModelError::Unsupported(
                 "untied output embeddings are not supported".into(),
             ));
@@ -177,6 +183,13 @@ impl ModelConfig {
             v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
         };
         let hidden_size = need(raw.hidden_size, "hidden_size")?;
+        if raw.embedding_size.is_some() && (family != Family::Bert || has_lm_head) {
+            return Err(ModelError::Unsupported(
+                "an embedding_size is supported on BERT/BLEURT encoders without a language-model \
+                 head only"
+                    .into(),
+            ));
+        }
         let activation = match raw.hidden_act.as_deref().unwrap_or("gelu") {
             "gelu" if family == Family::Gpt2 => Activation::Gelu,
             "gelu" => Activation::Gelu,
@@ -219,6 +232,7 @@ impl ModelConfig {
             architecture,
             vocab_size: need(raw.vocab_size, "vocab_size")?,
             hidden_size,
+            embedding_size: raw.embedding_size,
             num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
             num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
             intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
@@ -255,6 +269,7 @@ impl ModelConfig {
         let positive = [
             ("vocab_size", self.vocab_size),
             ("hidden_size", self.hidden_size),
+            ("embedding_size", self.embedding_size.unwrap_or(1)),
             ("num_hidden_layers", self.num_layers),
             ("num_attention_heads", self.num_heads),
             ("intermediate_size", self.intermediate_size),

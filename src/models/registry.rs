@@ -18,6 +18,11 @@ pub struct RegistryModel {
     /// and tokenizer.json go beside the checkpoint.
     #[serde(default)]
     pub encoder: Option<String>,
+    /// The files of its hub repository a folder needs, when not
+    /// config.json, tokenizer.json and model.safetensors (BLEURT ships
+    /// spm.model and pytorch_model.bin).
+    #[serde(default)]
+    pub files: Vec<String>,
     /// fp32 weight download, MB.
     pub size_mb: f64,
     /// Licence of the weights.
@@ -64,7 +69,7 @@ pub fn models() -> Vec<RegistryModel> {
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
-/// `comet`, `comet-qe`).
+/// `comet`, `comet-qe`, `bleurt`).
 pub fn default_for(metric: &str) -> Option<RegistryModel> {
     models()
         .into_iter()
@@ -92,6 +97,7 @@ mod tests {
             "mauve",
             "comet",
             "comet-qe",
+            "bleurt",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }
@@ -106,6 +112,9 @@ mod tests {
                 .filter(|m| m.metrics.iter().any(|x| x.starts_with("comet")))
                 .all(|m| m.encoder.is_some())
         );
+        let bleurt = default_for("bleurt").unwrap();
+        assert_eq!(bleurt.id, "lucadiliello/BLEURT-20-D6");
+        assert!(bleurt.files.iter().any(|f| f == "spm.model"));
         let roberta = find("roberta-large").unwrap();
         assert_eq!(roberta.baselines[0].layer, 17);
         assert_eq!(roberta.baselines[0].prf[2], 0.83122575);

@@ -1,15 +1,23 @@
 //! Language-model tokenizers, through the `tokenizers` crate (the library
 //! behind Hugging Face's fast tokenizers, so ids and offsets match theirs).
 //!
-//! A tokenizer comes from a checkpoint's `tokenizer.json`, or, for GPT-2, from
+//! A tokenizer comes from a checkpoint's `tokenizer.json`; for GPT-2, from
 //! the original `encoder.json` + `vocab.bpe` pair (byte-level BPE, no prefix
-//! space, `<|endoftext|>` special), as `GPT2TokenizerFast` builds it.
+//! space, `<|endoftext|>` special), as `GPT2TokenizerFast` builds it; or from
+//! a SentencePiece model file (BLEURT-20's `spm.model`), rebuilt as the same
+//! pipeline SentencePiece runs, so no Python conversion step is needed.
 
 use std::ops::Range;
 
+use sentencepiece_model::{ModelType, SentencePieceModel, Type as PieceType};
 use tokenizers::models::bpe::BPE;
+use tokenizers::models::unigram::Unigram;
+use tokenizers::normalizers::replace::ReplacePattern;
+use tokenizers::normalizers::{Lowercase, Precompiled, Replace, Sequence, Strip};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{AddedToken, NormalizerWrapper, Tokenizer};
 
 /// Errors building or running a tokenizer.
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +144,115 @@ impl LmTokenizer {
         Ok(Self {
             inner,
             name: "gpt2".into(),
+        })
+    }
+
+    /// A SentencePiece Unigram model (`spm.model`, a serialized
+    /// `ModelProto`) as SentencePiece itself segments text: its precompiled
+    /// normalisation map (nmt_nfkc for BLEURT-20), then, as its flags say,
+    /// extra whitespace removed (runs collapsed, ends stripped) and a `▁`
+    /// prefix; pieces never cross a space; Viterbi over the piece scores with
+    /// unknown characters fused into one unknown piece. Control and
+    /// user-defined pieces (`[CLS]`, `[SEP]`...) match as whole tokens, as
+    /// transformers' slow tokenizers (BLEURT's `DebertaV2Tokenizer`) split
+    /// on them. `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]` is added when the
+    /// vocabulary has both. `lowercase` applies a tokenizer's
+    /// `do_lower_case` first.
+    pub fn from_sentencepiece(
+        name: &str,
+        bytes: &[u8],
+        lowercase: bool,
+    ) -> Result<Self, TokenizerError> {
+        let model = SentencePieceModel::from_slice(bytes)
+            .map_err(|e| TokenizerError(format!("not a SentencePiece model file: {e}")))?;
+        let trainer = model.trainer().cloned().unwrap_or_default();
+        let spec = model.normalizer().cloned().unwrap_or_default();
+        if trainer.model_type() != ModelType::Unigram {
+            return Err(TokenizerError(format!(
+                "SentencePiece {:?} models are not supported (Unigram only, as BLEURT-20's)",
+                trainer.model_type()
+            )));
+        }
+        if trainer.treat_whitespace_as_suffix() || !spec.escape_whitespaces() {
+            return Err(TokenizerError(
+                "SentencePiece models with suffix or unescaped whitespace are not supported".into(),
+            ));
+        }
+        let pieces = model.pieces();
+        let unk = usize::try_from(trainer.unk_id())
+            .ok()
+            .filter(|&i| {
+                pieces
+                    .get(i)
+                    .is_some_and(|p| p.r#type() == PieceType::Unknown)
+            })
+            .ok_or_else(|| TokenizerError("the SentencePiece model has no unknown piece".into()))?;
+        let vocab = pieces
+            .iter()
+            .map(|p| (p.piece().to_owned(), f64::from(p.score())))
+            .collect();
+        let unigram = Unigram::from(vocab, Some(unk), trainer.byte_fallback()).map_err(err)?;
+        let mut inner = Tokenizer::new(unigram);
+        let mut steps: Vec<NormalizerWrapper> = Vec::new();
+        if lowercase {
+            steps.push(Lowercase.into());
+        }
+        if !spec.precompiled_charsmap().is_empty() {
+            let map = Precompiled::from(spec.precompiled_charsmap()).map_err(|e| {
+                TokenizerError(format!(
+                    "the SentencePiece normalisation map is broken: {e}"
+                ))
+            })?;
+            steps.push(map.into());
+        }
+        if spec.remove_extra_whitespaces() {
+            let runs = ReplacePattern::Regex(" {2,}".into());
+            steps.push(Replace::new(runs, " ").map_err(err)?.into());
+            steps.push(Strip::new(true, true).into());
+        }
+        inner
+            .with_normalizer(Some(Sequence::new(steps)))
+            .map_err(err)?;
+        let prepend = if spec.add_dummy_prefix() {
+            PrependScheme::Always
+        } else {
+            PrependScheme::Never
+        };
+        inner.with_pre_tokenizer(Some(Metaspace::new(
+            '▁',
+            prepend,
+            trainer.split_by_whitespace(),
+        )));
+        inner.with_decoder(Some(tokenizers::decoders::metaspace::Metaspace::new(
+            '▁', prepend, true,
+        )));
+        let added: Vec<AddedToken> = pieces
+            .iter()
+            .filter_map(|p| match p.r#type() {
+                PieceType::Control | PieceType::Unknown => {
+                    Some(AddedToken::from(p.piece(), true).normalized(false))
+                }
+                PieceType::UserDefined => {
+                    Some(AddedToken::from(p.piece(), false).normalized(false))
+                }
+                _ => None,
+            })
+            .collect();
+        inner.add_tokens(added).map_err(err)?;
+        let id = |t: &str| inner.token_to_id(t);
+        if let (Some(cls), Some(sep)) = (id("[CLS]"), id("[SEP]")) {
+            let template = TemplateProcessing::builder()
+                .try_single("[CLS]:0 $A:0 [SEP]:0")
+                .and_then(|b| b.try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1"))
+                .map_err(TokenizerError)?
+                .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
+                .build()
+                .map_err(err)?;
+            inner.with_post_processor(Some(template));
+        }
+        Ok(Self {
+            inner,
+            name: name.to_owned(),
         })
     }
 

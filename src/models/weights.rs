@@ -1,5 +1,7 @@
 //! Getting weights into a network: Hugging Face safetensors (one file or
-//! shards) through burn-store with the PyTorch adapter, int8 quantization
+//! shards) through burn-store with the PyTorch adapter, PyTorch pickles
+//! natively (COMET's Lightning checkpoints, BLEURT's `pytorch_model.bin`),
+//! int8 quantization
 //! (burn's Q8S, per block), and the prepared `.bpk` format that carries a
 //! (quantized) network with its config and tokenizer in one file.
 
@@ -60,10 +62,16 @@ pub enum WeightSource {
     Safetensors(Vec<Vec<u8>>),
     /// The network part of a prepared `.bpk` file.
     Burnpack(Vec<u8>),
-    /// A PyTorch (Lightning) checkpoint file with a `state_dict`: COMET's
-    /// `checkpoints/model.ckpt`. burn-store reads these from files only.
+    /// A PyTorch pickle: COMET's Lightning `checkpoints/model.ckpt` (the
+    /// tensors under `state_dict`) or a Hugging Face `pytorch_model.bin`
+    /// (the tensors at the top). burn-store reads these from files only.
     #[cfg(not(target_arch = "wasm32"))]
-    Torch(std::path::PathBuf),
+    Torch {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The key the state dict is under, if not at the top.
+        state_dict_key: Option<&'static str>,
+    },
 }
 
 /// A checkpoint's files, as bytes (read from disk or fetched by the page).
@@ -159,8 +167,11 @@ impl ModelFiles {
         let config_json = String::from_utf8(read(&config)?)
             .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
         let tokenizer = path.join("tokenizer.json");
+        let spm = path.join("spm.model");
         let tokenizer_json = if tokenizer.is_file() {
             Some(read(&tokenizer)?)
+        } else if spm.is_file() {
+            Some(sentencepiece_tokenizer_json(path, &read(&spm)?)?)
         } else {
             None
         };
@@ -176,11 +187,27 @@ impl ModelFiles {
                 config_json,
                 tokenizer_json,
                 comet_hparams: Some(super::comet::checkpoint_hparams(&yaml, &ckpt)?),
-                weights: WeightSource::Torch(ckpt),
+                weights: WeightSource::Torch {
+                    path: ckpt,
+                    state_dict_key: Some("state_dict"),
+                },
                 stored_precision: Precision::F32,
             });
         }
         let index = path.join("model.safetensors.index.json");
+        let bin = path.join("pytorch_model.bin");
+        if !index.is_file() && !path.join("model.safetensors").is_file() && bin.is_file() {
+            return Ok(Self {
+                config_json,
+                tokenizer_json,
+                weights: WeightSource::Torch {
+                    path: bin,
+                    state_dict_key: None,
+                },
+                stored_precision: Precision::F32,
+                comet_hparams: None,
+            });
+        }
         let shards = if index.is_file() {
             shard_names(&String::from_utf8_lossy(&read(&index)?))?
                 .iter()
@@ -206,6 +233,24 @@ impl ModelFiles {
             None => Ok(config),
         }
     }
+}
+
+/// The `tokenizer.json` of a folder that ships a SentencePiece `spm.model`
+/// instead (BLEURT-20), built in Rust as the slow tokenizer reads it, with
+/// `tokenizer_config.json`'s `do_lower_case`.
+#[cfg(not(target_arch = "wasm32"))]
+fn sentencepiece_tokenizer_json(
+    folder: &std::path::Path,
+    spm: &[u8],
+) -> Result<Vec<u8>, ModelError> {
+    let lowercase = std::fs::read_to_string(folder.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|c| c.get("do_lower_case").and_then(|v| v.as_bool()))
+        .unwrap_or(false);
+    let tokenizer = LmTokenizer::from_sentencepiece("spm.model", spm, lowercase)
+        .map_err(|e| ModelError::Config(format!("spm.model: {e}")))?;
+    Ok(tokenizer.to_json()?.into_bytes())
 }
 
 /// The shard files of a sharded checkpoint, in first-use order, from its
@@ -235,23 +280,30 @@ fn remapper(pairs: &[(impl AsRef<str>, impl AsRef<str>)]) -> KeyRemapper {
     })
 }
 
-/// Loads a PyTorch checkpoint's `state_dict` into `module` (COMET's
-/// Lightning checkpoints), renaming keys with `key_map`.
+/// Loads a PyTorch checkpoint's state dict (under `state_dict_key` when
+/// given) into `module`, renaming keys with `key_map`.
 #[cfg(not(target_arch = "wasm32"))]
 fn load_torch<M: Module + ModuleSnapshot>(
     module: &mut M,
     path: &std::path::Path,
+    state_dict_key: Option<&str>,
     key_map: &[(impl AsRef<str>, impl AsRef<str>)],
 ) -> Result<(), ModelError> {
-    let mut store = burn::store::PytorchStore::from_file(path)
-        .with_top_level_key("state_dict")
+    let mut store = burn::store::PytorchStore::from_file(path);
+    if let Some(key) = state_dict_key {
+        store = store.with_top_level_key(key);
+    }
+    let mut store = store
         .map_indices_contiguous(false)
         .remap(remapper(key_map))
         .allow_partial(true);
     let result = module.load_from(&mut store).map_err(|e| {
         ModelError::Weights(format!(
-            "{}: {e} (is it a PyTorch checkpoint with a state_dict?)",
-            path.display()
+            "{}: {e} (is it a PyTorch checkpoint{}?)",
+            path.display(),
+            state_dict_key
+                .map(|k| format!(" with a {k}"))
+                .unwrap_or_default()
         ))
     })?;
     if let Some(e) = result.errors.first() {
@@ -259,9 +311,14 @@ fn load_torch<M: Module + ModuleSnapshot>(
     }
     if let Some((p, _)) = result.missing.first() {
         return Err(ModelError::Weights(format!(
-            "{} tensors missing from the checkpoint, e.g. `{p}` (do hparams.yaml and \
-             config.json belong to this checkpoint?)",
-            result.missing.len()
+            "{} tensors missing from the checkpoint, e.g. `{p}` (does config.json{} belong \
+             to this checkpoint?)",
+            result.missing.len(),
+            if state_dict_key.is_some() {
+                " (and hparams.yaml)"
+            } else {
+                ""
+            }
         )));
     }
     Ok(())
@@ -522,13 +579,17 @@ impl Network {
                 Network::Comet(m) => load_safetensors(m, shards, &comet_map()),
             },
             #[cfg(not(target_arch = "wasm32"))]
-            WeightSource::Torch(path) => match self {
-                Network::Comet(m) => load_torch(m, &path, &comet_map()),
-                _ => Err(ModelError::Unsupported(
-                    "PyTorch checkpoints are read for COMET models only; convert others to \
-                     safetensors"
-                        .into(),
-                )),
+            WeightSource::Torch {
+                path,
+                state_dict_key,
+            } => match self {
+                Network::Comet(m) => load_torch(m, &path, state_dict_key, &comet_map()),
+                Network::Bert(m) => {
+                    load_torch(m, &path, state_dict_key, &bert::checkpoint_key_map(family))
+                }
+                Network::Gpt2(m) => {
+                    load_torch(m, &path, state_dict_key, &gpt2::checkpoint_key_map())
+                }
             },
             WeightSource::Burnpack(bytes) => {
                 let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)));
@@ -565,6 +626,10 @@ impl Plm {
                     "{name} has no tokenizer.json: COMET reads its encoder's, from \
                      https://huggingface.co/{}",
                     h.tokenizer_source()
+                ),
+                None if config.architecture.starts_with("Bleurt") => format!(
+                    "{name} has neither spm.model nor tokenizer.json: BLEURT reads the \
+                     SentencePiece model its hub repository ships (spm.model)"
                 ),
                 None => format!("{name} has no tokenizer.json"),
             })

@@ -14,6 +14,8 @@ Writes, all committed (small):
   [MASK] as BLEURT-20's vocabulary has them), tokenizer_config.json and
   special_tokens_map.json, exactly as `save_pretrained` writes them. Its
   positions stop at 128, so long pairs exercise the truncation.
+- tests/fixtures/bleurt/tiny-safetensors/model.safetensors: the same weights
+  as safetensors (what a browser reads from a hub repository that has them).
 - tests/golden/bleurt.json:
   * `tokens`: the SentencePiece ids (`BleurtTokenizer`, no special tokens)
     of edge-case strings written here (spaces, tabs, NFKC forms, characters
@@ -45,6 +47,7 @@ from bleurt_pytorch.bleurt.tokenization_bleurt_sp import BleurtSPTokenizer
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 FIXTURE = ROOT / "tests" / "fixtures" / "bleurt" / "tiny"
+SAFETENSORS = ROOT / "tests" / "fixtures" / "bleurt" / "tiny-safetensors"
 GOLDEN = ROOT / "tests" / "golden" / "bleurt.json"
 MAX_POSITIONS = 128
 
@@ -175,6 +178,9 @@ def main():
     tok = BleurtTokenizer.from_pretrained(str(FIXTURE))
     assert isinstance(tok, BleurtSPTokenizer), type(tok)
     model = BleurtForSequenceClassification.from_pretrained(str(FIXTURE)).eval()
+    SAFETENSORS.mkdir(exist_ok=True)
+    model.save_pretrained(str(SAFETENSORS), safe_serialization=True)
+    (SAFETENSORS / "config.json").unlink()
     golden = {"max_positions": MAX_POSITIONS,
               "tokens": [{"text": t, "ids": tok(t, add_special_tokens=False)["input_ids"]} for t in EDGE_TEXTS],
               "pairs": []}

@@ -194,6 +194,26 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 #[test]
+fn safetensors_weights_load_as_the_pickle_does() {
+    // A repository with model.safetensors (what the browser reads) beside spm.model.
+    let dir = std::env::temp_dir().join(format!("blindspot-bleurt-st-{}", std::process::id()));
+    copy_dir(&fixture(), &dir);
+    std::fs::remove_file(dir.join("pytorch_model.bin")).unwrap();
+    std::fs::copy(
+        fixture().with_file_name("tiny-safetensors").join("model.safetensors"),
+        dir.join("model.safetensors"),
+    )
+    .unwrap();
+    let g = common::golden("bleurt.json");
+    let pairs = &pairs(&g)[..20];
+    let files = ModelFiles::from_path(&dir).unwrap();
+    let plm = Plm::load("tiny-bleurt", files, &Device::flex(), Precision::F32).unwrap();
+    let dev = max_deviation(&column(plm, pairs).unwrap().values(), &golden_scores(&g));
+    assert!(dev <= TOLERANCE, "{dev:e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn broken_folders_and_inputs_say_what_is_wrong() {
     let dir = std::env::temp_dir().join(format!("blindspot-bleurt-{}", std::process::id()));
     let folder = |name: &str| {

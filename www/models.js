@@ -104,7 +104,7 @@ export async function clearModelCache() {
 
 /**
  * Fetches a checkpoint's files. onProgress({ file, loaded, total }) reports
- * bytes over all files. Resolves to { config, tokenizer, shards, fromCache, where },
+ * bytes over all files. Resolves to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
  */
 export async function fetchCheckpoint(id, onProgress = () => {}) {
@@ -132,7 +132,10 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   // A COMET hub repository has hparams.yaml and a checkpoint, but no config.json.
   const [config, tokenizer] = await Promise.all([get("config.json", true), get("tokenizer.json", true)]);
   if (!config) throw (await get("hparams.yaml", true)) ? cometError() : missing("config.json");
-  if (!tokenizer) throw missing("tokenizer.json");
+  // BLEURT-20 ships its SentencePiece model instead (the engine builds the tokenizer from it).
+  const spm = tokenizer ? null : await get("spm.model", true);
+  if (!tokenizer && !spm) throw new Error(`${id} has neither tokenizer.json nor spm.model (404)`);
+  const tokenizerConfig = spm ? await get("tokenizer_config.json", true) : null;
   let shards;
   const single = await get("model.safetensors", true);
   if (single) {
@@ -140,15 +143,17 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   } else {
     const index = await get("model.safetensors.index.json", true);
     if (!index && (await get("hparams.yaml", true))) throw cometError();
-    if (!index) throw new Error(`${id} has neither model.safetensors nor model.safetensors.index.json (only safetensors checkpoints load)`);
+    if (!index) throw new Error(`${id} has neither model.safetensors nor model.safetensors.index.json: only safetensors checkpoints load in the browser. A repository with only pytorch_model.bin (BLEURT-20's) can be converted once with the CLI (\`blindspot prepare DIR model.bpk\`) and served from this site's models/ folder (scripts/fetch_models.py --prepared)`);
     const names = [...new Set(Object.values(JSON.parse(new TextDecoder().decode(index.bytes)).weight_map ?? {}))];
     shards = [];
     for (const name of names) shards.push(await get(name));
   }
-  const all = [config, tokenizer, ...shards];
+  const all = [config, tokenizer ?? spm, ...shards];
   return {
     config: new TextDecoder().decode(config.bytes),
-    tokenizer: tokenizer.bytes,
+    tokenizer: tokenizer?.bytes,
+    spm: spm?.bytes,
+    tokenizerConfig: tokenizerConfig ? new TextDecoder().decode(tokenizerConfig.bytes) : undefined,
     shards: shards.map((s) => s.bytes),
     fromCache: all.every((f) => f.fromCache),
     where: source.where,
@@ -199,7 +204,7 @@ async function webgpuProblem(shards) {
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
   const files = await fetchCheckpoint(id, onProgress);
   // A prepared file holds its own precision: int8 files load at int8.
-  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision);
+  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
   let fallback = null;
   let info;
   const problem = backend === "cpu" ? null : await webgpuProblem(files.shards);
@@ -248,7 +253,19 @@ function status(text, kind = "muted") {
 
 const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 
+/** Registry models this large get a warning before they are fetched. */
+const LARGE_MB = 1000;
+
+/** Warns about a large registry model (its download and memory). */
+function refreshSizeWarning() {
+  const m = panel.wasm.modelRegistry().find((r) => r.id === chosenId());
+  const el = $("model-size-warning");
+  el.hidden = !(m && m.size_mb >= LARGE_MB);
+  if (!el.hidden) el.textContent = `${m.id} is a large download (about ${(m.size_mb / 1000).toFixed(1)} GB) and needs about as much memory: a smaller model scores far faster in a browser.`;
+}
+
 async function refreshCacheNote() {
+  refreshSizeWarning();
   const id = chosenId();
   const cached = await isCached(id).catch(() => false);
   $("model-cache").textContent = cached ? "in this browser's cache" : "not cached yet";

@@ -1,7 +1,8 @@
 // Live model-based scores for the pair being edited, once language models
 // are loaded: BERTScore (with a token-alignment heatmap), GPT-PPL (with a
-// per-token surprisal bar under the hypothesis), MLM-PPL and MENLI (entailment,
-// neutral and contradiction probabilities per direction). Each card lists the
+// per-token surprisal bar under the hypothesis), MLM-PPL, MENLI (entailment,
+// neutral and contradiction probabilities per direction), COMET, COMET-QE
+// and BLEURT. Each card lists the
 // loaded models that can run its metric and says where the chosen one runs.
 //
 // Every number comes from the core's metric engine (`scoreModel`, the same
@@ -26,14 +27,23 @@ const CARDS = {
   "gpt-ppl": { needs: "gpt-ppl", draw: drawPerplexity(true), clear: () => { surprisalBar().hidden = true; } },
   "mlm-ppl": { needs: "mlm-ppl", draw: drawPerplexity(false), clear: () => {} },
   menli: { needs: "menli", draw: drawMenli, clear: () => {} },
-  comet: { needs: "comet", draw: drawComet, clear: () => {} },
-  "comet-qe": { needs: "comet-qe", draw: drawComet, clear: () => {} },
+  comet: { needs: "comet", draw: drawLearned, clear: () => {} },
+  "comet-qe": { needs: "comet-qe", draw: drawLearned, clear: () => {} },
+  bleurt: { needs: "bleurt", draw: drawLearned, clear: () => {} },
 };
 
 /** What a learned metric's number means, shown on its card. */
 const ABOUT = {
   comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
   "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
+  bleurt: "A BERT-style encoder fine-tuned on human judgements reads the reference and the hypothesis together, as one input, and outputs one number. Higher is better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of the reference), but the scale is not bounded. The source box is ignored.",
+};
+
+/** What each learned metric reads, for its card's detail line. */
+const READS = {
+  comet: "hypothesis + reference + source",
+  "comet-qe": "hypothesis + source",
+  bleurt: "[CLS] reference [SEP] hypothesis [SEP], read together",
 };
 
 /** Per-card pass state: the chosen model, one pass at a time, newest text wins. */
@@ -412,14 +422,16 @@ function drawMenli(el, v, scored, base) {
   );
 }
 
-// --- COMET ---------------------------------------------------------------
+// --- COMET, COMET-QE and BLEURT -------------------------------------------
 
-function drawComet(el, v, scored, base) {
+function drawLearned(el, v, scored, base) {
   const { score } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  el.querySelector('[data-role="parts"]').textContent = `${v.spec.metric === "comet-qe" ? "hypothesis + source" : "hypothesis + reference + source"} · ${v.elapsedMs.toFixed(0)} ms`;
-  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the encoder's limit" : "";
+  el.querySelector('[data-role="parts"]').textContent = `${READS[v.spec.metric]} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="message"]').textContent = part(score, "truncated")
+    ? v.spec.metric === "bleurt" ? "the pair was longer than the model reads: the longer text was cut" : "a text was cut to the encoder's limit"
+    : "";
 }
 
 /** Scores live once models are loaded (the "blindspot:model" event of models.js). */

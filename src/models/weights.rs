@@ -171,7 +171,11 @@ impl ModelFiles {
         let tokenizer_json = if tokenizer.is_file() {
             Some(read(&tokenizer)?)
         } else if spm.is_file() {
-            Some(sentencepiece_tokenizer_json(path, &read(&spm)?)?)
+            let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();
+            Some(sentencepiece_tokenizer_json(
+                &read(&spm)?,
+                config.as_deref(),
+            )?)
         } else {
             None
         };
@@ -235,17 +239,16 @@ impl ModelFiles {
     }
 }
 
-/// The `tokenizer.json` of a folder that ships a SentencePiece `spm.model`
-/// instead (BLEURT-20), built in Rust as the slow tokenizer reads it, with
-/// `tokenizer_config.json`'s `do_lower_case`.
-#[cfg(not(target_arch = "wasm32"))]
-fn sentencepiece_tokenizer_json(
-    folder: &std::path::Path,
+/// The `tokenizer.json` of a checkpoint that ships a SentencePiece
+/// `spm.model` instead (BLEURT-20), built in Rust as its slow tokenizer
+/// reads it, lower-casing first when `tokenizer_config.json` (if given) says
+/// `do_lower_case`.
+pub fn sentencepiece_tokenizer_json(
     spm: &[u8],
+    tokenizer_config: Option<&str>,
 ) -> Result<Vec<u8>, ModelError> {
-    let lowercase = std::fs::read_to_string(folder.join("tokenizer_config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    let lowercase = tokenizer_config
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
         .and_then(|c| c.get("do_lower_case").and_then(|v| v.as_bool()))
         .unwrap_or(false);
     let tokenizer = LmTokenizer::from_sentencepiece("spm.model", spm, lowercase)

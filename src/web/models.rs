@@ -102,8 +102,9 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 }
 
 /// Loads a checkpoint from its files' bytes: `config.json` text,
-/// `tokenizer.json` bytes and the safetensors shards (one array per file),
-/// or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
+/// `tokenizer.json` bytes (or, for BLEURT-20, its SentencePiece `spm.model`
+/// and `tokenizer_config.json`) and the safetensors shards (one array per
+/// file), or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
 /// to the model's info (with the handle later calls take). A model loaded
 /// again under the same name replaces the earlier one.
 #[wasm_bindgen(js_name = loadModel)]
@@ -115,8 +116,17 @@ pub async fn load_model(
     prepared: Option<Vec<u8>>,
     backend: String,
     precision: String,
+    sentencepiece: Option<Vec<u8>>,
+    tokenizer_config: Option<String>,
 ) -> Result<JsValue, JsError> {
     let precision: Precision = precision.parse().map_err(|e: String| JsError::new(&e))?;
+    let tokenizer_json = match (tokenizer_json, sentencepiece) {
+        (None, Some(spm)) => Some(
+            crate::models::weights::sentencepiece_tokenizer_json(&spm, tokenizer_config.as_deref())
+                .map_err(js_err)?,
+        ),
+        (tokenizer, _) => tokenizer,
+    };
     let files = match prepared {
         Some(bytes) => ModelFiles::from_burnpack(bytes).map_err(js_err)?,
         None => ModelFiles {

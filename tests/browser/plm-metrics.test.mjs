@@ -281,3 +281,99 @@ test("COMET from a prepared file: live on the CPU and WebGPU, equal to the CLI; 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+const BLEURT = join(ROOT, "tests", "fixtures", "bleurt");
+/** Hub repositories of the tiny BLEURT: with model.safetensors (loads in the browser) and with the pickle only (as lucadiliello's). */
+const BLEURT_HUB = {
+  "test/tiny-bleurt-st": { "config.json": "tiny", "spm.model": "tiny", "tokenizer_config.json": "tiny", "model.safetensors": "tiny-safetensors" },
+  "test/tiny-bleurt-hub": { "config.json": "tiny", "spm.model": "tiny", "tokenizer_config.json": "tiny", "pytorch_model.bin": "tiny" },
+};
+
+async function openLearnedPage(prepared) {
+  const opened = await openPlayground({
+    beforeLoad: async (page) => {
+      await page.route("**/models/manifest.json", async (route) => {
+        const real = await route.fetch().then((r) => (r.ok() ? r.json() : {})).catch(() => ({}));
+        for (const name of Object.keys(prepared)) real[`test/${name}`] = { dir: name, files: { "model.bpk": {} } };
+        return route.fulfill({ status: 200, body: JSON.stringify(real), headers: { "content-type": "application/json" } });
+      });
+      for (const [name, bpk] of Object.entries(prepared)) {
+        await page.route(`**/models/${name}/model.bpk`, (route) =>
+          route.fulfill({ status: 200, body: readFileSync(bpk), headers: { "content-type": "application/octet-stream" } }));
+      }
+      await page.route("https://huggingface.co/test/**", (route) => {
+        const m = route.request().url().match(/huggingface\.co\/(test\/[^/]+)\/resolve\/main\/(.+)$/);
+        const dir = m && BLEURT_HUB[m[1]]?.[m[2]];
+        if (!dir) return route.fulfill({ status: 404, body: "not found" });
+        return route.fulfill({ status: 200, body: readFileSync(join(BLEURT, dir, m[2])), headers: { "content-type": "application/octet-stream" } });
+      });
+    },
+  });
+  await opened.page.selectOption("#example", "custom");
+  return opened;
+}
+
+test("BLEURT: spm.model turned into a tokenizer in the browser, prepared files on WebGPU, equal to the CLI; COMET and BLEURT live side by side", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-bleurt-"));
+  const prepared = { "tiny-bleurt": join(dir, "bleurt.bpk"), "tiny-comet": join(dir, "comet.bpk") };
+  execFileSync(CLI, ["prepare", join(BLEURT, "tiny"), prepared["tiny-bleurt"], "--quant", "f32"]);
+  execFileSync(CLI, ["prepare", join(COMET, "comet-da"), prepared["tiny-comet"], "--quant", "f32"]);
+  const { context, page, errors } = await openLearnedPage(prepared);
+  const hyp = "The committee approved the new budget on Tuesday after a long debate.";
+  await page.fill("#reference", REF);
+  await page.fill("#source", SRC);
+  await page.fill("#hypothesis", hyp);
+  const native = (h) => cli(["--metrics", "bleurt", "--model", `bleurt=${join(BLEURT, "tiny")}`], h, REF).bleurt;
+  // A hub repository with spm.model and model.safetensors: the engine builds the tokenizer.
+  await load(page, "test/tiny-bleurt-st", "cpu");
+  const cpu = await settled(page, "bleurt", hyp);
+  assert.ok(Math.abs(cpu - native(hyp)) <= 1e-4, `browser ${cpu} vs CLI ${native(hyp)}`);
+  assert.match(await page.textContent('.card[data-metric="bleurt"] .plm-about'), /reference and the hypothesis together/);
+  const hyp2 = "The committee rejected the budget.";
+  await page.fill("#hypothesis", hyp2);
+  const typed = await settled(page, "bleurt", hyp2);
+  assert.ok(Math.abs(typed - native(hyp2)) <= 1e-4, `${typed} vs ${native(hyp2)}`);
+  // A long pair is cut, and the card says so.
+  const long = Array(40).fill(hyp).join(" ");
+  await page.fill("#hypothesis", long);
+  const cut = await settled(page, "bleurt", long);
+  assert.ok(Math.abs(cut - native(long)) <= 1e-4, `${cut} vs ${native(long)}`);
+  assert.match(await page.textContent('.card[data-metric="bleurt"] [data-role="message"]'), /longer text was cut/);
+  // The prepared file on WebGPU (SwiftShader).
+  await page.fill("#model-custom", "test/tiny-bleurt-st");
+  await page.click("#model-unload");
+  await page.waitForFunction(() => !document.getElementById("model-loaded").textContent.includes("tiny-bleurt-st"));
+  await load(page, "test/tiny-bleurt", "webgpu");
+  await page.fill("#hypothesis", hyp);
+  const gpu = await settled(page, "bleurt", hyp);
+  assert.ok(Math.abs(gpu - native(hyp)) <= 1e-4, `WebGPU ${gpu} vs CLI ${native(hyp)}`);
+  // COMET beside it, both live on one edit.
+  await load(page, "test/tiny-comet", "cpu");
+  await page.fill("#hypothesis", hyp2);
+  const comet = await settled(page, "comet", hyp2);
+  const bleurt = await settled(page, "bleurt", hyp2);
+  const cometNative = cli(["--metrics", "comet", "--model", `comet=${join(COMET, "comet-da")}`], hyp2, REF, SRC).comet;
+  assert.ok(Math.abs(comet - cometNative) <= 1e-4 && Math.abs(bleurt - native(hyp2)) <= 1e-4);
+  // Both cards, in page coordinates (a full-page clip is not relative to the viewport).
+  const clip = await page.evaluate(() => {
+    const rects = ["comet", "bleurt"].map((m) => document.querySelector(`.card[data-metric="${m}"]`).getBoundingClientRect());
+    const x = Math.min(...rects.map((r) => r.left)) + window.scrollX;
+    const y = Math.min(...rects.map((r) => r.top)) + window.scrollY;
+    const right = Math.max(...rects.map((r) => r.right)) + window.scrollX;
+    const bottom = Math.max(...rects.map((r) => r.bottom)) + window.scrollY;
+    return { x, y, width: right - x, height: bottom - y };
+  });
+  await page.screenshot({ path: join(ROOT, "test-artifacts", "comet-bleurt-cards.png"), clip, fullPage: true });
+  // lucadiliello's repositories hold a PyTorch pickle only: the panel says what to do.
+  await page.fill("#model-custom", "test/tiny-bleurt-hub");
+  await page.click("#model-load");
+  await page.waitForFunction(() => /pytorch_model\.bin/.test(document.getElementById("model-status").textContent), null, { timeout: 60_000 });
+  assert.match(await page.textContent("#model-status"), /blindspot prepare/);
+  // The full BLEURT-20 from the registry comes with a size warning.
+  await page.fill("#model-custom", "");
+  await page.selectOption("#model-pick", "lucadiliello/BLEURT-20");
+  await page.waitForFunction(() => !document.getElementById("model-size-warning").hidden);
+  assert.match(await page.textContent("#model-size-warning"), /large download \(about 2\.3 GB\)/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -200,7 +200,9 @@ fn safetensors_weights_load_as_the_pickle_does() {
     copy_dir(&fixture(), &dir);
     std::fs::remove_file(dir.join("pytorch_model.bin")).unwrap();
     std::fs::copy(
-        fixture().with_file_name("tiny-safetensors").join("model.safetensors"),
+        fixture()
+            .with_file_name("tiny-safetensors")
+            .join("model.safetensors"),
         dir.join("model.safetensors"),
     )
     .unwrap();

@@ -108,6 +108,9 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 /// to the model's info (with the handle later calls take). A model loaded
 /// again under the same name replaces the earlier one.
 #[wasm_bindgen(js_name = loadModel)]
+// One positional argument per file kind: byte arrays cross the wasm boundary
+// without a copy per element this way (a deserialised options object would not).
+#[allow(clippy::too_many_arguments)]
 pub async fn load_model(
     name: String,
     config_json: Option<String>,

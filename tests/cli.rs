@@ -229,10 +229,18 @@ fn bad_input_gives_one_line_errors_and_exit_2() {
     );
     assert_user_error(
         &run(
+            bin().args(["score", "--hyps", &h, "--refs", &h, "--metrics", "bleurt-21"]),
+            None,
+        ),
+        "unknown metric 'bleurt-21'",
+    );
+    // A model-based metric without its model names the files to download.
+    assert_user_error(
+        &run(
             bin().args(["score", "--hyps", &h, "--refs", &h, "--metrics", "bleurt"]),
             None,
         ),
-        "unknown metric 'bleurt'",
+        "download config.json, spm.model and pytorch_model.bin",
     );
     assert_user_error(
         &run(bin().args(["score", "--hyps", &bad, "--refs", &bad]), None),
@@ -299,7 +307,8 @@ fn metrics_lists_the_registry_as_json() {
             "mlm-ppl",
             "menli",
             "comet",
-            "comet-qe"
+            "comet-qe",
+            "bleurt"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

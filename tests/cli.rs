@@ -229,7 +229,15 @@ fn bad_input_gives_one_line_errors_and_exit_2() {
     );
     assert_user_error(
         &run(
-            bin().args(["score", "--hyps", &h, "--refs", &h, "--metrics", "bleurt-21"]),
+            bin().args([
+                "score",
+                "--hyps",
+                &h,
+                "--refs",
+                &h,
+                "--metrics",
+                "bleurt-21",
+            ]),
             None,
         ),
         "unknown metric 'bleurt-21'",

@@ -1,5 +1,6 @@
 //! The PLM engine against transformers (golden values from
-//! scripts/plm_parity.py): tiny random checkpoints of every architecture and
+//! scripts/plm_parity.py and, for ELECTRA, scripts/electra_parity.py): tiny
+//! random checkpoints of every architecture and
 //! head, all-MiniLM-L6-v2 on real sentences, int8 quantization, tokenizers,
 //! prepared files and the errors a user can meet.
 
@@ -34,8 +35,8 @@ fn text_at(file: &str, line: usize, field: &str) -> String {
     common::field(&rows[line - 1], field)
 }
 
-fn golden() -> Value {
-    let text = std::fs::read_to_string(root().join("tests/golden/plm_parity.json")).unwrap();
+fn golden_file(name: &str) -> Value {
+    let text = std::fs::read_to_string(root().join("tests/golden").join(name)).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -86,20 +87,37 @@ fn max_diff_3d(ours: Tensor<3>, theirs: &Value, columns: Option<&[usize]>) -> f3
 
 #[test]
 fn every_architecture_and_head_matches_transformers() {
-    let golden = golden();
-    let names = [
-        "bert",
-        "bert_cls",
-        "roberta_mlm",
-        "roberta_cls",
-        "xlmr",
-        "distilbert_mlm",
-        "distilbert_cls",
-        "gpt2",
-        "bert_mlm",
+    let sets: [(&str, &[&str]); 2] = [
+        (
+            "plm_parity.json",
+            &[
+                "bert",
+                "bert_cls",
+                "roberta_mlm",
+                "roberta_cls",
+                "xlmr",
+                "distilbert_mlm",
+                "distilbert_cls",
+                "gpt2",
+                "bert_mlm",
+            ],
+        ),
+        (
+            "electra_parity.json",
+            &["electra", "electra_wide", "electra_cls"],
+        ),
     ];
-    for name in names {
-        let g = &golden[name];
+    for (file, names) in sets {
+        let golden = golden_file(file);
+        for &name in names {
+            check_checkpoint(name, &golden[name]);
+        }
+    }
+}
+
+/// One fixture's hidden states and head outputs against transformers'.
+fn check_checkpoint(name: &str, g: &Value) {
+    {
         let (config, network) = load_fixture(name, Precision::F32);
         let batch = Batch::new(&ids(&g["ids"]), &config, &Device::flex());
         let expected = g["hidden_states"].as_array().unwrap();

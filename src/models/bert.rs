@@ -1,6 +1,6 @@
 //! The BERT family of encoders (BERT, MiniLM, RoBERTa, XLM-R, DistilBERT,
-//! BLEURT): embeddings (narrower than the layers and projected up, in
-//! BLEURT-20), post-norm transformer layers returning every hidden state,
+//! BLEURT, ELECTRA): embeddings (narrower than the layers and projected up,
+//! in BLEURT-20 and the smaller ELECTRAs), post-norm transformer layers returning every hidden state,
 //! and the optional masked-LM and sequence-classification heads.
 //!
 //! One module tree serves all of them; [`checkpoint_key_map`] renames each
@@ -97,6 +97,8 @@ pub enum PoolActivation {
     Tanh,
     /// DistilBERT.
     Relu,
+    /// ELECTRA (exact GELU).
+    Gelu,
 }
 
 /// A BERT-family encoder with its optional head.
@@ -181,6 +183,7 @@ impl BertModel {
             out: linear(h, config.labels.len(), device),
             pool_activation: match config.family {
                 Family::DistilBert => PoolActivation::Relu,
+                Family::Electra => PoolActivation::Gelu,
                 _ => PoolActivation::Tanh,
             },
         });
@@ -238,6 +241,7 @@ impl BertModel {
         let pooled = match head.pool_activation {
             PoolActivation::Tanh => activation::tanh(pooled),
             PoolActivation::Relu => activation::relu(pooled),
+            PoolActivation::Gelu => activation::gelu(pooled),
         };
         Some(head.out.forward(pooled))
     }
@@ -285,8 +289,9 @@ pub(crate) fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) 
 /// ignored.
 pub fn checkpoint_key_map(family: Family) -> Vec<(&'static str, &'static str)> {
     let mut map = vec![
-        (r"^(bert|roberta|distilbert|bleurt)\.", ""),
+        (r"^(bert|roberta|distilbert|bleurt|electra)\.", ""),
         (r"^encoder\.embedding_projection\.", "embedding_projection."),
+        (r"^embeddings_project\.", "embedding_projection."),
         (r"^encoder\.layer\.(\d+)\.", "layers.$1."),
         (r"^transformer\.layer\.(\d+)\.", "layers.$1."),
         (r"^embeddings\.LayerNorm\.", "embeddings.layer_norm."),

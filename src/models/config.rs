@@ -18,6 +18,9 @@ pub enum Family {
     Roberta,
     /// DistilBERT: BERT without token types, under other parameter names.
     DistilBert,
+    /// ELECTRA discriminators: BERT with narrower embeddings projected up
+    /// (when narrower) and a gelu classification head.
+    Electra,
     /// GPT-2 causal language models.
     Gpt2,
 }
@@ -130,12 +133,13 @@ impl ModelConfig {
             "bert" | "bleurt" => Family::Bert,
             "roberta" | "xlm-roberta" | "camembert" => Family::Roberta,
             "distilbert" => Family::DistilBert,
+            "electra" => Family::Electra,
             "gpt2" => Family::Gpt2,
             "" => return Err(ModelError::Config("config.json has no model_type".into())),
             other => {
                 return Err(ModelError::Unsupported(format!(
                     "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
-                     xlm-roberta, camembert, distilbert, gpt2)"
+                     xlm-roberta, camembert, distilbert, electra, gpt2)"
                 )));
             }
         };
@@ -150,7 +154,11 @@ impl ModelConfig {
             Head::MaskedLm
         } else if architecture.ends_with("ForSequenceClassification") {
             Head::SequenceClassification
-        } else if architecture.ends_with("Model") || raw.architectures.is_empty() {
+        } else if architecture.ends_with("Model")
+            || raw.architectures.is_empty()
+            // An ELECTRA discriminator's replaced-token head is not used: its encoder is.
+            || (family == Family::Electra && architecture == "ElectraForPreTraining")
+        {
             Head::None
         } else {
             return Err(ModelError::Unsupported(format!(
@@ -183,10 +191,24 @@ impl ModelConfig {
             v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
         };
         let hidden_size = need(raw.hidden_size, "hidden_size")?;
-        if raw.embedding_size.is_some() && (family != Family::Bert || has_lm_head) {
+        // BLEURT projects whenever it names an embedding size; ELECTRA only
+        // when the embeddings are narrower than the layers.
+        let embedding_size = match family {
+            Family::Electra => raw.embedding_size.filter(|&e| e != hidden_size),
+            _ => raw.embedding_size,
+        };
+        if family == Family::Electra && head == Head::MaskedLm {
             return Err(ModelError::Unsupported(
-                "an embedding_size is supported on BERT/BLEURT encoders without a language-model \
-                 head only"
+                "ELECTRA generators (ElectraForMaskedLM) are not supported; discriminators are"
+                    .into(),
+            ));
+        }
+        if embedding_size.is_some()
+            && (!matches!(family, Family::Bert | Family::Electra) || has_lm_head)
+        {
+            return Err(ModelError::Unsupported(
+                "an embedding_size is supported on BERT, BLEURT and ELECTRA encoders without a \
+                 language-model head only"
                     .into(),
             ));
         }
@@ -232,7 +254,7 @@ impl ModelConfig {
             architecture,
             vocab_size: need(raw.vocab_size, "vocab_size")?,
             hidden_size,
-            embedding_size: raw.embedding_size,
+            embedding_size,
             num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
             num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
             intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
@@ -358,5 +380,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("id2label"), "{e}");
+        let e = ModelConfig::from_json(
+            r#"{"model_type":"electra","architectures":["ElectraForMaskedLM"],
+            "vocab_size":5,"embedding_size":2,"hidden_size":4,"num_hidden_layers":1,
+            "num_attention_heads":1,"max_position_embeddings":8}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ELECTRA generators"), "{e}");
     }
 }

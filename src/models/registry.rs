@@ -115,6 +115,9 @@ mod tests {
         let bleurt = default_for("bleurt").unwrap();
         assert_eq!(bleurt.id, "lucadiliello/BLEURT-20-D6");
         assert!(bleurt.files.iter().any(|f| f == "spm.model"));
+        // MAUVE keeps GPT-2 as its default; ELECTRA is listed after it.
+        assert_eq!(default_for("mauve").unwrap().id, "gpt2");
+        assert!(find("google/electra-large-discriminator").is_some());
         let roberta = find("roberta-large").unwrap();
         assert_eq!(roberta.baselines[0].layer, 17);
         assert_eq!(roberta.baselines[0].prf[2], 0.83122575);

@@ -316,10 +316,19 @@ fn metrics_lists_the_registry_as_json() {
             "menli",
             "comet",
             "comet-qe",
-            "bleurt"
+            "bleurt",
+            "bartscore-p",
+            "bartscore-r",
+            "bartscore-f",
+            "bartscore-faithful"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);
+    let faithful = &list[17];
+    assert_eq!(
+        (&faithful["needs_source"], &faithful["needs_reference"]),
+        (&Value::Bool(true), &Value::Bool(false))
+    );
 }
 
 #[test]

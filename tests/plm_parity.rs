@@ -168,7 +168,11 @@ fn check_checkpoint(name: &str, g: &Value) {
                 assert!(diff <= TOLERANCE, "{name} logits differ by {diff}");
                 None
             }
-            Network::Comet(_) => unreachable!("no COMET checkpoint among these (tests/comet.rs)"),
+            Network::Comet(_) | Network::Bart(_) => {
+                unreachable!(
+                    "no COMET or BART checkpoint among these (tests/comet.rs, tests/bart.rs)"
+                )
+            }
         };
         if let Some(ours) = logits {
             let theirs = &g["logits"];

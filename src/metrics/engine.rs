@@ -18,12 +18,15 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use super::bartscore;
 use super::bertscore::{self, EmbeddingCache};
 use super::bleurt;
 use super::comet::{self, CometInput, SentenceCache};
 use super::menli::{self, NliProbs, Premise};
 use super::perplexity;
-use super::spec::{BertScoreSpec, MetricId, MetricSpec, ModelSlot, Part, SpecError};
+use super::spec::{
+    BartPart, BartScoreSpec, BertScoreSpec, MetricId, MetricSpec, ModelSlot, Part, SpecError,
+};
 use super::{Level, MetricError, Score, ScorePart, Segment, Signature, uniform_nrefs};
 use crate::models::{ModelError, Plm};
 
@@ -117,6 +120,17 @@ pub enum Detail {
         /// Byte span of each token in the text (empty for added tokens).
         spans: Vec<(usize, usize)>,
         /// The text was cut to the model's limit.
+        truncated: bool,
+    },
+    /// BARTScore's per-token log-likelihoods of the target text shown.
+    TokenLogprobs {
+        /// `hypothesis` or `reference`: the text scored given the other.
+        target: &'static str,
+        /// Each target token's text and log-probability in nats.
+        tokens: Vec<(String, f64)>,
+        /// Byte span of each token in the target (empty for `<s>`, `</s>`).
+        spans: Vec<(usize, usize)>,
+        /// A text was cut to the model's limit.
         truncated: bool,
     },
     /// MENLI's probabilities for the best premise.
@@ -241,6 +255,22 @@ impl Engine {
                 for ((j, _), column) in group.into_iter().zip(columns) {
                     out[j] = Some(column);
                 }
+            } else if let MetricSpec::BartScore(b) = spec {
+                // BARTScore's parts on one model share their passes.
+                let key = b.pass_key();
+                let group: Vec<(usize, BartPart)> = specs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, s)| match s {
+                        MetricSpec::BartScore(o) if o.pass_key() == key => Some((j, o.part)),
+                        _ => None,
+                    })
+                    .collect();
+                let parts: Vec<BartPart> = group.iter().map(|g| g.1).collect();
+                let columns = self.bartscore(&key, &parts, segments).await?;
+                for ((j, _), column) in group.into_iter().zip(columns) {
+                    out[j] = Some(column);
+                }
             } else {
                 out[i] = Some(self.column(spec, segments).await?);
             }
@@ -294,6 +324,10 @@ impl Engine {
                     let plm = self.store.model(ModelSlot::Bleurt, model.as_deref())?;
                     self.bleurt(spec, &plm, segments).await
                 }
+                MetricSpec::BartScore(b) => Ok(self
+                    .bartscore(&b.pass_key(), &[b.part], segments)
+                    .await?
+                    .remove(0)),
                 lexical => lexical_column(lexical, segments),
             }
         })
@@ -674,6 +708,153 @@ impl Engine {
             })
             .collect();
         Ok(Column::new(spec.clone(), scores, signature))
+    }
+}
+
+/// Where one segment's BARTScore directions sit among the scored pairs.
+struct Directions {
+    /// Per reference: (reference -> hypothesis, hypothesis -> reference).
+    refs: Vec<(usize, usize)>,
+    /// Source -> hypothesis.
+    src: Option<usize>,
+}
+
+impl Engine {
+    /// BARTScore's `parts` over `segments`: every direction a part needs is
+    /// scored once (P: each reference -> hypothesis, R: hypothesis -> each
+    /// reference, faithfulness: source -> hypothesis), all in one call.
+    async fn bartscore(
+        &self,
+        spec: &BartScoreSpec,
+        parts: &[BartPart],
+        segments: &[Segment<'_>],
+    ) -> Result<Vec<Column>, EngineError> {
+        let plm = self
+            .store
+            .model(ModelSlot::BartScore, spec.model.as_deref())?;
+        let with_refs = parts.iter().any(|&p| p != BartPart::Faithful);
+        let with_src = parts.contains(&BartPart::Faithful);
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        let mut slots: Vec<Directions> = Vec::new();
+        for (i, s) in segments.iter().enumerate() {
+            let mut refs = Vec::new();
+            if with_refs {
+                if s.refs.is_empty() {
+                    return Err(MetricError::MissingReference {
+                        metric: MetricId::BartScoreF.info().id,
+                        segment: i + 1,
+                    }
+                    .into());
+                }
+                for &r in s.refs {
+                    pairs.push((r, s.hyp));
+                    pairs.push((s.hyp, r));
+                    refs.push((pairs.len() - 2, pairs.len() - 1));
+                }
+            }
+            let src = if with_src {
+                let src = s.src.ok_or_else(|| EngineError::Input {
+                    metric: MetricId::BartScoreFaithful,
+                    message: format!(
+                        "segment {} has no source: faithfulness scores the hypothesis given \
+                         the source",
+                        i + 1
+                    ),
+                })?;
+                pairs.push((src, s.hyp));
+                Some(pairs.len() - 1)
+            } else {
+                None
+            };
+            slots.push(Directions { refs, src });
+        }
+        let scored = bartscore::score(&plm, &pairs)
+            .await
+            .map_err(model_error(&plm))?;
+        let mean = |idx: &mut dyn Iterator<Item = usize>| {
+            let v: Vec<f64> = idx.map(|k| scored[k].score).collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        let precision = plm.precision.to_string();
+        let mut columns = Vec::with_capacity(parts.len());
+        for &part in parts {
+            let spec = MetricSpec::BartScore(BartScoreSpec {
+                part,
+                ..spec.clone()
+            });
+            let id = spec.id();
+            let signature = bartscore::signature(&plm.name, part, &precision);
+            let mut scores = Vec::with_capacity(segments.len());
+            let mut details = Vec::new();
+            for Directions { refs, src } in &slots {
+                let mut values = Vec::new();
+                if !refs.is_empty() {
+                    let p = mean(&mut refs.iter().map(|r| r.0));
+                    let r = mean(&mut refs.iter().map(|r| r.1));
+                    values.extend([
+                        part_of("precision", p),
+                        part_of("recall", r),
+                        part_of("f", (p + r) / 2.0),
+                    ]);
+                }
+                if let Some(k) = src {
+                    values.push(part_of("faithful", scored[*k].score));
+                }
+                let name = match part {
+                    BartPart::P => "precision",
+                    BartPart::R => "recall",
+                    BartPart::F => "f",
+                    BartPart::Faithful => "faithful",
+                };
+                let value = values
+                    .iter()
+                    .find(|v| v.name == name)
+                    .expect("the part's direction was scored")
+                    .value;
+                // The token bar: the hypothesis given the first reference
+                // (P, F) or the source; the reference given the hypothesis (R).
+                let (shown, target) = match part {
+                    BartPart::Faithful => (src.expect("faithfulness has a source"), "hypothesis"),
+                    BartPart::R => (refs[0].1, "reference"),
+                    BartPart::P | BartPart::F => (refs[0].0, "hypothesis"),
+                };
+                let truncated = refs
+                    .iter()
+                    .flat_map(|r| [r.0, r.1])
+                    .chain(*src)
+                    .any(|k| scored[k].truncated);
+                values.push(part_of("truncated", f64::from(u8::from(truncated))));
+                if self.details {
+                    let t = &scored[shown];
+                    details.push(Detail::TokenLogprobs {
+                        target,
+                        tokens: t
+                            .tokens
+                            .iter()
+                            .zip(&t.logprob)
+                            .map(|(tok, &lp)| Ok((plm.tokenizer.decode(&[tok.id])?, lp)))
+                            .collect::<Result<_, ModelError>>()
+                            .map_err(model_error(&plm))?,
+                        spans: t
+                            .tokens
+                            .iter()
+                            .map(|t| (t.span.start, t.span.end))
+                            .collect(),
+                        truncated,
+                    });
+                }
+                scores.push(Score {
+                    metric: id.info().id,
+                    value,
+                    parts: values,
+                    signature: signature.to_string(),
+                });
+            }
+            let mut column = Column::new(spec, scores, signature);
+            column.details = details;
+            columns.push(column);
+        }
+        Ok(columns)
     }
 }
 

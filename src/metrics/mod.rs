@@ -11,6 +11,7 @@
 //! metric's signature string, which records every option that changes the
 //! number.
 
+pub mod bartscore;
 pub mod bertscore;
 pub mod bleu;
 pub mod bleurt;
@@ -73,6 +74,8 @@ pub enum Scale {
     /// A learned regressor's output (COMET: about 0 to 1 for wmt22 models,
     /// unbounded z-score-like for wmt20 ones; BLEURT-20: about 0 to 1).
     Regression,
+    /// A mean token log-likelihood in nats (at most 0; BARTScore).
+    LogLikelihood,
 }
 
 /// What the registry knows about a metric before it is run.
@@ -193,6 +196,8 @@ pub enum ModelKind {
     CometQe,
     /// A BLEURT regressor reading the reference-candidate pair.
     Bleurt,
+    /// An encoder-decoder with a language-model head (BART).
+    Seq2SeqLm,
 }
 
 /// The registry entries of the model-based metrics.
@@ -303,6 +308,45 @@ mod models_info {
         ModelKind::Bleurt,
         ModelSlot::Bleurt,
     );
+    pub static BARTSCORE_P: MetricInfo = model(
+        "bartscore-p",
+        "BARTScore P",
+        "BARTScore precision: mean log-likelihood of the hypothesis given the reference under BART",
+        true,
+        Scale::LogLikelihood,
+        ModelKind::Seq2SeqLm,
+        ModelSlot::BartScore,
+    );
+    pub static BARTSCORE_R: MetricInfo = model(
+        "bartscore-r",
+        "BARTScore R",
+        "BARTScore recall: mean log-likelihood of the reference given the hypothesis under BART",
+        true,
+        Scale::LogLikelihood,
+        ModelKind::Seq2SeqLm,
+        ModelSlot::BartScore,
+    );
+    pub static BARTSCORE_F: MetricInfo = model(
+        "bartscore-f",
+        "BARTScore F",
+        "BARTScore F: the arithmetic mean of precision and recall (as the released code computes it)",
+        true,
+        Scale::LogLikelihood,
+        ModelKind::Seq2SeqLm,
+        ModelSlot::BartScore,
+    );
+    pub static BARTSCORE_FAITHFUL: MetricInfo = MetricInfo {
+        needs_source: true,
+        ..model(
+            "bartscore-faithful",
+            "BARTScore faithfulness",
+            "BARTScore faithfulness: mean log-likelihood of the hypothesis given the source under BART",
+            false,
+            Scale::LogLikelihood,
+            ModelKind::Seq2SeqLm,
+            ModelSlot::BartScore,
+        )
+    };
 }
 
 /// The kinds of model-based metric a checkpoint with this head can run.
@@ -314,6 +358,7 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
         Head::None => vec![ModelKind::Encoder],
         Head::Comet(crate::models::comet::CometKind::Regression) => vec![ModelKind::Comet],
         Head::Comet(crate::models::comet::CometKind::Referenceless) => vec![ModelKind::CometQe],
+        Head::Seq2SeqLm => vec![ModelKind::Seq2SeqLm],
         Head::SequenceClassification => {
             let has = |p: &str| {
                 config

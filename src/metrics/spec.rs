@@ -119,6 +119,14 @@ pub enum MetricId {
     CometQe,
     /// BLEURT-20 (a regressor on the reference-candidate pair).
     Bleurt,
+    /// BARTScore precision (reference -> hypothesis).
+    BartScoreP,
+    /// BARTScore recall (hypothesis -> reference).
+    BartScoreR,
+    /// BARTScore F: the mean of P and R.
+    BartScoreF,
+    /// BARTScore faithfulness (source -> hypothesis).
+    BartScoreFaithful,
 }
 
 named_enum!(
@@ -139,6 +147,10 @@ named_enum!(
         (Comet, "comet"),
         (CometQe, "comet-qe"),
         (Bleurt, "bleurt"),
+        (BartScoreP, "bartscore-p"),
+        (BartScoreR, "bartscore-r"),
+        (BartScoreF, "bartscore-f"),
+        (BartScoreFaithful, "bartscore-faithful"),
     ]
 );
 
@@ -161,6 +173,10 @@ impl MetricId {
             MetricId::Comet => &m::COMET,
             MetricId::CometQe => &m::COMET_QE,
             MetricId::Bleurt => &m::BLEURT,
+            MetricId::BartScoreP => &m::BARTSCORE_P,
+            MetricId::BartScoreR => &m::BARTSCORE_R,
+            MetricId::BartScoreF => &m::BARTSCORE_F,
+            MetricId::BartScoreFaithful => &m::BARTSCORE_FAITHFUL,
         }
     }
 
@@ -190,6 +206,8 @@ pub enum ModelSlot {
     CometQe,
     /// BLEURT's regressor.
     Bleurt,
+    /// BARTScore's encoder-decoder.
+    BartScore,
 }
 
 named_enum!(
@@ -204,6 +222,7 @@ named_enum!(
         (Comet, "comet"),
         (CometQe, "comet-qe"),
         (Bleurt, "bleurt"),
+        (BartScore, "bartscore"),
     ]
 );
 
@@ -220,6 +239,47 @@ pub enum Part {
 }
 
 named_enum!(Part, "BERTScore part", [(P, "p"), (R, "r"), (F, "f")]);
+
+/// Which BARTScore direction (or their mean) a column reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BartPart {
+    /// Precision: log-likelihood of the hypothesis given the reference.
+    P,
+    /// Recall: of the reference given the hypothesis.
+    R,
+    /// (P + R) / 2.
+    #[default]
+    F,
+    /// Faithfulness: of the hypothesis given the source.
+    Faithful,
+}
+
+named_enum!(
+    BartPart,
+    "BARTScore part",
+    [(P, "p"), (R, "r"), (F, "f"), (Faithful, "faithful")]
+);
+
+/// BARTScore with its options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BartScoreSpec {
+    /// Model (see [`BertScoreSpec::model`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The direction this column reports.
+    pub part: BartPart,
+}
+
+impl BartScoreSpec {
+    /// The spec with `part` unset: specs equal here share their model passes.
+    pub fn pass_key(&self) -> Self {
+        Self {
+            part: BartPart::F,
+            ..self.clone()
+        }
+    }
+}
 
 /// BERTScore with its options.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -387,6 +447,9 @@ pub enum MetricSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// BARTScore P, R, F or faithfulness.
+    #[serde(rename = "bartscore")]
+    BartScore(BartScoreSpec),
 }
 
 impl MetricSpec {
@@ -414,6 +477,12 @@ impl MetricSpec {
             MetricSpec::Comet { .. } => MetricId::Comet,
             MetricSpec::CometQe { .. } => MetricId::CometQe,
             MetricSpec::Bleurt { .. } => MetricId::Bleurt,
+            MetricSpec::BartScore(b) => match b.part {
+                BartPart::P => MetricId::BartScoreP,
+                BartPart::R => MetricId::BartScoreR,
+                BartPart::F => MetricId::BartScoreF,
+                BartPart::Faithful => MetricId::BartScoreFaithful,
+            },
         }
     }
 
@@ -446,6 +515,7 @@ impl MetricSpec {
             MetricSpec::Comet { model } => Some((ModelSlot::Comet, model.as_deref())),
             MetricSpec::CometQe { model } => Some((ModelSlot::CometQe, model.as_deref())),
             MetricSpec::Bleurt { model } => Some((ModelSlot::Bleurt, model.as_deref())),
+            MetricSpec::BartScore(b) => Some((ModelSlot::BartScore, b.model.as_deref())),
             _ => None,
         }
     }
@@ -521,6 +591,12 @@ impl Settings {
                 part,
             })
         };
+        let bartscore = |part| {
+            MetricSpec::BartScore(BartScoreSpec {
+                model: self.model(ModelSlot::BartScore),
+                part,
+            })
+        };
         match id {
             MetricId::Bleu => MetricSpec::Bleu,
             MetricId::Chrf => MetricSpec::Chrf,
@@ -563,6 +639,10 @@ impl Settings {
             MetricId::Bleurt => MetricSpec::Bleurt {
                 model: self.model(ModelSlot::Bleurt),
             },
+            MetricId::BartScoreP => bartscore(BartPart::P),
+            MetricId::BartScoreR => bartscore(BartPart::R),
+            MetricId::BartScoreF => bartscore(BartPart::F),
+            MetricId::BartScoreFaithful => bartscore(BartPart::Faithful),
         }
     }
 
@@ -606,7 +686,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown metric 'bleurt-21' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
-             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe, bleurt)"
+             bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe, bleurt, \
+             bartscore-p, bartscore-r, bartscore-f, bartscore-faithful)"
         );
     }
 

@@ -23,6 +23,8 @@ pub enum Family {
     Electra,
     /// GPT-2 causal language models.
     Gpt2,
+    /// BART encoder-decoders (`model_type: bart`).
+    Bart,
 }
 
 /// Head on top of the encoder or decoder, from `architectures[0]`.
@@ -38,6 +40,9 @@ pub enum Head {
     CausalLm,
     /// A COMET estimator on the encoder (`hparams.yaml` beside the checkpoint).
     Comet(CometKind),
+    /// An encoder-decoder with its tied language-model head
+    /// (`BartForConditionalGeneration`).
+    Seq2SeqLm,
 }
 
 /// The fields of `config.json` we read, under every spelling in use.
@@ -71,6 +76,33 @@ struct RawConfig {
     label2id: BTreeMap<String, serde_json::Value>,
     tie_word_embeddings: Option<bool>,
     sinusoidal_pos_embds: Option<bool>,
+    // BART's spellings (its config.json also writes `num_hidden_layers`).
+    d_model: Option<usize>,
+    encoder_layers: Option<usize>,
+    encoder_attention_heads: Option<usize>,
+    encoder_ffn_dim: Option<usize>,
+    decoder_layers: Option<usize>,
+    decoder_attention_heads: Option<usize>,
+    decoder_ffn_dim: Option<usize>,
+    scale_embedding: Option<bool>,
+    decoder_start_token_id: Option<u32>,
+    add_final_layer_norm: Option<bool>,
+    normalize_before: Option<bool>,
+}
+
+/// The decoder of an encoder-decoder (BART).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderConfig {
+    /// Decoder layers.
+    pub num_layers: usize,
+    /// Decoder attention heads (self- and cross-attention).
+    pub num_heads: usize,
+    /// Decoder feed-forward inner size.
+    pub intermediate_size: usize,
+    /// The first decoder input (BART: `</s>`, id 2).
+    pub start_token_id: u32,
+    /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
+    pub scale_embedding: bool,
 }
 
 /// Activation of the feed-forward layers.
@@ -120,6 +152,8 @@ pub struct ModelConfig {
     pub labels: Vec<String>,
     /// COMET's hparams, when the encoder carries a COMET estimator.
     pub comet: Option<CometHparams>,
+    /// The decoder, for encoder-decoders (the fields above describe the encoder).
+    pub decoder: Option<DecoderConfig>,
 }
 
 impl ModelConfig {
@@ -135,11 +169,12 @@ impl ModelConfig {
             "distilbert" => Family::DistilBert,
             "electra" => Family::Electra,
             "gpt2" => Family::Gpt2,
+            "bart" => Family::Bart,
             "" => return Err(ModelError::Config("config.json has no model_type".into())),
             other => {
                 return Err(ModelError::Unsupported(format!(
                     "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
-                     xlm-roberta, camembert, distilbert, electra, gpt2)"
+                     xlm-roberta, camembert, distilbert, electra, gpt2, bart)"
                 )));
             }
         };
@@ -150,6 +185,14 @@ impl ModelConfig {
             .unwrap_or_else(|| model_type.clone());
         let head = if family == Family::Gpt2 {
             Head::CausalLm
+        } else if family == Family::Bart {
+            if architecture != "BartForConditionalGeneration" {
+                return Err(ModelError::Unsupported(format!(
+                    "BART architecture `{architecture}` is not supported \
+                     (BartForConditionalGeneration only: BARTScore reads its language-model head)"
+                )));
+            }
+            Head::Seq2SeqLm
         } else if architecture.ends_with("ForMaskedLM") {
             Head::MaskedLm
         } else if architecture.ends_with("ForSequenceClassification") {
@@ -181,7 +224,7 @@ impl ModelConfig {
                 "sinusoidal DistilBERT positions are not supported".into(),
             ));
         }
-        let has_lm_head = matches!(head, Head::MaskedLm | Head::CausalLm);
+        let has_lm_head = matches!(head, Head::MaskedLm | Head::CausalLm | Head::Seq2SeqLm);
         if raw.tie_word_embeddings == Some(false) && has_lm_head {
             return Err(ModelError::Unsupported(
                 "untied output embeddings are not supported".into(),
@@ -190,7 +233,19 @@ impl ModelConfig {
         let need = |v: Option<usize>, name: &str| {
             v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
         };
-        let hidden_size = need(raw.hidden_size, "hidden_size")?;
+        let bart = family == Family::Bart;
+        if bart && (raw.add_final_layer_norm == Some(true) || raw.normalize_before == Some(true)) {
+            return Err(ModelError::Unsupported(
+                "pre-norm BART variants (mBART's normalize_before, add_final_layer_norm) are \
+                 not supported"
+                    .into(),
+            ));
+        }
+        let hidden_size = if bart {
+            need(raw.d_model, "d_model")?
+        } else {
+            need(raw.hidden_size, "hidden_size")?
+        };
         // BLEURT projects whenever it names an embedding size; ELECTRA only
         // when the embeddings are narrower than the layers.
         let embedding_size = match family {
@@ -245,7 +300,7 @@ impl ModelConfig {
         }
         let pad_token_id = match raw.pad_token_id {
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as u32,
-            _ if family == Family::Roberta => 1,
+            _ if matches!(family, Family::Roberta | Family::Bart) => 1,
             _ => 0,
         };
         let config = Self {
@@ -255,22 +310,45 @@ impl ModelConfig {
             vocab_size: need(raw.vocab_size, "vocab_size")?,
             hidden_size,
             embedding_size,
-            num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
-            num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
-            intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
+            num_layers: if bart {
+                need(raw.encoder_layers, "encoder_layers")?
+            } else {
+                need(raw.num_hidden_layers, "num_hidden_layers")?
+            },
+            num_heads: if bart {
+                need(raw.encoder_attention_heads, "encoder_attention_heads")?
+            } else {
+                need(raw.num_attention_heads, "num_attention_heads")?
+            },
+            intermediate_size: if bart {
+                need(raw.encoder_ffn_dim, "encoder_ffn_dim")?
+            } else {
+                raw.intermediate_size.unwrap_or(4 * hidden_size)
+            },
             max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
             type_vocab_size: match family {
-                Family::DistilBert | Family::Gpt2 => 0,
+                Family::DistilBert | Family::Gpt2 | Family::Bart => 0,
                 _ => raw.type_vocab_size.unwrap_or(2),
             },
             layer_norm_eps: raw.layer_norm_eps.unwrap_or(match family {
-                Family::Gpt2 => 1e-5,
+                Family::Gpt2 | Family::Bart => 1e-5,
                 _ => 1e-12,
             }),
             activation,
             pad_token_id,
             labels,
             comet: None,
+            decoder: if bart {
+                Some(DecoderConfig {
+                    num_layers: need(raw.decoder_layers, "decoder_layers")?,
+                    num_heads: need(raw.decoder_attention_heads, "decoder_attention_heads")?,
+                    intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
+                    start_token_id: raw.decoder_start_token_id.unwrap_or(2),
+                    scale_embedding: raw.scale_embedding.unwrap_or(false),
+                })
+            } else {
+                None
+            },
         };
         config.check()?;
         Ok(config)
@@ -297,7 +375,16 @@ impl ModelConfig {
             ("intermediate_size", self.intermediate_size),
             ("max_position_embeddings", self.max_positions),
         ];
-        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+        let decoder = self
+            .decoder
+            .as_ref()
+            .map_or([1; 3], |d| [d.num_layers, d.num_heads, d.intermediate_size]);
+        let mut positive = positive.into_iter().chain([
+            ("decoder_layers", decoder[0]),
+            ("decoder_attention_heads", decoder[1]),
+            ("decoder_ffn_dim", decoder[2]),
+        ]);
+        if let Some((field, _)) = positive.find(|(_, v)| *v == 0) {
             return Err(ModelError::Config(format!(
                 "{field} is 0 in config.json: a model needs at least one"
             )));
@@ -306,6 +393,14 @@ impl ModelConfig {
             return Err(ModelError::Config(format!(
                 "num_attention_heads ({}) does not divide hidden_size ({}) in config.json",
                 self.num_heads, self.hidden_size
+            )));
+        }
+        if let Some(d) = &self.decoder
+            && !self.hidden_size.is_multiple_of(d.num_heads)
+        {
+            return Err(ModelError::Config(format!(
+                "decoder_attention_heads ({}) does not divide d_model ({}) in config.json",
+                d.num_heads, self.hidden_size
             )));
         }
         if self.family == Family::Roberta && self.max_tokens() < 3 {

@@ -148,7 +148,7 @@ impl Gpt2Model {
 }
 
 /// `[1, 1, l, l]`: 0 on and below the diagonal, a large negative above.
-fn causal_bias(l: usize, device: &Device) -> Tensor<4> {
+pub(crate) fn causal_bias(l: usize, device: &Device) -> Tensor<4> {
     let values: Vec<f32> = (0..l * l)
         .map(|i| if i % l > i / l { -1e30 } else { 0.0 })
         .collect();

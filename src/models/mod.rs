@@ -1,14 +1,15 @@
 //! Pretrained language models on burn: Hugging Face checkpoints (BERT
-//! family, GPT-2) loaded from bytes, optionally int8-quantized, run on the
+//! family, GPT-2, BART) loaded from bytes, optionally int8-quantized, run on the
 //! CPU (burn-flex) or, in the browser, on WebGPU.
 //!
 //! - [`config`]: `config.json` into [`ModelConfig`];
-//! - [`bert`], [`gpt2`]: the architectures, module trees mirroring the checkpoints;
+//! - [`bert`], [`gpt2`], [`bart`]: the architectures, module trees mirroring the checkpoints;
 //! - [`comet`]: COMET's estimators on a BERT-family encoder (hparams.yaml + Lightning checkpoint);
 //! - [`weights`]: safetensors (sharded too) and prepared `.bpk` files, quantization;
 //! - [`tokenizer`]: `tokenizer.json` through the `tokenizers` crate;
 //! - [`registry`]: the default checkpoint of each metric.
 
+pub mod bart;
 pub mod bert;
 pub mod comet;
 pub mod config;
@@ -127,6 +128,8 @@ pub enum Network {
     Gpt2(gpt2::Gpt2Model),
     /// A COMET estimator on its encoder.
     Comet(comet::CometModel),
+    /// A BART encoder-decoder.
+    Bart(bart::BartModel),
 }
 
 /// A loaded model: its config, tokenizer and network on one device.
@@ -190,6 +193,8 @@ impl Plm {
             Network::Bert(m) => m.forward(&batch).hidden_states,
             Network::Gpt2(m) => m.forward(&batch).hidden_states,
             Network::Comet(m) => m.encoder.forward(&batch).hidden_states,
+            // An encoder-decoder's hidden states are its encoder's.
+            Network::Bart(m) => m.encode(&batch),
         };
         Ok(ForwardOutput {
             hidden_states,
@@ -210,7 +215,7 @@ impl Plm {
     pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Gpt2(m) => Ok(m.lm_logits(last_hidden(out))),
-            Network::Bert(_) | Network::Comet(_) => {
+            Network::Bert(_) | Network::Comet(_) | Network::Bart(_) => {
                 Err(self.missing_head("causal language-model head"))
             }
         }
@@ -221,7 +226,7 @@ impl Plm {
     pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.mlm_logits(hidden),
-            Network::Gpt2(_) | Network::Comet(_) => None,
+            Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) => None,
         }
         .ok_or_else(|| self.missing_head("masked-LM head"))
     }
@@ -230,9 +235,44 @@ impl Plm {
     pub fn class_logits(&self, out: &ForwardOutput) -> Result<Tensor<2>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.class_logits(last_hidden(out)),
-            Network::Gpt2(_) | Network::Comet(_) => None,
+            Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) => None,
         }
         .ok_or_else(|| self.missing_head("sequence-classification head"))
+    }
+
+    /// An encoder-decoder's next-token logits `[batch, target tokens,
+    /// vocab]`: `sources[i]` encoded, `decoder_inputs[i]` decoded against
+    /// it (both already tokenized and within the model's limit).
+    pub fn seq2seq_logits(
+        &self,
+        sources: &[Vec<u32>],
+        decoder_inputs: &[Vec<u32>],
+    ) -> Result<Tensor<3>, ModelError> {
+        let Network::Bart(m) = &self.network else {
+            return Err(self.missing_head("encoder-decoder language-model head"));
+        };
+        let limit = self.config.max_tokens();
+        let all = sources.iter().chain(decoder_inputs);
+        if let Some(long) = all.clone().find(|s| s.len() > limit) {
+            return Err(ModelError::Unsupported(format!(
+                "{} tokens exceed {}'s limit of {limit}",
+                long.len(),
+                self.name
+            )));
+        }
+        if sources.len() != decoder_inputs.len()
+            || sources.is_empty()
+            || all.clone().any(Vec::is_empty)
+        {
+            return Err(ModelError::Unsupported("empty input sequence".into()));
+        }
+        let memory_batch = Batch::new(sources, &self.config, &self.device);
+        let memory = m
+            .encode(&memory_batch)
+            .pop()
+            .expect("an encoder returns its output");
+        let targets = Batch::new(decoder_inputs, &self.config, &self.device);
+        Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.pad_bias)))
     }
 }
 

@@ -69,7 +69,7 @@ pub fn models() -> Vec<RegistryModel> {
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
-/// `comet`, `comet-qe`, `bleurt`).
+/// `comet`, `comet-qe`, `bleurt`, `bartscore`).
 pub fn default_for(metric: &str) -> Option<RegistryModel> {
     models()
         .into_iter()
@@ -98,6 +98,7 @@ mod tests {
             "comet",
             "comet-qe",
             "bleurt",
+            "bartscore",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }
@@ -115,6 +116,10 @@ mod tests {
         let bleurt = default_for("bleurt").unwrap();
         assert_eq!(bleurt.id, "lucadiliello/BLEURT-20-D6");
         assert!(bleurt.files.iter().any(|f| f == "spm.model"));
+        assert_eq!(
+            default_for("bartscore").unwrap().id,
+            "facebook/bart-large-cnn"
+        );
         // MAUVE keeps GPT-2 as its default; ELECTRA is listed after it.
         assert_eq!(default_for("mauve").unwrap().id, "gpt2");
         assert!(find("google/electra-large-discriminator").is_some());

@@ -113,6 +113,36 @@ impl LmTokenizer {
         })
     }
 
+    /// RoBERTa's and BART's byte-level BPE from a hub repository's
+    /// `vocab.json` and `merges.txt` (for repositories without a
+    /// `tokenizer.json`), as `RobertaTokenizerFast` / `BartTokenizerFast`
+    /// convert them: GPT-2's pipeline with `<s> A </s>` added and `<s>`,
+    /// `<pad>`, `</s>`, `<unk>`, `<mask>` as special tokens.
+    pub fn roberta_bpe(vocab_json: &str, merges_txt: &str) -> Result<Self, TokenizerError> {
+        let mut tok = Self::gpt2(vocab_json, merges_txt)?;
+        let id = |t: &str| {
+            tok.inner
+                .token_to_id(t)
+                .ok_or_else(|| TokenizerError(format!("vocab.json has no {t}")))
+        };
+        let (bos, eos) = (id("<s>")?, id("</s>")?);
+        tok.inner.with_post_processor(Some(
+            tokenizers::processors::roberta::RobertaProcessing::new(
+                ("</s>".into(), eos),
+                ("<s>".into(), bos),
+            )
+            .trim_offsets(true)
+            .add_prefix_space(false),
+        ));
+        let specials = ["<s>", "<pad>", "</s>", "<unk>"].map(|t| AddedToken::from(t, true));
+        tok.inner.add_special_tokens(specials).map_err(err)?;
+        tok.inner
+            .add_special_tokens([AddedToken::from("<mask>", true).lstrip(true)])
+            .map_err(err)?;
+        tok.name = "vocab.json".into();
+        Ok(tok)
+    }
+
     /// GPT-2's byte-level BPE from `encoder.json` and `vocab.bpe`.
     pub fn gpt2(encoder_json: &str, vocab_bpe: &str) -> Result<Self, TokenizerError> {
         let vocab: std::collections::HashMap<String, u32> =

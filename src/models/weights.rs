@@ -19,7 +19,7 @@ use burn::tensor::{DType, Device, Tensor};
 use super::comet::{CometHparams, CometModel};
 use super::config::{Family, ModelConfig};
 use super::tokenizer::LmTokenizer;
-use super::{ModelError, Network, Plm, bert, gpt2};
+use super::{ModelError, Network, Plm, bart, bert, gpt2};
 
 /// Weight precision a model runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -168,8 +168,24 @@ impl ModelFiles {
             .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
         let tokenizer = path.join("tokenizer.json");
         let spm = path.join("spm.model");
+        let (vocab, merges) = (path.join("vocab.json"), path.join("merges.txt"));
         let tokenizer_json = if tokenizer.is_file() {
             Some(read(&tokenizer)?)
+        } else if vocab.is_file() && merges.is_file() {
+            let text = |p: &std::path::Path| {
+                String::from_utf8(read(p)?)
+                    .map_err(|_| ModelError::Config(format!("{} is not UTF-8", p.display())))
+            };
+            // GPT-2's own pair, or RoBERTa's and BART's (with <s> and </s> added).
+            let gpt2 = ModelConfig::from_json(&config_json).is_ok_and(|c| c.family == Family::Gpt2);
+            let (v, m) = (text(&vocab)?, text(&merges)?);
+            let tok = if gpt2 {
+                LmTokenizer::gpt2(&v, &m)
+            } else {
+                LmTokenizer::roberta_bpe(&v, &m)
+            }
+            .map_err(|e| ModelError::Config(format!("vocab.json and merges.txt: {e}")))?;
+            Some(tok.to_json()?.into_bytes())
         } else if spm.is_file() {
             let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();
             Some(sentencepiece_tokenizer_json(
@@ -436,7 +452,7 @@ struct Int8Mapper {
 }
 
 /// Modules whose `weight` is a linear projection.
-const PROJECTIONS: [&str; 10] = [
+const PROJECTIONS: [&str; 16] = [
     "query",
     "key",
     "value",
@@ -447,10 +463,23 @@ const PROJECTIONS: [&str; 10] = [
     "c_attn",
     "c_proj",
     "c_fc",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "out_proj",
+    "fc1",
+    "fc2",
 ];
 
 /// Modules whose `weight` is a lookup table.
-const LOOKUPS: [&str; 4] = ["word_embeddings", "position_embeddings", "wte", "wpe"];
+const LOOKUPS: [&str; 6] = [
+    "word_embeddings",
+    "position_embeddings",
+    "wte",
+    "wpe",
+    "shared",
+    "embed_positions",
+];
 
 impl ModuleMapper for Int8Mapper {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
@@ -504,6 +533,7 @@ macro_rules! each_network {
             Network::Bert($m) => Network::Bert($body),
             Network::Gpt2($m) => Network::Gpt2($body),
             Network::Comet($m) => Network::Comet($body),
+            Network::Bart($m) => Network::Bart($body),
         }
     };
 }
@@ -528,6 +558,7 @@ impl Network {
         let mut network = match (&config.comet, config.family) {
             (Some(hparams), _) => Network::Comet(CometModel::new(config, hparams, device)),
             (None, Family::Gpt2) => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
+            (None, Family::Bart) => Network::Bart(bart::BartModel::new(config, device)),
             (None, _) => Network::Bert(bert::BertModel::new(config, device)),
         };
         if stored == Precision::Int8 && precision == Precision::F32 {
@@ -580,6 +611,7 @@ impl Network {
                 Network::Bert(m) => load_safetensors(m, shards, &bert::checkpoint_key_map(family)),
                 Network::Gpt2(m) => load_safetensors(m, shards, &gpt2::checkpoint_key_map()),
                 Network::Comet(m) => load_safetensors(m, shards, &comet_map()),
+                Network::Bart(m) => load_safetensors(m, shards, &bart::checkpoint_key_map()),
             },
             #[cfg(not(target_arch = "wasm32"))]
             WeightSource::Torch {
@@ -593,6 +625,9 @@ impl Network {
                 Network::Gpt2(m) => {
                     load_torch(m, &path, state_dict_key, &gpt2::checkpoint_key_map())
                 }
+                Network::Bart(m) => {
+                    load_torch(m, &path, state_dict_key, &bart::checkpoint_key_map())
+                }
             },
             WeightSource::Burnpack(bytes) => {
                 let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)));
@@ -600,6 +635,7 @@ impl Network {
                     Network::Bert(m) => m.load_from(&mut store),
                     Network::Gpt2(m) => m.load_from(&mut store),
                     Network::Comet(m) => m.load_from(&mut store),
+                    Network::Bart(m) => m.load_from(&mut store),
                 }
                 .map_err(|e| ModelError::Weights(format!("prepared model: {e}")))?;
                 if let Some(e) = result.errors.first() {
@@ -708,6 +744,7 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
         Network::Bert(m) => m.save_into(&mut store),
         Network::Gpt2(m) => m.save_into(&mut store),
         Network::Comet(m) => m.save_into(&mut store),
+        Network::Bart(m) => m.save_into(&mut store),
     }
     .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;
     let bytes = store

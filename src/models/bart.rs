@@ -1,0 +1,275 @@
+//! BART: a post-norm transformer encoder-decoder with learned positions
+//! (offset by 2, as fairseq numbered them), a layer norm on the embeddings
+//! of each stack (`layernorm_embedding`), and a language-model head tied to
+//! the shared token embeddings plus `final_logits_bias`.
+//!
+//! Module names mirror the Hugging Face checkpoint
+//! (`model.encoder.layers.N.self_attn.q_proj`...), so loading only drops the
+//! `model.` prefix; the tied `embed_tokens` and `lm_head` copies are left
+//! over.
+
+use burn::module::{Module, Param};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::{Device, Int, Tensor};
+
+use super::config::{Activation, ModelConfig};
+use super::gpt2::causal_bias;
+use super::{Batch, activate};
+use crate::models::bert::{attend, split_heads};
+
+/// fairseq's learned positions start at 2 (0 and 1 were padding's).
+pub const POSITION_OFFSET: i64 = 2;
+
+/// Multi-head attention: self-attention when `memory` is the input,
+/// cross-attention when it is the encoder's output.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// Query projection.
+    pub q_proj: Linear,
+    /// Key projection.
+    pub k_proj: Linear,
+    /// Value projection.
+    pub v_proj: Linear,
+    /// Output projection.
+    pub out_proj: Linear,
+    /// Number of heads.
+    pub num_heads: usize,
+}
+
+/// One post-norm encoder layer.
+#[derive(Module, Debug)]
+pub struct EncoderLayer {
+    /// Self-attention.
+    pub self_attn: Attention,
+    /// Norm after the attention residual.
+    pub self_attn_layer_norm: LayerNorm,
+    /// Feed-forward up projection.
+    pub fc1: Linear,
+    /// Feed-forward down projection.
+    pub fc2: Linear,
+    /// Norm after the feed-forward residual.
+    pub final_layer_norm: LayerNorm,
+    /// Feed-forward activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// One post-norm decoder layer: causal self-attention, cross-attention to
+/// the encoder, feed-forward.
+#[derive(Module, Debug)]
+pub struct DecoderLayer {
+    /// Causal self-attention.
+    pub self_attn: Attention,
+    /// Norm after the self-attention residual.
+    pub self_attn_layer_norm: LayerNorm,
+    /// Attention to the encoder output.
+    pub encoder_attn: Attention,
+    /// Norm after the cross-attention residual.
+    pub encoder_attn_layer_norm: LayerNorm,
+    /// Feed-forward up projection.
+    pub fc1: Linear,
+    /// Feed-forward down projection.
+    pub fc2: Linear,
+    /// Norm after the feed-forward residual.
+    pub final_layer_norm: LayerNorm,
+    /// Feed-forward activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// One stack's positions, embedding norm and layers.
+#[derive(Module, Debug)]
+pub struct Stack<L: Module> {
+    /// Learned positions (`max_position_embeddings + 2` rows).
+    pub embed_positions: Embedding,
+    /// Norm of the summed embeddings.
+    pub layernorm_embedding: LayerNorm,
+    /// Layers.
+    pub layers: Vec<L>,
+}
+
+/// BART with its tied language-model head.
+#[derive(Module, Debug)]
+pub struct BartModel {
+    /// Token embeddings shared by both stacks and the output projection.
+    pub shared: Embedding,
+    /// The encoder.
+    pub encoder: Stack<EncoderLayer>,
+    /// The decoder.
+    pub decoder: Stack<DecoderLayer>,
+    /// Added to the output logits, `[1, vocab]`.
+    pub final_logits_bias: Param<Tensor<2>>,
+    /// sqrt(hidden) when `scale_embedding`, else 1.
+    #[module(skip)]
+    pub embed_scale: f32,
+}
+
+fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
+    LinearConfig::new(d_in, d_out).init(device)
+}
+
+fn attention(h: usize, heads: usize, device: &Device) -> Attention {
+    Attention {
+        q_proj: linear(h, h, device),
+        k_proj: linear(h, h, device),
+        v_proj: linear(h, h, device),
+        out_proj: linear(h, h, device),
+        num_heads: heads,
+    }
+}
+
+impl BartModel {
+    /// The module tree for `config` (which must describe an encoder-decoder),
+    /// weights fresh until a checkpoint loads.
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        let decoder = config
+            .decoder
+            .as_ref()
+            .expect("a BART config has a decoder");
+        let h = config.hidden_size;
+        let norm = || {
+            LayerNormConfig::new(h)
+                .with_epsilon(config.layer_norm_eps)
+                .init(device)
+        };
+        let positions = || EmbeddingConfig::new(config.max_positions + 2, h).init(device);
+        let encoder_layers = (0..config.num_layers)
+            .map(|_| EncoderLayer {
+                self_attn: attention(h, config.num_heads, device),
+                self_attn_layer_norm: norm(),
+                fc1: linear(h, config.intermediate_size, device),
+                fc2: linear(config.intermediate_size, h, device),
+                final_layer_norm: norm(),
+                activation: config.activation,
+            })
+            .collect();
+        let decoder_layers = (0..decoder.num_layers)
+            .map(|_| DecoderLayer {
+                self_attn: attention(h, decoder.num_heads, device),
+                self_attn_layer_norm: norm(),
+                encoder_attn: attention(h, decoder.num_heads, device),
+                encoder_attn_layer_norm: norm(),
+                fc1: linear(h, decoder.intermediate_size, device),
+                fc2: linear(decoder.intermediate_size, h, device),
+                final_layer_norm: norm(),
+                activation: config.activation,
+            })
+            .collect();
+        Self {
+            shared: EmbeddingConfig::new(config.vocab_size, h).init(device),
+            encoder: Stack {
+                embed_positions: positions(),
+                layernorm_embedding: norm(),
+                layers: encoder_layers,
+            },
+            decoder: Stack {
+                embed_positions: positions(),
+                layernorm_embedding: norm(),
+                layers: decoder_layers,
+            },
+            final_logits_bias: Param::from_tensor(Tensor::zeros([1, config.vocab_size], device)),
+            embed_scale: if decoder.scale_embedding {
+                (h as f32).sqrt()
+            } else {
+                1.0
+            },
+        }
+    }
+
+    fn embed<L: Module>(
+        &self,
+        stack: &Stack<L>,
+        ids: Tensor<2, Int>,
+        positions: Tensor<2, Int>,
+    ) -> Tensor<3> {
+        let tokens = self.shared.forward(ids).mul_scalar(self.embed_scale);
+        let x = tokens
+            + stack
+                .embed_positions
+                .forward(positions.add_scalar(POSITION_OFFSET));
+        stack.layernorm_embedding.forward(x)
+    }
+
+    /// Runs the encoder over a right-padded batch: the embeddings' output
+    /// then every layer's (`num_layers + 1` tensors, as transformers'
+    /// `encoder_hidden_states`).
+    pub fn encode(&self, batch: &Batch) -> Vec<Tensor<3>> {
+        let mut x = self.embed(&self.encoder, batch.ids.clone(), batch.positions.clone());
+        let mut hidden_states = Vec::with_capacity(self.encoder.layers.len() + 1);
+        for layer in &self.encoder.layers {
+            hidden_states.push(x.clone());
+            x = layer.forward(x, batch.pad_bias.clone());
+        }
+        hidden_states.push(x);
+        hidden_states
+    }
+
+    /// The decoder's last hidden state `[batch, target tokens, hidden]` for
+    /// the decoder inputs in `targets`, attending to `memory` (the encoder's
+    /// output for a batch whose padding `memory_bias` hides). Padding at the
+    /// end of a target needs no mask: no real token attends to a later one.
+    pub fn decode(&self, targets: &Batch, memory: Tensor<3>, memory_bias: Tensor<4>) -> Tensor<3> {
+        let mut x = self.embed(
+            &self.decoder,
+            targets.ids.clone(),
+            targets.positions.clone(),
+        );
+        let [_, t] = targets.ids.dims();
+        let causal = causal_bias(t, &x.device());
+        for layer in &self.decoder.layers {
+            x = layer.forward(x, causal.clone(), memory.clone(), memory_bias.clone());
+        }
+        x
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
+    /// as the output projection, plus `final_logits_bias`.
+    pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        let [_, vocab] = self.final_logits_bias.dims();
+        hidden.matmul(self.shared.weight.val().transpose().unsqueeze())
+            + self.final_logits_bias.val().reshape([1, 1, vocab])
+    }
+}
+
+impl Attention {
+    fn forward(&self, x: Tensor<3>, memory: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let heads = self.num_heads;
+        let q = split_heads(self.q_proj.forward(x), heads);
+        let k = split_heads(self.k_proj.forward(memory.clone()), heads);
+        let v = split_heads(self.v_proj.forward(memory), heads);
+        self.out_proj.forward(attend(q, k, v, bias))
+    }
+}
+
+impl EncoderLayer {
+    fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let attended = self.self_attn.forward(x.clone(), x.clone(), bias);
+        let x = self.self_attn_layer_norm.forward(x + attended);
+        let inner = activate(self.fc1.forward(x.clone()), self.activation);
+        self.final_layer_norm.forward(x + self.fc2.forward(inner))
+    }
+}
+
+impl DecoderLayer {
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        causal: Tensor<4>,
+        memory: Tensor<3>,
+        memory_bias: Tensor<4>,
+    ) -> Tensor<3> {
+        let attended = self.self_attn.forward(x.clone(), x.clone(), causal);
+        let x = self.self_attn_layer_norm.forward(x + attended);
+        let crossed = self.encoder_attn.forward(x.clone(), memory, memory_bias);
+        let x = self.encoder_attn_layer_norm.forward(x + crossed);
+        let inner = activate(self.fc1.forward(x.clone()), self.activation);
+        self.final_layer_norm.forward(x + self.fc2.forward(inner))
+    }
+}
+
+/// Key renames from BART checkpoints to this module tree. The tied copies
+/// (`model.encoder.embed_tokens`, `model.decoder.embed_tokens`,
+/// `lm_head`) are left over.
+pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
+    vec![(r"^model\.", "")]
+}

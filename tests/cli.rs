@@ -320,7 +320,8 @@ fn metrics_lists_the_registry_as_json() {
             "bartscore-p",
             "bartscore-r",
             "bartscore-f",
-            "bartscore-faithful"
+            "bartscore-faithful",
+            "moverscore"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -1,8 +1,8 @@
 // Live model-based scores for the pair being edited, once language models
 // are loaded: BERTScore (with a token-alignment heatmap), GPT-PPL (with a
 // per-token surprisal bar under the hypothesis), MLM-PPL, MENLI (entailment,
-// neutral and contradiction probabilities per direction), COMET, COMET-QE
-// and BLEURT. Each card lists the
+// neutral and contradiction probabilities per direction), COMET, COMET-QE,
+// BLEURT and BARTScore (with each target token's log-likelihood). Each card lists the
 // loaded models that can run its metric and says where the chosen one runs.
 //
 // Every number comes from the core's metric engine (`scoreModel`, the same
@@ -30,6 +30,8 @@ const CARDS = {
   comet: { needs: "comet", draw: drawLearned, clear: () => {} },
   "comet-qe": { needs: "comet-qe", draw: drawLearned, clear: () => {} },
   bleurt: { needs: "bleurt", draw: drawLearned, clear: () => {} },
+  bartscore: { needs: "bartscore-f", draw: drawBartScore, clear: () => {} },
+  moverscore: { needs: "moverscore", draw: drawMoverScore, clear: () => {} },
 };
 
 /** What a learned metric's number means, shown on its card. */
@@ -37,6 +39,8 @@ const ABOUT = {
   comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
   "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
   bleurt: "A BERT-style encoder fine-tuned on human judgements reads the reference and the hypothesis together, as one input, and outputs one number. Higher is better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of the reference), but the scale is not bounded. The source box is ignored.",
+  moverscore: "Each text's tokens become points (the encoder's last layer, normalised); MoverScore is 1 minus the least total distance needed to move the reference's tokens onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. Subword pieces and punctuation carry no weight; [CLS] and [SEP] do, as in the released code (moverscore_v2). Here every token weighs the same: idf needs a set of texts (the CLI's --idf).",
+  bartscore: "BART reads one text and scores how likely the other is, token by token: the mean log-probability in nats (0 would be certain; closer to 0 is better). Precision: the hypothesis given the reference; recall: the reference given the hypothesis; F: their plain average (as the released code computes it); faithfulness: the hypothesis given the source (fill in the source box). Several references: P and R are averaged over them.",
 };
 
 /** What each learned metric reads, for its card's detail line. */
@@ -75,9 +79,9 @@ function card(slot) {
     <div class="plm-detail" data-role="detail"></div>
     <div class="delta message" data-role="message"></div>
     <details><summary>Signature</summary><code data-role="signature"></code></details>`;
-  // BERTScore's card shows all three parts: its title drops the part's letter.
-  el.querySelector("h3").textContent = slot === "bertscore" ? metric.name.replace(/ F1$/, "") : metric.name;
-  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI", regression: "learned" }[metric.scale] ?? metric.scale;
+  // BERTScore's and BARTScore's cards show every part: their titles drop the part's letter.
+  el.querySelector("h3").textContent = slot === "bertscore" || slot === "bartscore" ? metric.name.replace(/ F1?$/, "") : metric.name;
+  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI", regression: "learned", loglikelihood: "log-likelihood" }[metric.scale] ?? metric.scale;
   if (ABOUT[slot]) {
     const about = document.createElement("p");
     about.className = "muted plm-about";
@@ -124,6 +128,10 @@ function addOptions(slot, box) {
     check("rescale", "rescale with baseline", "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)");
   } else if (slot === "gpt-ppl") {
     check("bos", "score the first token after &lt;|endoftext|&gt;");
+  } else if (slot === "bartscore") {
+    const names = { p: "P: reference → hypothesis", r: "R: hypothesis → reference", f: "F: (P + R) / 2", faithful: "faithfulness: source → hypothesis" };
+    select("part", "Score", choices.bartscoreParts.map((p) => [p, names[p] ?? p]));
+    box.querySelector('[data-role="part"]').value = "f";
   }
 }
 
@@ -134,6 +142,7 @@ function spec(slot, el) {
   base.model = models.get(runs[slot].handle).name;
   if (slot === "bertscore") Object.assign(base, { idf: get("idf").checked, rescale: get("rescale").checked });
   if (slot === "gpt-ppl") base.bos = get("bos").checked;
+  if (slot === "bartscore") base.part = get("part").value;
   if (slot === "menli") {
     base.task = get("task").value;
     if (get("formula").value) base.formula = get("formula").value;
@@ -432,6 +441,81 @@ function drawLearned(el, v, scored, base) {
   el.querySelector('[data-role="message"]').textContent = part(score, "truncated")
     ? v.spec.metric === "bleurt" ? "the pair was longer than the model reads: the longer text was cut" : "a text was cut to the encoder's limit"
     : "";
+}
+
+// --- MoverScore ------------------------------------------------------------
+
+function drawMoverScore(el, v, scored, base) {
+  const { score, detail } = scored;
+  setValue(el, score.value, score.value.toFixed(4));
+  showDelta(el, score.value, base, 4);
+  const moved = detail.flow.reduce((a, b) => a + b, 0);
+  el.querySelector('[data-role="parts"]').textContent = `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's limit" : "";
+  // The transport plan: rows are reference tokens, columns hypothesis tokens; darker = more mass moved.
+  const n = detail.refTokens.length, m = detail.hypTokens.length, cell = 16;
+  const top = 8 + 7 * Math.max(...detail.hypTokens.map((t) => t.length), 4);
+  const left = 8 + 7 * Math.max(...detail.refTokens.map((t) => t.length), 4);
+  const most = Math.max(...detail.flow, 1e-12);
+  const parts = [];
+  const label = (x, y, extra, text, mass) =>
+    parts.push(`<text x="${x}" y="${y}" ${extra} class="${mass > 0 ? "tok" : "tok special"}" data-mass="${mass}">${escapeXml(text)}<title>mass ${mass.toFixed(4)}</title></text>`);
+  detail.hypTokens.forEach((t, j) => {
+    const x = left + j * cell + cell / 2;
+    label(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, t, detail.hypMass[j]);
+  });
+  detail.refTokens.forEach((t, i) => {
+    const y = top + i * cell;
+    label(left - 4, y + cell * 0.7, 'text-anchor="end"', t, detail.refMass[i]);
+    for (let j = 0; j < m; j++) {
+      const f = detail.flow[i * m + j];
+      // Sequential blue scale (colour-blind safe).
+      const shade = Math.round(255 - 200 * (f / most));
+      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="rgb(${shade},${Math.min(255, shade + 20)},255)" data-flow="${f}"><title>${escapeXml(t)} → ${escapeXml(detail.hypTokens[j])}: ${f.toFixed(4)}</title></rect>`);
+    }
+  });
+  const wrap = document.createElement("div");
+  wrap.className = "heatmap";
+  wrap.dataset.role = "flow";
+  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens">${parts.join("")}</svg>`;
+  const note = document.createElement("p");
+  note.className = "muted";
+  note.textContent = `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
+  wrap.append(note);
+  el.querySelector('[data-role="detail"]').replaceChildren(wrap);
+}
+
+// --- BARTScore -------------------------------------------------------------
+
+function drawBartScore(el, v, scored, base) {
+  const { score, detail } = scored;
+  setValue(el, score.value, score.value.toFixed(4));
+  showDelta(el, score.value, base, 4);
+  const shown = [["precision", "P"], ["recall", "R"], ["f", "F"], ["faithful", "faithfulness"]]
+    .filter(([n]) => part(score, n) !== undefined)
+    .map(([n, label]) => `${label} ${part(score, n).toFixed(4)}`);
+  el.querySelector('[data-role="parts"]').textContent = `${shown.join(" · ")} · ${v.elapsedMs.toFixed(0)} ms`;
+  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's 1024 positions" : "";
+  // The target's tokens, shaded by how unlikely BART found each (sequential orange, colour-blind safe).
+  const worst = Math.max(...detail.tokens.map(([, lp]) => -lp), 1);
+  const given = { hypothesis: v.spec.part === "faithful" ? "the source" : "the reference", reference: "the hypothesis" }[detail.target];
+  const label = document.createElement("span");
+  label.className = "muted surprisal-label";
+  label.textContent = `log-probability of each ${detail.target} token given ${given}${v.references > 1 && detail.target !== "hypothesis" ? " (reference 1)" : ""} (darker = less expected):`;
+  const chips = detail.tokens.map(([text, lp]) => {
+    const span = document.createElement("span");
+    span.className = "tok";
+    span.textContent = text;
+    span.dataset.logprob = String(lp);
+    span.style.background = `rgba(230, 159, 0, ${Math.max(0.05, -lp / worst).toFixed(3)})`;
+    span.title = `${JSON.stringify(text)}: ${lp.toFixed(2)} nats (p = ${Math.exp(lp).toPrecision(2)})`;
+    return span;
+  });
+  const bar = document.createElement("div");
+  bar.className = "surprisal";
+  bar.dataset.role = "token-logprobs";
+  bar.replaceChildren(label, ...chips);
+  el.querySelector('[data-role="detail"]').replaceChildren(bar);
 }
 
 /** Scores live once models are loaded (the "blindspot:model" event of models.js). */

@@ -23,6 +23,7 @@ use super::bertscore::{self, EmbeddingCache};
 use super::bleurt;
 use super::comet::{self, CometInput, SentenceCache};
 use super::menli::{self, NliProbs, Premise};
+use super::moverscore;
 use super::perplexity;
 use super::spec::{
     BartPart, BartScoreSpec, BertScoreSpec, MetricId, MetricSpec, ModelSlot, Part, SpecError,
@@ -130,6 +131,22 @@ pub enum Detail {
         tokens: Vec<(String, f64)>,
         /// Byte span of each token in the target (empty for `<s>`, `</s>`).
         spans: Vec<(usize, usize)>,
+        /// A text was cut to the model's limit.
+        truncated: bool,
+    },
+    /// MoverScore's transport plan.
+    #[serde(rename_all = "camelCase")]
+    Flow {
+        /// Reference tokens as the tokenizer spells them.
+        ref_tokens: Vec<String>,
+        /// Hypothesis tokens.
+        hyp_tokens: Vec<String>,
+        /// Each reference token's mass (0: removed).
+        ref_mass: Vec<f64>,
+        /// Each hypothesis token's mass.
+        hyp_mass: Vec<f64>,
+        /// Mass moved, row-major `[ref tokens, hyp tokens]`.
+        flow: Vec<f64>,
         /// A text was cut to the model's limit.
         truncated: bool,
     },
@@ -323,6 +340,10 @@ impl Engine {
                 MetricSpec::Bleurt { model } => {
                     let plm = self.store.model(ModelSlot::Bleurt, model.as_deref())?;
                     self.bleurt(spec, &plm, segments).await
+                }
+                MetricSpec::MoverScore { model, idf } => {
+                    let plm = self.store.model(ModelSlot::MoverScore, model.as_deref())?;
+                    self.moverscore(spec, &plm, *idf, segments).await
                 }
                 MetricSpec::BartScore(b) => Ok(self
                     .bartscore(&b.pass_key(), &[b.part], segments)
@@ -708,6 +729,71 @@ impl Engine {
             })
             .collect();
         Ok(Column::new(spec.clone(), scores, signature))
+    }
+}
+
+impl Engine {
+    async fn moverscore(
+        &self,
+        spec: &MetricSpec,
+        plm: &Plm,
+        idf: bool,
+        segments: &[Segment<'_>],
+    ) -> Result<Column, EngineError> {
+        let id = spec.id();
+        let mut pairs = Vec::with_capacity(segments.len());
+        for (i, s) in segments.iter().enumerate() {
+            match s.refs {
+                [] => {
+                    return Err(MetricError::MissingReference {
+                        metric: id.info().id,
+                        segment: i + 1,
+                    }
+                    .into());
+                }
+                [one] => pairs.push((*one, s.hyp)),
+                many => {
+                    return Err(EngineError::Input {
+                        metric: id,
+                        message: format!(
+                            "segment {} has {} references; MoverScore scores against one \
+                             (moverscore_v2 has no multi-reference mode): score each reference \
+                             separately",
+                            i + 1,
+                            many.len()
+                        ),
+                    });
+                }
+            }
+        }
+        let scored = moverscore::score(plm, &pairs, idf, &[])
+            .await
+            .map_err(model_error(plm))?;
+        let signature = moverscore::signature(&plm.name, idf, &plm.precision.to_string());
+        let scores = scored
+            .iter()
+            .map(|s| Score {
+                metric: id.info().id,
+                value: s.value,
+                parts: vec![part_of("truncated", f64::from(u8::from(s.truncated)))],
+                signature: signature.to_string(),
+            })
+            .collect();
+        let mut column = Column::new(spec.clone(), scores, signature);
+        if self.details {
+            column.details = scored
+                .into_iter()
+                .map(|s| Detail::Flow {
+                    ref_tokens: s.ref_tokens,
+                    hyp_tokens: s.hyp_tokens,
+                    ref_mass: s.ref_mass,
+                    hyp_mass: s.hyp_mass,
+                    flow: s.flow,
+                    truncated: s.truncated,
+                })
+                .collect();
+        }
+        Ok(column)
     }
 }
 

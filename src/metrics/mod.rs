@@ -20,6 +20,7 @@ pub mod comet;
 pub mod engine;
 pub mod mauve;
 pub mod menli;
+pub mod moverscore;
 pub mod perplexity;
 pub mod rouge;
 pub mod signature;
@@ -334,6 +335,15 @@ mod models_info {
         Scale::LogLikelihood,
         ModelKind::Seq2SeqLm,
         ModelSlot::BartScore,
+    );
+    pub static MOVERSCORE: MetricInfo = model(
+        "moverscore",
+        "MoverScore",
+        "MoverScore (v2): 1 minus the Earth mover's distance between the reference's and the hypothesis's token embeddings",
+        true,
+        Scale::Unit,
+        ModelKind::Encoder,
+        ModelSlot::MoverScore,
     );
     pub static BARTSCORE_FAITHFUL: MetricInfo = MetricInfo {
         needs_source: true,

@@ -127,6 +127,8 @@ pub enum MetricId {
     BartScoreF,
     /// BARTScore faithfulness (source -> hypothesis).
     BartScoreFaithful,
+    /// MoverScore (v2): 1 − the Earth mover's distance of token embeddings.
+    MoverScore,
 }
 
 named_enum!(
@@ -151,6 +153,7 @@ named_enum!(
         (BartScoreR, "bartscore-r"),
         (BartScoreF, "bartscore-f"),
         (BartScoreFaithful, "bartscore-faithful"),
+        (MoverScore, "moverscore"),
     ]
 );
 
@@ -177,6 +180,7 @@ impl MetricId {
             MetricId::BartScoreR => &m::BARTSCORE_R,
             MetricId::BartScoreF => &m::BARTSCORE_F,
             MetricId::BartScoreFaithful => &m::BARTSCORE_FAITHFUL,
+            MetricId::MoverScore => &m::MOVERSCORE,
         }
     }
 
@@ -208,6 +212,8 @@ pub enum ModelSlot {
     Bleurt,
     /// BARTScore's encoder-decoder.
     BartScore,
+    /// MoverScore's encoder.
+    MoverScore,
 }
 
 named_enum!(
@@ -223,6 +229,7 @@ named_enum!(
         (CometQe, "comet-qe"),
         (Bleurt, "bleurt"),
         (BartScore, "bartscore"),
+        (MoverScore, "moverscore"),
     ]
 );
 
@@ -450,6 +457,16 @@ pub enum MetricSpec {
     /// BARTScore P, R, F or faithfulness.
     #[serde(rename = "bartscore")]
     BartScore(BartScoreSpec),
+    /// MoverScore v2 on an encoder's last layer.
+    #[serde(rename = "moverscore")]
+    MoverScore {
+        /// Model (see [`BertScoreSpec::model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// idf weights over the set (references and hypotheses separately).
+        #[serde(default)]
+        idf: bool,
+    },
 }
 
 impl MetricSpec {
@@ -483,6 +500,7 @@ impl MetricSpec {
                 BartPart::F => MetricId::BartScoreF,
                 BartPart::Faithful => MetricId::BartScoreFaithful,
             },
+            MetricSpec::MoverScore { .. } => MetricId::MoverScore,
         }
     }
 
@@ -516,6 +534,7 @@ impl MetricSpec {
             MetricSpec::CometQe { model } => Some((ModelSlot::CometQe, model.as_deref())),
             MetricSpec::Bleurt { model } => Some((ModelSlot::Bleurt, model.as_deref())),
             MetricSpec::BartScore(b) => Some((ModelSlot::BartScore, b.model.as_deref())),
+            MetricSpec::MoverScore { model, .. } => Some((ModelSlot::MoverScore, model.as_deref())),
             _ => None,
         }
     }
@@ -526,6 +545,7 @@ impl MetricSpec {
     pub fn whole_set(&self) -> Option<&'static str> {
         match self {
             MetricSpec::BertScore(b) if b.idf => Some("BERTScore's idf weights"),
+            MetricSpec::MoverScore { idf: true, .. } => Some("MoverScore's idf weights"),
             MetricSpec::Menli(m) if m.combine.is_some() => Some("MENLI's min-max combination"),
             _ => None,
         }
@@ -557,7 +577,8 @@ pub struct Settings {
     pub models: BTreeMap<ModelSlot, String>,
     /// BERTScore layer (default: the registry's for the model, else the last).
     pub layer: Option<usize>,
-    /// BERTScore idf weights over the set's references.
+    /// idf weights over the set: BERTScore's over the references,
+    /// MoverScore's over the references and the hypotheses separately.
     pub idf: bool,
     /// BERTScore rescaled with the model's baseline.
     pub rescale: bool,
@@ -643,6 +664,10 @@ impl Settings {
             MetricId::BartScoreR => bartscore(BartPart::R),
             MetricId::BartScoreF => bartscore(BartPart::F),
             MetricId::BartScoreFaithful => bartscore(BartPart::Faithful),
+            MetricId::MoverScore => MetricSpec::MoverScore {
+                model: self.model(ModelSlot::MoverScore),
+                idf: self.idf,
+            },
         }
     }
 
@@ -687,7 +712,7 @@ mod tests {
             err.to_string(),
             "unknown metric 'bleurt-21' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
              bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe, bleurt, \
-             bartscore-p, bartscore-r, bartscore-f, bartscore-faithful)"
+             bartscore-p, bartscore-r, bartscore-f, bartscore-faithful, moverscore)"
         );
     }
 

@@ -69,7 +69,7 @@ pub fn models() -> Vec<RegistryModel> {
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
-/// `comet`, `comet-qe`, `bleurt`, `bartscore`).
+/// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`).
 pub fn default_for(metric: &str) -> Option<RegistryModel> {
     models()
         .into_iter()
@@ -99,6 +99,7 @@ mod tests {
             "comet-qe",
             "bleurt",
             "bartscore",
+            "moverscore",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }
@@ -122,7 +123,16 @@ mod tests {
         );
         // MAUVE keeps GPT-2 as its default; ELECTRA is listed after it.
         assert_eq!(default_for("mauve").unwrap().id, "gpt2");
-        assert!(find("google/electra-large-discriminator").is_some());
+        // bert_score's model2layers for the ELECTRA discriminators.
+        let layers: Vec<Option<usize>> = ["large", "base", "small"]
+            .iter()
+            .map(|s| {
+                find(&format!("google/electra-{s}-discriminator"))
+                    .unwrap()
+                    .layer
+            })
+            .collect();
+        assert_eq!(layers, [Some(14), Some(9), Some(11)]);
         let roberta = find("roberta-large").unwrap();
         assert_eq!(roberta.baselines[0].layer, 17);
         assert_eq!(roberta.baselines[0].prf[2], 0.83122575);

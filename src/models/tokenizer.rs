@@ -342,6 +342,12 @@ impl LmTokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The vocabulary entry of an id as the tokenizer spells it (`##ing`,
+    /// `Ġthe`), not decoded.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
     /// The padding token's id (`<pad>` or `[PAD]`), if the vocabulary has one.
     pub fn pad_id(&self) -> Option<u32> {
         ["<pad>", "[PAD]"].iter().find_map(|t| self.token_id(t))

@@ -80,7 +80,7 @@ pub fn metric_registry() -> Result<JsValue, JsError> {
 #[wasm_bindgen(js_name = metricChoices)]
 pub fn metric_choices() -> Result<JsValue, JsError> {
     use crate::metrics::menli::{Direction, Formula, Premise, Task};
-    use crate::metrics::spec::Part;
+    use crate::metrics::spec::{BartPart, Part};
     #[derive(Serialize)]
     struct TaskChoice {
         id: Task,
@@ -96,6 +96,7 @@ pub fn metric_choices() -> Result<JsValue, JsError> {
         menli_formulas: &'static [Formula],
         menli_directions: &'static [Direction],
         bertscore_parts: &'static [Part],
+        bartscore_parts: &'static [BartPart],
         defaults: Vec<MetricSpec>,
         verdicts: Vec<crate::stress::VerdictInfo>,
     }
@@ -116,6 +117,7 @@ pub fn metric_choices() -> Result<JsValue, JsError> {
         menli_formulas: Formula::ALL,
         menli_directions: Direction::ALL,
         bertscore_parts: Part::ALL,
+        bartscore_parts: BartPart::ALL,
         defaults: metrics::MetricId::ALL
             .iter()
             .map(|&id| MetricSpec::default_for(id))

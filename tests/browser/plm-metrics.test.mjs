@@ -377,3 +377,86 @@ test("BLEURT: spm.model turned into a tokenizer in the browser, prepared files o
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+const BART = join(ROOT, "tests", "fixtures", "bart", "tiny");
+
+test("BARTScore: a hub BART loads, P/R/F and faithfulness live with per-token log-probabilities, equal to the CLI on the CPU and WebGPU", async () => {
+  HUB["test/tiny-bart"] = BART;
+  const { context, page, errors } = await openPage();
+  const native = (h, metric) => cli(["--metrics", metric, "--model", `bartscore=${BART}`], h, REF, SRC)[metric];
+  const hyp = "The committee approved the new budget on Tuesday.";
+  await page.fill("#reference", REF);
+  await page.fill("#source", SRC);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-bart", "cpu");
+  const card = '.card[data-metric="bartscore"]';
+  assert.equal(await page.textContent(`${card} h3`), "BARTScore");
+  assert.equal(await page.inputValue(`${card} [data-role="part"]`), "f");
+  const f = await settled(page, "bartscore", hyp);
+  assert.ok(Math.abs(f - native(hyp, "bartscore-f")) <= 1e-4, `browser ${f} vs CLI ${native(hyp, "bartscore-f")}`);
+  // F's card lists both directions it averages (faithfulness needs its own pass, when picked).
+  const parts = await page.textContent(`${card} [data-role="parts"]`);
+  const [, pShown, rShown, fShown] = parts.match(/P (-?\d\.\d{4}) · R (-?\d\.\d{4}) · F (-?\d\.\d{4})/).map(Number);
+  assert.ok(Math.abs((pShown + rShown) / 2 - fShown) <= 1.5e-4, parts); // each shown to 4 decimals
+  // One shaded chip per target token: <s>, the hypothesis's tokens, </s>.
+  const chips = page.locator(`${card} [data-role="token-logprobs"] .tok`);
+  const logprobs = await chips.evaluateAll((els) => els.map((e) => Number(e.dataset.logprob)));
+  assert.ok(logprobs.length >= 4 && logprobs.every((x) => x < 0), String(logprobs));
+  // Typing rescores; faithfulness reads the source.
+  const hyp2 = "The committee rejected the budget.";
+  await page.fill("#hypothesis", hyp2);
+  const typed = await settled(page, "bartscore", hyp2);
+  assert.ok(Math.abs(typed - native(hyp2, "bartscore-f")) <= 1e-4, `${typed} vs ${native(hyp2, "bartscore-f")}`);
+  await page.selectOption(`${card} [data-role="part"]`, "faithful");
+  await page.waitForFunction((sel) => document.querySelector(`${sel} [data-role="signature"]`).textContent.includes("part:faithful"), card);
+  const faithful = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  assert.ok(Math.abs(faithful - native(hyp2, "bartscore-faithful")) <= 1e-4, `${faithful} vs ${native(hyp2, "bartscore-faithful")}`);
+  assert.match(await page.textContent(`${card} [data-role="token-logprobs"]`), /given the source/);
+  // Without a source, faithfulness says why instead of a number.
+  await page.fill("#source", "");
+  await page.waitForFunction((sel) => /has no source/.test(document.querySelector(`${sel} [data-role="message"]`).textContent), card);
+  await page.selectOption(`${card} [data-role="part"]`, "r");
+  await page.waitForFunction((sel) => document.querySelector(`${sel} [data-role="signature"]`).textContent.includes("part:r|"), card);
+  const r = await settled(page, "bartscore", hyp2);
+  const rNative = cli(["--metrics", "bartscore-r", "--model", `bartscore=${BART}`], hyp2, REF)["bartscore-r"];
+  assert.ok(Math.abs(r - rNative) <= 1e-4, `${r} vs ${rNative}`);
+  assert.match(await page.textContent(`${card} [data-role="token-logprobs"]`), /reference token given the hypothesis/);
+  await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "bartscore-card.png") });
+  // The same repository on WebGPU (SwiftShader).
+  await page.fill("#model-custom", "test/tiny-bart");
+  await page.click("#model-unload");
+  await page.waitForFunction(() => !document.getElementById("model-loaded").textContent.includes("tiny-bart"));
+  await page.fill("#source", SRC);
+  await load(page, "test/tiny-bart", "webgpu");
+  await page.selectOption(`${card} [data-role="part"]`, "f");
+  await page.fill("#hypothesis", hyp);
+  const gpu = await settled(page, "bartscore", hyp);
+  assert.ok(Math.abs(gpu - native(hyp, "bartscore-f")) <= 1e-4, `WebGPU ${gpu} vs CLI ${native(hyp, "bartscore-f")}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("MoverScore: any loaded encoder gets a card with the transport plan, equal to the CLI", async () => {
+  HUB["test/tiny-distilbert"] = join(ROOT, "tests", "fixtures", "moverscore", "tiny");
+  const { context, page, errors } = await openPage();
+  const dir = HUB["test/tiny-distilbert"];
+  const native = (h) => cli(["--metrics", "moverscore", "--model", `moverscore=${dir}`], h, REF).moverscore;
+  const hyp = "The committee approved the new budget, after a debate.";
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-distilbert", "cpu");
+  const card = '.card[data-metric="moverscore"]';
+  const shown = await settled(page, "moverscore", hyp);
+  assert.ok(Math.abs(shown - native(hyp)) <= 1e-4, `browser ${shown} vs CLI ${native(hyp)}`);
+  // The plan: one cell per reference × hypothesis token, all the mass moved; punctuation weighs nothing.
+  const flows = await page.locator(`${card} [data-role="flow"] rect`).evaluateAll((els) => els.map((e) => Number(e.dataset.flow)));
+  assert.ok(Math.abs(flows.reduce((a, b) => a + b, 0) - 1) < 1e-6, String(flows.length));
+  assert.ok(await page.locator(`${card} [data-role="flow"] text.special`).count() >= 2);
+  const hyp2 = "The budget was approved.";
+  await page.fill("#hypothesis", hyp2);
+  const typed = await settled(page, "moverscore", hyp2);
+  assert.ok(Math.abs(typed - native(hyp2)) <= 1e-4, `${typed} vs ${native(hyp2)}`);
+  await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "moverscore-card.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,5 +1,6 @@
 //! The PLM engine against transformers (golden values from
-//! scripts/plm_parity.py and, for ELECTRA, scripts/electra_parity.py): tiny
+//! scripts/plm_parity.py and, for ELECTRA and DeBERTa, scripts/electra_parity.py
+//! and scripts/deberta_parity.py): tiny
 //! random checkpoints of every architecture and
 //! head, all-MiniLM-L6-v2 on real sentences, int8 quantization, tokenizers,
 //! prepared files and the errors a user can meet.
@@ -87,7 +88,7 @@ fn max_diff_3d(ours: Tensor<3>, theirs: &Value, columns: Option<&[usize]>) -> f3
 
 #[test]
 fn every_architecture_and_head_matches_transformers() {
-    let sets: [(&str, &[&str]); 2] = [
+    let sets: [(&str, &[&str]); 3] = [
         (
             "plm_parity.json",
             &[
@@ -106,6 +107,10 @@ fn every_architecture_and_head_matches_transformers() {
             "electra_parity.json",
             &["electra", "electra_wide", "electra_cls"],
         ),
+        (
+            "deberta_parity.json",
+            &["deberta_v3", "deberta_v2_conv", "deberta_cls"],
+        ),
     ];
     for (file, names) in sets {
         let golden = golden_file(file);
@@ -119,7 +124,8 @@ fn every_architecture_and_head_matches_transformers() {
 fn check_checkpoint(name: &str, g: &Value) {
     {
         let (config, network) = load_fixture(name, Precision::F32);
-        let batch = Batch::new(&ids(&g["ids"]), &config, &Device::flex());
+        let types = g.get("types").map(ids);
+        let batch = Batch::with_types(&ids(&g["ids"]), types.as_deref(), &config, &Device::flex());
         let expected = g["hidden_states"].as_array().unwrap();
         let check_hidden = |hidden: &[Tensor<3>]| {
             assert_eq!(
@@ -167,6 +173,18 @@ fn check_checkpoint(name: &str, g: &Value) {
                 let diff = max_diff_3d(logits, &g["logits"], columns.as_deref());
                 assert!(diff <= TOLERANCE, "{name} logits differ by {diff}");
                 None
+            }
+            Network::Deberta(m) => {
+                let hs = m.forward(&batch);
+                check_hidden(&hs);
+                m.class_logits(hs.last().unwrap().clone()).map(|l| {
+                    let (v, [b, c]) = read_back_blocking(l).unwrap();
+                    Value::from(
+                        (0..b)
+                            .map(|i| v[i * c..(i + 1) * c].to_vec())
+                            .collect::<Vec<_>>(),
+                    )
+                })
             }
             Network::Comet(_) | Network::Bart(_) => {
                 unreachable!(
@@ -493,4 +511,106 @@ fn long_inputs_are_truncated_and_say_so() {
     let too_long = vec![1000u32; 600];
     let e = model.forward(&[too_long]).err().unwrap().to_string();
     assert!(e.contains("exceed"), "{e}");
+}
+
+/// The DeBERTa classifier fixture with a tokenizer beside it (the
+/// MoverScore fixture's 1000-entry WordPiece: same vocabulary size).
+fn deberta_folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blindspot-deberta-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(
+            root().join("tests/fixtures/plm").join(name).join(f),
+            dir.join(f),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        root().join("tests/fixtures/moverscore/tiny/tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn deberta_runs_menli_bertscore_and_int8_and_refuses_what_it_cannot() {
+    use blindspot::metrics::engine::{Engine, EngineError, ModelStore};
+    use blindspot::metrics::{ModelSlot, Segment, Settings};
+    use std::rc::Rc;
+    struct One(Rc<Plm>);
+    impl ModelStore for One {
+        fn model(&self, _: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+            Ok(self.0.clone())
+        }
+    }
+    let dir = deberta_folder("deberta_cls");
+    let load = |precision| {
+        Plm::load(
+            "tiny-deberta",
+            ModelFiles::from_path(&dir).unwrap(),
+            &Device::flex(),
+            precision,
+        )
+        .unwrap()
+    };
+    let plm = load(Precision::F32);
+    assert_eq!(
+        blindspot::metrics::model_metrics_for(&plm.config)
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>(),
+        ["menli"]
+    );
+    let refs = ["The committee approved the budget on Tuesday."];
+    let segments = [
+        Segment {
+            hyp: "The committee approved the budget.",
+            refs: &refs,
+            src: None,
+        },
+        Segment {
+            hyp: "The committee rejected the budget on Tuesday.",
+            refs: &refs,
+            src: None,
+        },
+    ];
+    let specs = Settings::default()
+        .specs(&["menli", "bertscore-f", "moverscore"])
+        .unwrap();
+    let score = |plm: Plm| {
+        let engine = Engine::new(One(Rc::new(plm)));
+        futures::executor::block_on(engine.score(&specs, &segments)).unwrap()
+    };
+    let f32_cols = score(plm);
+    for c in &f32_cols {
+        assert!(c.values().iter().all(|v| v.is_finite()), "{:?}", c.spec);
+    }
+    // int8 (projections of the disentangled attention included) stays close.
+    let int8_cols = score(load(Precision::Int8));
+    for (a, b) in f32_cols.iter().zip(&int8_cols) {
+        for (x, y) in a.values().iter().zip(b.values()) {
+            assert!((x - y).abs() < 0.05, "{:?}: {x} vs {y}", a.spec);
+        }
+    }
+    // A prepared file gives the f32 numbers.
+    let bpk = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let prepared = Plm::load(
+        "tiny-deberta",
+        ModelFiles::from_burnpack(bpk).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    assert_eq!(score(prepared)[0].values(), f32_cols[0].values());
+    // DeBERTa v1 and the masked-LM head are refused by name.
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let e = ModelConfig::from_json(&text.replace("\"deberta-v2\"", "\"deberta\"")).unwrap_err();
+    assert!(e.to_string().contains("DeBERTa v1"), "{e}");
+    let e = ModelConfig::from_json(
+        &text.replace("DebertaV2ForSequenceClassification", "DebertaV2ForMaskedLM"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("masked-LM head"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
 }

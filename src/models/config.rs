@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::ModelError;
 use super::comet::{CometHparams, CometKind};
+use super::deberta::{ConvActivation, DebertaConfig};
 
 /// Architecture family a checkpoint belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub enum Family {
     Gpt2,
     /// BART encoder-decoders (`model_type: bart`).
     Bart,
+    /// DeBERTa-v2 and v3 (`model_type: deberta-v2`): disentangled attention.
+    DebertaV2,
 }
 
 /// Head on top of the encoder or decoder, from `architectures[0]`.
@@ -88,6 +91,19 @@ struct RawConfig {
     decoder_start_token_id: Option<u32>,
     add_final_layer_norm: Option<bool>,
     normalize_before: Option<bool>,
+    // DeBERTa-v2's.
+    relative_attention: Option<bool>,
+    position_buckets: Option<i64>,
+    max_relative_positions: Option<i64>,
+    pos_att_type: Option<serde_json::Value>,
+    share_att_key: Option<bool>,
+    norm_rel_ebd: Option<String>,
+    conv_kernel_size: Option<usize>,
+    conv_groups: Option<usize>,
+    conv_act: Option<String>,
+    position_biased_input: Option<bool>,
+    pooler_hidden_size: Option<usize>,
+    pooler_hidden_act: Option<String>,
 }
 
 /// The decoder of an encoder-decoder (BART).
@@ -154,6 +170,70 @@ pub struct ModelConfig {
     pub comet: Option<CometHparams>,
     /// The decoder, for encoder-decoders (the fields above describe the encoder).
     pub decoder: Option<DecoderConfig>,
+    /// DeBERTa's relative attention settings.
+    pub deberta: Option<DebertaConfig>,
+    /// Activation of a classifier's pooler (DeBERTa's `pooler_hidden_act`).
+    pub pooler_activation: Activation,
+}
+
+/// DeBERTa-v2's attention settings, with transformers' defaults.
+fn deberta_config(raw: &RawConfig) -> Result<DebertaConfig, ModelError> {
+    let kinds: Vec<String> = match &raw.pos_att_type {
+        None | Some(serde_json::Value::Null) => vec![],
+        Some(serde_json::Value::String(s)) => {
+            s.split('|').map(|t| t.trim().to_lowercase()).collect()
+        }
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_lowercase))
+            .collect(),
+        Some(other) => {
+            return Err(ModelError::Config(format!(
+                "pos_att_type {other} is not a list"
+            )));
+        }
+    };
+    if let Some(k) = kinds
+        .iter()
+        .find(|k| !matches!(k.as_str(), "c2p" | "p2c" | ""))
+    {
+        return Err(ModelError::Unsupported(format!(
+            "pos_att_type `{k}` is not supported"
+        )));
+    }
+    let max_positions = raw.max_position_embeddings.unwrap_or(512);
+    let max_relative = raw
+        .max_relative_positions
+        .filter(|&m| m >= 1)
+        .map_or(max_positions, |m| m as usize);
+    Ok(DebertaConfig {
+        relative_attention: raw.relative_attention.unwrap_or(false),
+        c2p: kinds.iter().any(|k| k == "c2p"),
+        p2c: kinds.iter().any(|k| k == "p2c"),
+        share_att_key: raw.share_att_key.unwrap_or(false),
+        position_buckets: raw
+            .position_buckets
+            .filter(|&b| b > 0)
+            .map_or(0, |b| b as usize),
+        max_relative_positions: max_relative,
+        norm_rel_embeddings: raw.norm_rel_ebd.as_deref().is_some_and(|n| {
+            n.to_lowercase()
+                .split('|')
+                .any(|x| x.trim() == "layer_norm")
+        }),
+        conv_kernel_size: raw.conv_kernel_size.unwrap_or(0),
+        conv_groups: raw.conv_groups.unwrap_or(1).max(1),
+        conv_activation: match raw.conv_act.as_deref().unwrap_or("tanh") {
+            "tanh" => ConvActivation::Tanh,
+            "gelu" => ConvActivation::Gelu,
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "conv_act `{other}` is not supported (tanh, gelu)"
+                )));
+            }
+        },
+        position_biased_input: raw.position_biased_input.unwrap_or(true),
+    })
 }
 
 impl ModelConfig {
@@ -170,11 +250,19 @@ impl ModelConfig {
             "electra" => Family::Electra,
             "gpt2" => Family::Gpt2,
             "bart" => Family::Bart,
+            "deberta-v2" => Family::DebertaV2,
+            "deberta" => {
+                return Err(ModelError::Unsupported(
+                    "DeBERTa v1 (`model_type: deberta`, e.g. microsoft/deberta-large-mnli) is not \
+                     supported yet; DeBERTa-v2 and v3 checkpoints (`deberta-v2`) are"
+                        .into(),
+                ));
+            }
             "" => return Err(ModelError::Config("config.json has no model_type".into())),
             other => {
                 return Err(ModelError::Unsupported(format!(
                     "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
-                     xlm-roberta, camembert, distilbert, electra, gpt2, bart)"
+                     xlm-roberta, camembert, distilbert, electra, gpt2, bart, deberta-v2)"
                 )));
             }
         };
@@ -224,6 +312,11 @@ impl ModelConfig {
                 "sinusoidal DistilBERT positions are not supported".into(),
             ));
         }
+        if family == Family::DebertaV2 && head == Head::MaskedLm {
+            return Err(ModelError::Unsupported(
+                "DeBERTa's masked-LM head is not supported; its encoder and classifiers are".into(),
+            ));
+        }
         let has_lm_head = matches!(head, Head::MaskedLm | Head::CausalLm | Head::Seq2SeqLm);
         if raw.tie_word_embeddings == Some(false) && has_lm_head {
             return Err(ModelError::Unsupported(
@@ -249,7 +342,7 @@ impl ModelConfig {
         // BLEURT projects whenever it names an embedding size; ELECTRA only
         // when the embeddings are narrower than the layers.
         let embedding_size = match family {
-            Family::Electra => raw.embedding_size.filter(|&e| e != hidden_size),
+            Family::Electra | Family::DebertaV2 => raw.embedding_size.filter(|&e| e != hidden_size),
             _ => raw.embedding_size,
         };
         if family == Family::Electra && head == Head::MaskedLm {
@@ -259,7 +352,8 @@ impl ModelConfig {
             ));
         }
         if embedding_size.is_some()
-            && (!matches!(family, Family::Bert | Family::Electra) || has_lm_head)
+            && (!matches!(family, Family::Bert | Family::Electra | Family::DebertaV2)
+                || has_lm_head)
         {
             return Err(ModelError::Unsupported(
                 "an embedding_size is supported on BERT, BLEURT and ELECTRA encoders without a \
@@ -267,17 +361,26 @@ impl ModelConfig {
                     .into(),
             ));
         }
-        let activation = match raw.hidden_act.as_deref().unwrap_or("gelu") {
-            "gelu" if family == Family::Gpt2 => Activation::Gelu,
-            "gelu" => Activation::Gelu,
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
-            "relu" => Activation::Relu,
-            other => {
-                return Err(ModelError::Unsupported(format!(
-                    "activation `{other}` is not supported"
-                )));
-            }
+        let activation_of = |name: &str| match name {
+            "gelu" => Ok(Activation::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
+            "relu" => Ok(Activation::Relu),
+            other => Err(ModelError::Unsupported(format!(
+                "activation `{other}` is not supported"
+            ))),
         };
+        let activation = activation_of(raw.hidden_act.as_deref().unwrap_or("gelu"))?;
+        let pooler_activation = activation_of(raw.pooler_hidden_act.as_deref().unwrap_or("gelu"))?;
+        let deberta = if family == Family::DebertaV2 {
+            Some(deberta_config(&raw)?)
+        } else {
+            None
+        };
+        if family == Family::DebertaV2 && raw.pooler_hidden_size.is_some_and(|p| p != hidden_size) {
+            return Err(ModelError::Unsupported(
+                "a DeBERTa pooler narrower or wider than hidden_size is not supported".into(),
+            ));
+        }
         let labels = (0..raw.id2label.len())
             .map(|i| {
                 raw.id2label
@@ -328,6 +431,7 @@ impl ModelConfig {
             max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
             type_vocab_size: match family {
                 Family::DistilBert | Family::Gpt2 | Family::Bart => 0,
+                Family::DebertaV2 => raw.type_vocab_size.unwrap_or(0),
                 _ => raw.type_vocab_size.unwrap_or(2),
             },
             layer_norm_eps: raw.layer_norm_eps.unwrap_or(match family {
@@ -349,6 +453,8 @@ impl ModelConfig {
             } else {
                 None
             },
+            deberta,
+            pooler_activation,
         };
         config.check()?;
         Ok(config)

@@ -13,6 +13,7 @@ pub mod bart;
 pub mod bert;
 pub mod comet;
 pub mod config;
+pub mod deberta;
 pub mod gpt2;
 pub mod registry;
 pub mod tokenizer;
@@ -130,6 +131,8 @@ pub enum Network {
     Comet(comet::CometModel),
     /// A BART encoder-decoder.
     Bart(bart::BartModel),
+    /// A DeBERTa-v2/v3 encoder.
+    Deberta(deberta::DebertaModel),
 }
 
 /// A loaded model: its config, tokenizer and network on one device.
@@ -195,6 +198,7 @@ impl Plm {
             Network::Comet(m) => m.encoder.forward(&batch).hidden_states,
             // An encoder-decoder's hidden states are its encoder's.
             Network::Bart(m) => m.encode(&batch),
+            Network::Deberta(m) => m.forward(&batch),
         };
         Ok(ForwardOutput {
             hidden_states,
@@ -215,7 +219,7 @@ impl Plm {
     pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Gpt2(m) => Ok(m.lm_logits(last_hidden(out))),
-            Network::Bert(_) | Network::Comet(_) | Network::Bart(_) => {
+            Network::Bert(_) | Network::Comet(_) | Network::Bart(_) | Network::Deberta(_) => {
                 Err(self.missing_head("causal language-model head"))
             }
         }
@@ -226,7 +230,7 @@ impl Plm {
     pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.mlm_logits(hidden),
-            Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) => None,
+            Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) | Network::Deberta(_) => None,
         }
         .ok_or_else(|| self.missing_head("masked-LM head"))
     }
@@ -235,6 +239,7 @@ impl Plm {
     pub fn class_logits(&self, out: &ForwardOutput) -> Result<Tensor<2>, ModelError> {
         match &self.network {
             Network::Bert(m) => m.class_logits(last_hidden(out)),
+            Network::Deberta(m) => m.class_logits(last_hidden(out)),
             Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) => None,
         }
         .ok_or_else(|| self.missing_head("sequence-classification head"))

@@ -19,7 +19,7 @@ use burn::tensor::{DType, Device, Tensor};
 use super::comet::{CometHparams, CometModel};
 use super::config::{Family, ModelConfig};
 use super::tokenizer::LmTokenizer;
-use super::{ModelError, Network, Plm, bart, bert, gpt2};
+use super::{ModelError, Network, Plm, bart, bert, deberta, gpt2};
 
 /// Weight precision a model runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -452,7 +452,7 @@ struct Int8Mapper {
 }
 
 /// Modules whose `weight` is a linear projection.
-const PROJECTIONS: [&str; 16] = [
+const PROJECTIONS: [&str; 22] = [
     "query",
     "key",
     "value",
@@ -469,6 +469,12 @@ const PROJECTIONS: [&str; 16] = [
     "out_proj",
     "fc1",
     "fc2",
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "pos_key_proj",
+    "pos_query_proj",
+    "attention_output",
 ];
 
 /// Modules whose `weight` is a lookup table.
@@ -534,6 +540,7 @@ macro_rules! each_network {
             Network::Gpt2($m) => Network::Gpt2($body),
             Network::Comet($m) => Network::Comet($body),
             Network::Bart($m) => Network::Bart($body),
+            Network::Deberta($m) => Network::Deberta($body),
         }
     };
 }
@@ -559,6 +566,9 @@ impl Network {
             (Some(hparams), _) => Network::Comet(CometModel::new(config, hparams, device)),
             (None, Family::Gpt2) => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
             (None, Family::Bart) => Network::Bart(bart::BartModel::new(config, device)),
+            (None, Family::DebertaV2) => {
+                Network::Deberta(deberta::DebertaModel::new(config, device))
+            }
             (None, _) => Network::Bert(bert::BertModel::new(config, device)),
         };
         if stored == Precision::Int8 && precision == Precision::F32 {
@@ -612,6 +622,7 @@ impl Network {
                 Network::Gpt2(m) => load_safetensors(m, shards, &gpt2::checkpoint_key_map()),
                 Network::Comet(m) => load_safetensors(m, shards, &comet_map()),
                 Network::Bart(m) => load_safetensors(m, shards, &bart::checkpoint_key_map()),
+                Network::Deberta(m) => load_safetensors(m, shards, &deberta::checkpoint_key_map()),
             },
             #[cfg(not(target_arch = "wasm32"))]
             WeightSource::Torch {
@@ -628,6 +639,9 @@ impl Network {
                 Network::Bart(m) => {
                     load_torch(m, &path, state_dict_key, &bart::checkpoint_key_map())
                 }
+                Network::Deberta(m) => {
+                    load_torch(m, &path, state_dict_key, &deberta::checkpoint_key_map())
+                }
             },
             WeightSource::Burnpack(bytes) => {
                 let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)));
@@ -636,6 +650,7 @@ impl Network {
                     Network::Gpt2(m) => m.load_from(&mut store),
                     Network::Comet(m) => m.load_from(&mut store),
                     Network::Bart(m) => m.load_from(&mut store),
+                    Network::Deberta(m) => m.load_from(&mut store),
                 }
                 .map_err(|e| ModelError::Weights(format!("prepared model: {e}")))?;
                 if let Some(e) = result.errors.first() {
@@ -745,6 +760,7 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
         Network::Gpt2(m) => m.save_into(&mut store),
         Network::Comet(m) => m.save_into(&mut store),
         Network::Bart(m) => m.save_into(&mut store),
+        Network::Deberta(m) => m.save_into(&mut store),
     }
     .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;
     let bytes = store

@@ -1,0 +1,478 @@
+//! DeBERTa-v2 and v3 (`model_type: deberta-v2`: deberta-v2-xlarge-mnli,
+//! deberta-v3, mDeBERTa-v3): BERT-style post-norm layers whose attention
+//! adds, to the content-to-content scores, content-to-position (c2p) and
+//! position-to-content (p2c) scores read from relative-position embeddings,
+//! with relative distances bucketed logarithmically past half the bucket
+//! count; optionally a convolution after the first layer (v2-xlarge),
+//! absolute positions and token types, and narrower embeddings projected up.
+//! The classifier pools the first token through a dense layer and gelu.
+//!
+//! Parameter names follow the checkpoint once [`checkpoint_key_map`] has
+//! renamed `attention.self` (a Rust keyword), `LayerNorm` and the output
+//! projections.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv1d, Conv1dConfig};
+use burn::nn::{
+    Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig1d,
+};
+use burn::tensor::{Device, Int, Tensor, TensorData, activation};
+
+use super::config::{Activation, Head, ModelConfig};
+use super::{Batch, activate};
+use crate::models::bert::split_heads;
+
+/// How a checkpoint's attention reads relative positions (`config.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebertaConfig {
+    /// Relative attention on at all.
+    pub relative_attention: bool,
+    /// Content-to-position scores.
+    pub c2p: bool,
+    /// Position-to-content scores.
+    pub p2c: bool,
+    /// Position scores reuse the content projections (v3) instead of their own.
+    pub share_att_key: bool,
+    /// Log buckets (`position_buckets`; 0: exact distances).
+    pub position_buckets: usize,
+    /// Largest distance told apart (`max_relative_positions`, else the positions).
+    pub max_relative_positions: usize,
+    /// A layer norm on the relative embeddings (`norm_rel_ebd: layer_norm`).
+    pub norm_rel_embeddings: bool,
+    /// Kernel of the convolution after the first layer (0: none).
+    pub conv_kernel_size: usize,
+    /// Its groups.
+    pub conv_groups: usize,
+    /// Its activation (tanh by default; gelu in v2-xlarge).
+    pub conv_activation: ConvActivation,
+    /// Absolute positions added to the embeddings (`position_biased_input`).
+    pub position_biased_input: bool,
+}
+
+impl DebertaConfig {
+    /// Relative embeddings per direction: the buckets, else the distances.
+    pub fn span(&self) -> usize {
+        if self.position_buckets > 0 {
+            self.position_buckets
+        } else {
+            self.max_relative_positions
+        }
+    }
+}
+
+/// Activation of the convolution after the first layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvActivation {
+    /// tanh (the default).
+    Tanh,
+    /// Exact GELU.
+    Gelu,
+}
+
+/// Word, optional position and token-type embeddings, projected and normalised.
+#[derive(Module, Debug)]
+pub struct Embeddings {
+    /// Token embeddings.
+    pub word_embeddings: Embedding,
+    /// Absolute positions (`position_biased_input`).
+    pub position_embeddings: Option<Embedding>,
+    /// Segment embeddings (`type_vocab_size > 0`).
+    pub token_type_embeddings: Option<Embedding>,
+    /// Projection of narrower embeddings, without bias.
+    pub embed_proj: Option<Linear>,
+    /// Norm of the sum.
+    pub layer_norm: LayerNorm,
+}
+
+/// Disentangled self-attention: content and relative-position projections.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// Query projection.
+    pub query_proj: Linear,
+    /// Key projection.
+    pub key_proj: Linear,
+    /// Value projection.
+    pub value_proj: Linear,
+    /// Position keys for c2p, when not shared with `key_proj`.
+    pub pos_key_proj: Option<Linear>,
+    /// Position queries for p2c, when not shared with `query_proj`.
+    pub pos_query_proj: Option<Linear>,
+    /// Number of heads.
+    pub num_heads: usize,
+}
+
+/// One post-norm layer.
+#[derive(Module, Debug)]
+pub struct Layer {
+    /// Disentangled self-attention.
+    pub attention: Attention,
+    /// Attention output projection.
+    pub attention_output: Linear,
+    /// Norm after the attention residual.
+    pub attention_norm: LayerNorm,
+    /// Feed-forward up projection.
+    pub intermediate: Linear,
+    /// Feed-forward down projection.
+    pub output: Linear,
+    /// Norm after the feed-forward residual.
+    pub output_norm: LayerNorm,
+    /// Feed-forward activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+/// The convolution over the embeddings added after the first layer.
+#[derive(Module, Debug)]
+pub struct ConvLayer {
+    /// The 1-D convolution over positions.
+    pub conv: Conv1d,
+    /// Norm of the first layer's output plus the convolution.
+    pub layer_norm: LayerNorm,
+}
+
+/// The layers with the shared relative embeddings.
+#[derive(Module, Debug)]
+pub struct Encoder {
+    /// Layers.
+    pub layer: Vec<Layer>,
+    /// Relative-position embeddings (`2 × span` rows).
+    pub rel_embeddings: Option<Embedding>,
+    /// Norm of the relative embeddings.
+    pub layer_norm: Option<LayerNorm>,
+    /// Convolution after the first layer.
+    pub conv: Option<ConvLayer>,
+}
+
+/// A DeBERTa-v2/v3 encoder with its optional classification head.
+#[derive(Module, Debug)]
+pub struct DebertaModel {
+    /// Input embeddings.
+    pub embeddings: Embeddings,
+    /// The encoder.
+    pub encoder: Encoder,
+    /// The context pooler's dense layer (classification checkpoints).
+    pub pooler: Option<Linear>,
+    /// Projection to class logits.
+    pub classifier: Option<Linear>,
+    /// Relative attention settings.
+    #[module(skip)]
+    pub settings: DebertaConfig,
+    /// The pooler's activation (`pooler_hidden_act`).
+    #[module(skip)]
+    pub pooler_activation: Activation,
+}
+
+fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
+    LinearConfig::new(d_in, d_out).init(device)
+}
+
+impl DebertaModel {
+    /// The module tree for `config` (a DeBERTa-v2 config), weights fresh
+    /// until a checkpoint loads.
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        let s = config.deberta.expect("a DeBERTa config has its settings");
+        let h = config.hidden_size;
+        let e = config.embedding_size.unwrap_or(h);
+        let norm = || {
+            LayerNormConfig::new(h)
+                .with_epsilon(config.layer_norm_eps)
+                .init(device)
+        };
+        let embeddings = Embeddings {
+            word_embeddings: EmbeddingConfig::new(config.vocab_size, e).init(device),
+            position_embeddings: s
+                .position_biased_input
+                .then(|| EmbeddingConfig::new(config.max_positions, e).init(device)),
+            token_type_embeddings: (config.type_vocab_size > 0)
+                .then(|| EmbeddingConfig::new(config.type_vocab_size, e).init(device)),
+            embed_proj: config
+                .embedding_size
+                .map(|e| LinearConfig::new(e, h).with_bias(false).init(device)),
+            layer_norm: norm(),
+        };
+        let own = |wanted: bool| {
+            (wanted && s.relative_attention && !s.share_att_key).then(|| linear(h, h, device))
+        };
+        let layer = (0..config.num_layers)
+            .map(|_| Layer {
+                attention: Attention {
+                    query_proj: linear(h, h, device),
+                    key_proj: linear(h, h, device),
+                    value_proj: linear(h, h, device),
+                    pos_key_proj: own(s.c2p),
+                    pos_query_proj: own(s.p2c),
+                    num_heads: config.num_heads,
+                },
+                attention_output: linear(h, h, device),
+                attention_norm: norm(),
+                intermediate: linear(h, config.intermediate_size, device),
+                output: linear(config.intermediate_size, h, device),
+                output_norm: norm(),
+                activation: config.activation,
+            })
+            .collect();
+        let conv = (s.conv_kernel_size > 0).then(|| ConvLayer {
+            conv: Conv1dConfig::new(h, h, s.conv_kernel_size)
+                .with_groups(s.conv_groups)
+                .with_padding(PaddingConfig1d::Explicit(
+                    (s.conv_kernel_size - 1) / 2,
+                    (s.conv_kernel_size - 1) / 2,
+                ))
+                .init(device),
+            layer_norm: norm(),
+        });
+        let classifier_head = config.head == Head::SequenceClassification;
+        Self {
+            embeddings,
+            encoder: Encoder {
+                layer,
+                rel_embeddings: s
+                    .relative_attention
+                    .then(|| EmbeddingConfig::new(2 * s.span(), h).init(device)),
+                layer_norm: (s.relative_attention && s.norm_rel_embeddings).then(norm),
+                conv,
+            },
+            pooler: classifier_head.then(|| linear(h, h, device)),
+            classifier: classifier_head.then(|| linear(h, config.labels.len(), device)),
+            settings: s,
+            pooler_activation: config.pooler_activation,
+        }
+    }
+
+    /// Runs the encoder over a padded batch: the embeddings' output then
+    /// every layer's (`num_layers + 1` tensors, as transformers returns them).
+    pub fn forward(&self, batch: &Batch) -> Vec<Tensor<3>> {
+        let device = batch.ids.device();
+        let [b, l] = batch.ids.dims();
+        let e = &self.embeddings;
+        let mut x = e.word_embeddings.forward(batch.ids.clone());
+        if let Some(p) = &e.position_embeddings {
+            x = x + p.forward(batch.positions.clone());
+        }
+        if let Some(t) = &e.token_type_embeddings {
+            x = x + t.forward(batch.types.clone());
+        }
+        if let Some(p) = &e.embed_proj {
+            x = p.forward(x);
+        }
+        // Padding is zeroed, as transformers multiplies by the mask (the
+        // convolution reads the neighbours of the last real token).
+        let mask: Vec<f32> = batch
+            .lengths
+            .iter()
+            .flat_map(|&n| (0..l).map(move |i| if i < n { 1.0 } else { 0.0 }))
+            .collect();
+        let mask: Tensor<3> = Tensor::from_data(TensorData::new(mask, [b, l, 1]), &device);
+        let embedded = e.layer_norm.forward(x) * mask.clone();
+        let relative = self.relative(l, b, &device);
+        let mut hidden_states = Vec::with_capacity(self.encoder.layer.len() + 1);
+        hidden_states.push(embedded.clone());
+        let mut x = embedded.clone();
+        for (i, layer) in self.encoder.layer.iter().enumerate() {
+            x = layer.forward(x, batch.pad_bias.clone(), relative.as_ref(), &self.settings);
+            if i == 0
+                && let Some(conv) = &self.encoder.conv
+            {
+                x = conv.forward(
+                    embedded.clone(),
+                    x,
+                    mask.clone(),
+                    self.settings.conv_activation,
+                );
+            }
+            hidden_states.push(x.clone());
+        }
+        hidden_states
+    }
+
+    /// The relative embeddings (normalised where the config says) and the
+    /// c2p and p2c gather indices for `l` tokens, expanded over the batch
+    /// and heads.
+    fn relative(&self, l: usize, b: usize, device: &Device) -> Option<Relative> {
+        let table = self.encoder.rel_embeddings.as_ref()?;
+        let s = &self.settings;
+        let span = s.span();
+        let mut rel = table.weight.val();
+        if let Some(norm) = &self.encoder.layer_norm {
+            rel = norm.forward(rel);
+        }
+        let heads = self
+            .encoder
+            .layer
+            .first()
+            .map_or(1, |x| x.attention.num_heads);
+        // idx[q][k]: the bucket of q - k shifted into 0..2·span.
+        let index = |q: usize, k: usize| {
+            let r = bucket(
+                q as i64 - k as i64,
+                s.position_buckets,
+                s.max_relative_positions,
+            );
+            (r + span as i64).clamp(0, 2 * span as i64 - 1)
+        };
+        let c2p: Vec<i64> = (0..l * l).map(|n| index(n / l, n % l)).collect();
+        // p2c gathers along the key rows: its matrix is c2p's transposed.
+        let p2c: Vec<i64> = (0..l * l).map(|n| index(n % l, n / l)).collect();
+        let expand = |v: Vec<i64>| {
+            Tensor::<2, Int>::from_data(TensorData::new(v, [l, l]), device)
+                .reshape([1, 1, l, l])
+                .expand([b, heads, l, l])
+        };
+        Some(Relative {
+            embeddings: rel.unsqueeze::<3>(),
+            c2p: expand(c2p),
+            p2c: expand(p2c),
+        })
+    }
+
+    /// Class logits `[batch, classes]`: the first token through the pooler
+    /// and its activation, then the classifier; None without that head.
+    pub fn class_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<2>> {
+        let (pooler, classifier) = (self.pooler.as_ref()?, self.classifier.as_ref()?);
+        let [b, _, h] = last_hidden.dims();
+        let first = last_hidden.slice([0..b, 0..1, 0..h]).reshape([b, h]);
+        Some(classifier.forward(activate(pooler.forward(first), self.pooler_activation)))
+    }
+}
+
+/// What every layer's attention reads of the relative positions.
+struct Relative {
+    /// `[1, 2·span, hidden]`.
+    embeddings: Tensor<3>,
+    /// `[batch, heads, q, k]`: column of the c2p scores for each pair.
+    c2p: Tensor<4, Int>,
+    /// `[batch, heads, k, q]`: column of the p2c scores, by key row.
+    p2c: Tensor<4, Int>,
+}
+
+/// transformers' `make_log_bucket_position` for one distance, in float32
+/// as torch computes it (so bucket edges fall where they fall there).
+pub fn bucket(relative: i64, buckets: usize, max_position: usize) -> i64 {
+    if buckets == 0 || max_position == 0 {
+        return relative;
+    }
+    let mid = (buckets / 2) as i64;
+    let abs = if relative < mid && relative > -mid {
+        mid - 1
+    } else {
+        relative.abs()
+    };
+    if abs <= mid {
+        return relative;
+    }
+    let ratio = ((max_position as f64 - 1.0) / mid as f64) as f32;
+    let log_pos =
+        ((abs as f32 / mid as f32).ln() / ratio.ln() * (mid - 1) as f32).ceil() + mid as f32;
+    log_pos as i64 * relative.signum()
+}
+
+impl Layer {
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        bias: Tensor<4>,
+        relative: Option<&Relative>,
+        settings: &DebertaConfig,
+    ) -> Tensor<3> {
+        let attended = self.attention.forward(x.clone(), bias, relative, settings);
+        let x = self
+            .attention_norm
+            .forward(x + self.attention_output.forward(attended));
+        let inner = activate(self.intermediate.forward(x.clone()), self.activation);
+        self.output_norm.forward(x + self.output.forward(inner))
+    }
+}
+
+impl Attention {
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        bias: Tensor<4>,
+        relative: Option<&Relative>,
+        s: &DebertaConfig,
+    ) -> Tensor<3> {
+        let heads = self.num_heads;
+        let q = split_heads(self.query_proj.forward(x.clone()), heads);
+        let k = split_heads(self.key_proj.forward(x.clone()), heads);
+        let v = split_heads(self.value_proj.forward(x), heads);
+        let [b, _, l, d] = q.dims();
+        let with_positions = relative.is_some() && s.relative_attention;
+        let factor =
+            1 + usize::from(with_positions && s.c2p) + usize::from(with_positions && s.p2c);
+        let scale = ((d * factor) as f32).sqrt();
+        let mut scores = q
+            .clone()
+            .matmul(k.clone().swap_dims(2, 3))
+            .div_scalar(scale);
+        if let Some(r) = relative.filter(|_| s.relative_attention) {
+            let rows = r.embeddings.dims()[1];
+            let project = |own: &Option<Linear>, shared: &Linear| {
+                let p = own.as_ref().unwrap_or(shared).forward(r.embeddings.clone());
+                split_heads(p, heads).expand([b, heads, rows, d])
+            };
+            if s.c2p {
+                let pos_key = project(&self.pos_key_proj, &self.key_proj);
+                let c2p = q.matmul(pos_key.swap_dims(2, 3)).gather(3, r.c2p.clone());
+                scores = scores + c2p.div_scalar(scale);
+            }
+            if s.p2c {
+                let pos_query = project(&self.pos_query_proj, &self.query_proj);
+                let p2c = k
+                    .matmul(pos_query.swap_dims(2, 3))
+                    .gather(3, r.p2c.clone())
+                    .swap_dims(2, 3);
+                scores = scores + p2c.div_scalar(scale);
+            }
+        }
+        let weights = activation::softmax(scores + bias, 3);
+        weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
+    }
+}
+
+impl ConvLayer {
+    fn forward(
+        &self,
+        embedded: Tensor<3>,
+        residual: Tensor<3>,
+        mask: Tensor<3>,
+        act: ConvActivation,
+    ) -> Tensor<3> {
+        let out = self.conv.forward(embedded.swap_dims(1, 2)).swap_dims(1, 2) * mask.clone();
+        let out = match act {
+            ConvActivation::Tanh => activation::tanh(out),
+            ConvActivation::Gelu => activation::gelu(out),
+        };
+        self.layer_norm.forward(residual + out) * mask
+    }
+}
+
+/// Key renames from DeBERTa-v2 checkpoints to this module tree, in order.
+pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (r"^deberta\.", ""),
+        (r"^pooler\.dense\.", "pooler."),
+        (r"\.attention\.self\.", ".attention."),
+        (r"\.attention\.output\.dense\.", ".attention_output."),
+        (r"\.attention\.output\.LayerNorm\.", ".attention_norm."),
+        (r"\.intermediate\.dense\.", ".intermediate."),
+        (r"\.output\.dense\.", ".output."),
+        (r"\.output\.LayerNorm\.", ".output_norm."),
+        (r"LayerNorm\.", "layer_norm."),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_buckets_match_transformers() {
+        // make_log_bucket_position(arange(-40, 41), 8, 64) in torch.
+        let ours: Vec<i64> = [-40, -20, -9, -5, -4, -3, 0, 3, 4, 5, 6, 9, 20, 40, 63]
+            .iter()
+            .map(|&r| bucket(r, 8, 64))
+            .collect();
+        assert_eq!(ours, [-7, -6, -5, -5, -4, -3, 0, 3, 4, 5, 5, 5, 6, 7, 7]);
+        assert_eq!(bucket(-300, 0, 512), -300);
+    }
+}

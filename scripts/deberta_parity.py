@@ -19,6 +19,11 @@ Writes, all committed (small):
 - tests/fixtures/plm/deberta_cls/: a DebertaV2ForSequenceClassification
   (context pooler with gelu, then the classifier), labels contradiction /
   neutral / entailment;
+- tests/fixtures/plm/deberta_v1/ and deberta_v1_cls/: DeBERTa v1
+  (`model_type: deberta`) as microsoft/deberta-large-mnli is configured: the
+  fused `in_proj` with `q_bias` and `v_bias`, `pos_proj` (no bias) and
+  `pos_q_proj`, 32 relative positions (so the 40-token input is clamped), no
+  absolute positions, no token types; the second with the classifier;
 - tests/golden/deberta_parity.json: a padded batch (40 and 23 tokens) and
   transformers' hidden states (every layer) and classifier logits, fp32 on CPU.
 
@@ -51,10 +56,16 @@ def checkpoints():
                 position_buckets=16)
     cls = dict(id2label=LABELS, label2id={v: k for k, v in LABELS.items()}, pooler_hidden_size=32,
                pooler_hidden_act="gelu")
+    v1 = dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+              intermediate_size=48, max_position_embeddings=64, relative_attention=True,
+              max_relative_positions=32, pos_att_type="c2p|p2c", position_biased_input=False,
+              type_vocab_size=0, hidden_act="gelu", pad_token_id=0, layer_norm_eps=1e-7)
     return [
         ("deberta_v3", tf.DebertaV2Model(tf.DebertaV2Config(**V3))),
         ("deberta_v2_conv", tf.DebertaV2Model(tf.DebertaV2Config(**conv))),
         ("deberta_cls", tf.DebertaV2ForSequenceClassification(tf.DebertaV2Config(**V3, **cls))),
+        ("deberta_v1", tf.DebertaModel(tf.DebertaConfig(**v1))),
+        ("deberta_v1_cls", tf.DebertaForSequenceClassification(tf.DebertaConfig(**v1, **cls))),
     ]
 
 
@@ -80,7 +91,7 @@ def main():
         entry = {"ids": BATCH, "hidden_states": [real(h, BATCH) for h in out.hidden_states]}
         if kwargs:
             entry["types"] = real(types, BATCH)
-        if name == "deberta_cls":
+        if name.endswith("_cls"):
             entry["logits"] = out.logits.tolist()
         golden[name] = entry
         print(name, sorted(p.name for p in out_dir.iterdir()))

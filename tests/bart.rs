@@ -156,7 +156,8 @@ fn config_reads_bart_and_refuses_what_it_cannot_run() {
     raw["architectures"] = serde_json::json!(["BartForSequenceClassification"]);
     let e = ModelConfig::from_json(&raw.to_string()).unwrap_err();
     assert!(
-        e.to_string().contains("BartForConditionalGeneration only"),
+        e.to_string()
+            .contains("BartForConditionalGeneration or BartModel"),
         "{e}"
     );
     raw["architectures"] = serde_json::json!(["BartForConditionalGeneration"]);
@@ -559,5 +560,90 @@ fn hostile_texts_are_scored_or_refused_clearly() {
                 );
             }
         }
+    }
+}
+
+/// A copy of the tiny BART with its safetensors rewritten by `edit` (names
+/// and tensors) and its config.json by `config`.
+fn rewritten(
+    name: &str,
+    edit: impl Fn(&str) -> Option<String>,
+    config: impl Fn(&mut Value),
+) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blindspot-bart-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        fixture("tiny").join("tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
+    let bytes = std::fs::read(fixture("tiny").join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let kept: Vec<(String, safetensors::tensor::TensorView)> = st
+        .tensors()
+        .into_iter()
+        .filter_map(|(n, t)| edit(&n).map(|n| (n, t)))
+        .collect();
+    std::fs::write(
+        dir.join("model.safetensors"),
+        safetensors::serialize(kept, None).unwrap(),
+    )
+    .unwrap();
+    let mut cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("tiny").join("config.json")).unwrap(),
+    )
+    .unwrap();
+    config(&mut cfg);
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn hub_layouts_of_the_real_checkpoints_load() {
+    let g = common::golden("bart_parity.json");
+    let triples = &triples(&g)[..6];
+    let want = columns(load(), triples, false);
+    let load_dir = |dir: &PathBuf| {
+        Plm::load(
+            "tiny-bart",
+            ModelFiles::from_path(dir).unwrap(),
+            &Device::flex(),
+            Precision::F32,
+        )
+        .unwrap()
+    };
+    // facebook/bart-large-cnn's safetensors keep the shared embeddings only
+    // as model.decoder.embed_tokens.
+    let decoder_only = rewritten(
+        "tied",
+        |n| Some(n.replace("model.shared.", "model.decoder.embed_tokens.")),
+        |_| {},
+    );
+    let got = columns(load_dir(&decoder_only), triples, false);
+    assert_eq!(got[2].values(), want[2].values());
+    // facebook/bart-base: a BartModel (no model. prefix, no final_logits_bias),
+    // read with a zero bias as transformers reads it into the LM class.
+    let base = rewritten(
+        "base",
+        |n| (n != "final_logits_bias").then(|| n.trim_start_matches("model.").to_owned()),
+        |c| c["architectures"] = serde_json::json!(["BartModel"]),
+    );
+    let got = columns(load_dir(&base), triples, false);
+    assert!(got[2].values().iter().all(|v| v.is_finite()));
+    assert_ne!(got[2].values(), want[2].values(), "the drawn bias is gone");
+    // An id past the embeddings (bart-large-cnn's <mask> is 50264 of 50264 rows).
+    let plm = load();
+    let Err(e) = plm.forward(&[vec![0, 1000, 2]]) else {
+        panic!("an id past the embeddings is refused");
+    };
+    let e = e.to_string();
+    assert!(e.contains("vocab_size 1000"), "{e}");
+    let e = plm
+        .seq2seq_logits(&[vec![0, 5, 2]], &[vec![2, 1000]])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("vocab_size"), "{e}");
+    for d in [decoder_only, base] {
+        std::fs::remove_dir_all(d).ok();
     }
 }

@@ -151,7 +151,7 @@ fn scores_match_moverscore_v2_with_and_without_idf() {
         let sig = col.signature.to_string();
         assert!(
             sig.starts_with(&format!(
-                "moverscore|model:tiny-distilbert|layer:last|idf:{}|removed:subwords+punct|ngram:1|conventions:moverscore-v2",
+                "moverscore|model:tiny-distilbert|layer:last|idf:{}|removed:subwords+punct|ngram:1|conventions:moverscore-v2-1.0.3",
                 if idf { "yes" } else { "no" }
             )),
             "{sig}"

@@ -109,7 +109,13 @@ fn every_architecture_and_head_matches_transformers() {
         ),
         (
             "deberta_parity.json",
-            &["deberta_v3", "deberta_v2_conv", "deberta_cls"],
+            &[
+                "deberta_v3",
+                "deberta_v2_conv",
+                "deberta_cls",
+                "deberta_v1",
+                "deberta_v1_cls",
+            ],
         ),
     ];
     for (file, names) in sets {
@@ -603,14 +609,73 @@ fn deberta_runs_menli_bertscore_and_int8_and_refuses_what_it_cannot() {
     )
     .unwrap();
     assert_eq!(score(prepared)[0].values(), f32_cols[0].values());
-    // DeBERTa v1 and the masked-LM head are refused by name.
+    // A v1 model type with v2 options, and the masked-LM head, are refused.
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     let e = ModelConfig::from_json(&text.replace("\"deberta-v2\"", "\"deberta\"")).unwrap_err();
-    assert!(e.to_string().contains("DeBERTa v1"), "{e}");
+    assert!(e.to_string().contains("v2 options"), "{e}");
     let e = ModelConfig::from_json(
         &text.replace("DebertaV2ForSequenceClassification", "DebertaV2ForMaskedLM"),
     )
     .unwrap_err();
     assert!(e.to_string().contains("masked-LM head"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn deberta_v1_folder_with_vocab_and_merges_reads_cls_text_sep() {
+    // DeBERTa v1's hub layout: vocab.json + merges.txt, [CLS]/[SEP] in the vocabulary.
+    let dir = std::env::temp_dir().join(format!("blindspot-deberta-v1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixtures = root().join("tests/fixtures");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(fixtures.join("plm/deberta_v1_cls").join(f), dir.join(f)).unwrap();
+    }
+    let bart = fixtures.join("bart/tiny-torch");
+    std::fs::copy(bart.join("merges.txt"), dir.join("merges.txt")).unwrap();
+    // The tiny BART vocabulary (1000 entries) with DeBERTa's specials in place of <s>, </s>...
+    let vocab = std::fs::read_to_string(bart.join("vocab.json")).unwrap();
+    let vocab = vocab
+        .replace("\"<s>\"", "\"[CLS]\"")
+        .replace("\"</s>\"", "\"[SEP]\"")
+        .replace("\"<pad>\"", "\"[PAD]\"")
+        .replace("\"<unk>\"", "\"[UNK]\"")
+        .replace("\"<mask>\"", "\"[MASK]\"");
+    std::fs::write(dir.join("vocab.json"), vocab).unwrap();
+    let plm = Plm::load(
+        "tiny-deberta-v1",
+        ModelFiles::from_path(&dir).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let bart = Plm::load(
+        "tiny-bart",
+        ModelFiles::from_path(&bart).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let text = "The committee approved the budget.";
+    let ids = plm.encode(text).unwrap().ids();
+    let bart_ids = bart.encode(text).unwrap().ids();
+    // Same pieces, with [CLS] (0 in this vocabulary, <s>'s id) and [SEP] (2) around them.
+    assert_eq!(ids, bart_ids);
+    assert_eq!(plm.tokenizer.id_to_token(ids[0]).as_deref(), Some("[CLS]"));
+    assert_eq!(
+        plm.tokenizer.id_to_token(*ids.last().unwrap()).as_deref(),
+        Some("[SEP]")
+    );
+    let pair = plm.tokenizer.encode_pair_for_model("a b", "c").unwrap();
+    assert_eq!(
+        pair.type_ids.iter().filter(|&&t| t == 1).count(),
+        2,
+        "c [SEP] in segment 1"
+    );
+    // NLI runs on it.
+    let out = plm.forward(&[ids]).unwrap();
+    let logits = read_back_blocking(plm.class_logits(&out).unwrap())
+        .unwrap()
+        .0;
+    assert!(logits.iter().all(|x| x.is_finite()));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -27,7 +27,8 @@ use crate::models::{Head, LmToken, ModelError, Plm, read_back};
 /// The implementation whose computation is reproduced.
 pub const CONVENTIONS: &str = "neulab-bartscore";
 
-/// Target tokens per model pass (BART-large's logits take 200 KB per token).
+/// Padded tokens per model pass, counting each pair's longer side (BART-large's
+/// logits take 200 KB per target token).
 pub const TOKEN_BUDGET: usize = 512;
 
 /// How several references are folded into P and R.
@@ -52,7 +53,7 @@ pub fn is_bart(plm: &Plm) -> bool {
 }
 
 /// Scores each `(source, target)` pair; identical pairs run once. Pairs
-/// are batched by length within [`TOKEN_BUDGET`] target tokens.
+/// are batched by length within [`TOKEN_BUDGET`] tokens of the longer side.
 pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>, ModelError> {
     let Some(decoder) = plm.config.decoder.as_ref().filter(|_| is_bart(plm)) else {
         return Err(ModelError::Unsupported(format!(
@@ -86,9 +87,12 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>
         encoded.push((s, t));
     }
     let mut order: Vec<usize> = (0..distinct.len()).collect();
-    order.sort_by_key(|&i| (encoded[i].1.tokens.len(), encoded[i].0.tokens.len()));
+    // Batches are bounded by the longer side: a long source costs as much
+    // attention memory as a long target.
+    let size = |i: usize| encoded[i].0.tokens.len().max(encoded[i].1.tokens.len());
+    order.sort_by_key(|&i| size(i));
     let mut scored: Vec<Option<TargetScore>> = vec![None; distinct.len()];
-    for chunk in chunks(&order, |i| encoded[i].1.tokens.len()) {
+    for chunk in chunks(&order, size) {
         let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].0.ids()).collect();
         let labels: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].1.ids()).collect();
         let inputs: Vec<Vec<u32>> = labels
@@ -136,8 +140,8 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>
         .collect())
 }
 
-/// Chunks of pair indices (sorted by target length) whose padded target
-/// size stays within [`TOKEN_BUDGET`]; a longer pair gets a chunk of its own.
+/// Chunks of pair indices (sorted by `length`) whose padded size stays
+/// within [`TOKEN_BUDGET`]; a longer pair gets a chunk of its own.
 fn chunks(order: &[usize], length: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut current: Vec<usize> = Vec::new();

@@ -826,8 +826,13 @@ impl Engine {
             let mut refs = Vec::new();
             if with_refs {
                 if s.refs.is_empty() {
+                    let part = parts.iter().find(|&&p| p != BartPart::Faithful);
+                    let spec = MetricSpec::BartScore(BartScoreSpec {
+                        part: *part.expect("a reference-based part was asked for"),
+                        ..spec.clone()
+                    });
                     return Err(MetricError::MissingReference {
-                        metric: MetricId::BartScoreF.info().id,
+                        metric: spec.id().info().id,
                         segment: i + 1,
                     }
                     .into());

@@ -1,6 +1,7 @@
 //! MoverScore (Zhao et al. 2019) as AIPHES/emnlp19-moverscore's
-//! `moverscore_v2.word_mover_score` computes it (its default encoder is
-//! distilbert-base-uncased; any encoder runs here):
+//! `moverscore_v2.word_mover_score` computes it in the PyPI release
+//! (`moverscore` 1.0.3; its default encoder is distilbert-base-uncased; any
+//! encoder runs here):
 //!
 //! - each text is `[CLS]` + its tokens (cut at the model's limit) + `[SEP]`,
 //!   read at the encoder's last layer;
@@ -25,8 +26,10 @@ use microlp::{ComparisonOp, OptimizationDirection, Problem};
 use super::Signature;
 use crate::models::{ModelError, Plm, read_back};
 
-/// The implementation whose computation is reproduced.
-pub const CONVENTIONS: &str = "moverscore-v2";
+/// The implementation whose computation is reproduced: `moverscore_v2` as
+/// released on PyPI (1.0.3), whose score is 1 − cost (the GitHub master has
+/// since changed it to 1 / (1 + cost)).
+pub const CONVENTIONS: &str = "moverscore-v2-1.0.3";
 
 /// Texts per encoder pass.
 pub const BATCH: usize = 32;

@@ -97,8 +97,8 @@ pub struct BartModel {
     pub encoder: Stack<EncoderLayer>,
     /// The decoder.
     pub decoder: Stack<DecoderLayer>,
-    /// Added to the output logits, `[1, vocab]`.
-    pub final_logits_bias: Param<Tensor<2>>,
+    /// Added to the output logits, `[1, vocab]` (none in a BartModel checkpoint).
+    pub final_logits_bias: Option<Param<Tensor<2>>>,
     /// sqrt(hidden) when `scale_embedding`, else 1.
     #[module(skip)]
     pub embed_scale: f32,
@@ -167,7 +167,9 @@ impl BartModel {
                 layernorm_embedding: norm(),
                 layers: decoder_layers,
             },
-            final_logits_bias: Param::from_tensor(Tensor::zeros([1, config.vocab_size], device)),
+            final_logits_bias: decoder
+                .logits_bias
+                .then(|| Param::from_tensor(Tensor::zeros([1, config.vocab_size], device))),
             embed_scale: if decoder.scale_embedding {
                 (h as f32).sqrt()
             } else {
@@ -194,10 +196,23 @@ impl BartModel {
     /// then every layer's (`num_layers + 1` tensors, as transformers'
     /// `encoder_hidden_states`).
     pub fn encode(&self, batch: &Batch) -> Vec<Tensor<3>> {
+        self.run_encoder(batch, true)
+    }
+
+    /// The encoder's output only (earlier states are not kept).
+    pub fn encode_last(&self, batch: &Batch) -> Tensor<3> {
+        self.run_encoder(batch, false)
+            .pop()
+            .expect("an encoder returns its output")
+    }
+
+    fn run_encoder(&self, batch: &Batch, keep: bool) -> Vec<Tensor<3>> {
         let mut x = self.embed(&self.encoder, batch.ids.clone(), batch.positions.clone());
         let mut hidden_states = Vec::with_capacity(self.encoder.layers.len() + 1);
         for layer in &self.encoder.layers {
-            hidden_states.push(x.clone());
+            if keep {
+                hidden_states.push(x.clone());
+            }
             x = layer.forward(x, batch.pad_bias.clone());
         }
         hidden_states.push(x);
@@ -225,9 +240,14 @@ impl BartModel {
     /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
     /// as the output projection, plus `final_logits_bias`.
     pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        let [_, vocab] = self.final_logits_bias.dims();
-        hidden.matmul(self.shared.weight.val().transpose().unsqueeze())
-            + self.final_logits_bias.val().reshape([1, 1, vocab])
+        let logits = hidden.matmul(self.shared.weight.val().transpose().unsqueeze());
+        match &self.final_logits_bias {
+            Some(bias) => {
+                let [_, vocab] = bias.dims();
+                logits + bias.val().reshape([1, 1, vocab])
+            }
+            None => logits,
+        }
     }
 }
 
@@ -267,9 +287,29 @@ impl DecoderLayer {
     }
 }
 
-/// Key renames from BART checkpoints to this module tree. The tied copies
-/// (`model.encoder.embed_tokens`, `model.decoder.embed_tokens`,
-/// `lm_head`) are left over.
-pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
-    vec![(r"^model\.", "")]
+/// Key renames from BART checkpoints (with or without the `model.` prefix)
+/// to this module tree, given the checkpoint's tensor names. The shared
+/// embeddings are stored under one of their tied names: `model.shared` where
+/// present (the other copies are left over), else the first tied copy the
+/// file holds (facebook/bart-large-cnn's safetensors keep only
+/// `model.decoder.embed_tokens`).
+pub fn checkpoint_key_map(names: &[String]) -> Vec<(String, String)> {
+    let mut map = vec![(r"^model\.".to_owned(), String::new())];
+    let has = |n: &str| names.iter().any(|x| x == n);
+    if !has("model.shared.weight") && !has("shared.weight") {
+        let tied = [
+            "model.decoder.embed_tokens.weight",
+            "model.encoder.embed_tokens.weight",
+            "decoder.embed_tokens.weight",
+            "encoder.embed_tokens.weight",
+            "lm_head.weight",
+        ];
+        if let Some(copy) = tied.iter().find(|t| has(t)) {
+            map.insert(
+                0,
+                (format!("^{}$", regex::escape(copy)), "shared.weight".into()),
+            );
+        }
+    }
+    map
 }

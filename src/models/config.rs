@@ -26,8 +26,9 @@ pub enum Family {
     Gpt2,
     /// BART encoder-decoders (`model_type: bart`).
     Bart,
-    /// DeBERTa-v2 and v3 (`model_type: deberta-v2`): disentangled attention.
-    DebertaV2,
+    /// DeBERTa (`model_type: deberta`, v1) and DeBERTa-v2/v3 (`deberta-v2`):
+    /// disentangled attention.
+    Deberta,
 }
 
 /// Head on top of the encoder or decoder, from `architectures[0]`.
@@ -104,6 +105,7 @@ struct RawConfig {
     position_biased_input: Option<bool>,
     pooler_hidden_size: Option<usize>,
     pooler_hidden_act: Option<String>,
+    talking_head: Option<bool>,
 }
 
 /// The decoder of an encoder-decoder (BART).
@@ -119,6 +121,9 @@ pub struct DecoderConfig {
     pub start_token_id: u32,
     /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
     pub scale_embedding: bool,
+    /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
+    /// a BartModel's is zero).
+    pub logits_bias: bool,
 }
 
 /// Activation of the feed-forward layers.
@@ -177,7 +182,19 @@ pub struct ModelConfig {
 }
 
 /// DeBERTa-v2's attention settings, with transformers' defaults.
-fn deberta_config(raw: &RawConfig) -> Result<DebertaConfig, ModelError> {
+fn deberta_config(raw: &RawConfig, v1: bool) -> Result<DebertaConfig, ModelError> {
+    if raw.talking_head == Some(true) {
+        return Err(ModelError::Unsupported(
+            "DeBERTa's talking heads (`talking_head`) are not supported".into(),
+        ));
+    }
+    if v1 && (raw.position_buckets.is_some_and(|b| b > 0) || raw.share_att_key == Some(true)) {
+        return Err(ModelError::Config(
+            "a DeBERTa v1 config (`model_type: deberta`) with v2 options (position_buckets, \
+             share_att_key): is its model_type deberta-v2?"
+                .into(),
+        ));
+    }
     let kinds: Vec<String> = match &raw.pos_att_type {
         None | Some(serde_json::Value::Null) => vec![],
         Some(serde_json::Value::String(s)) => {
@@ -207,6 +224,7 @@ fn deberta_config(raw: &RawConfig) -> Result<DebertaConfig, ModelError> {
         .filter(|&m| m >= 1)
         .map_or(max_positions, |m| m as usize);
     Ok(DebertaConfig {
+        v1,
         relative_attention: raw.relative_attention.unwrap_or(false),
         c2p: kinds.iter().any(|k| k == "c2p"),
         p2c: kinds.iter().any(|k| k == "p2c"),
@@ -250,19 +268,12 @@ impl ModelConfig {
             "electra" => Family::Electra,
             "gpt2" => Family::Gpt2,
             "bart" => Family::Bart,
-            "deberta-v2" => Family::DebertaV2,
-            "deberta" => {
-                return Err(ModelError::Unsupported(
-                    "DeBERTa v1 (`model_type: deberta`, e.g. microsoft/deberta-large-mnli) is not \
-                     supported yet; DeBERTa-v2 and v3 checkpoints (`deberta-v2`) are"
-                        .into(),
-                ));
-            }
+            "deberta" | "deberta-v2" => Family::Deberta,
             "" => return Err(ModelError::Config("config.json has no model_type".into())),
             other => {
                 return Err(ModelError::Unsupported(format!(
                     "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
-                     xlm-roberta, camembert, distilbert, electra, gpt2, bart, deberta-v2)"
+                     xlm-roberta, camembert, distilbert, electra, gpt2, bart, deberta, deberta-v2)"
                 )));
             }
         };
@@ -274,10 +285,16 @@ impl ModelConfig {
         let head = if family == Family::Gpt2 {
             Head::CausalLm
         } else if family == Family::Bart {
-            if architecture != "BartForConditionalGeneration" {
+            // A BartModel checkpoint (facebook/bart-base) gets the tied head with a
+            // zero bias, as transformers loads it into BartForConditionalGeneration.
+            if !matches!(
+                architecture.as_str(),
+                "BartForConditionalGeneration" | "BartModel"
+            ) {
                 return Err(ModelError::Unsupported(format!(
                     "BART architecture `{architecture}` is not supported \
-                     (BartForConditionalGeneration only: BARTScore reads its language-model head)"
+                     (BartForConditionalGeneration or BartModel: BARTScore reads the \
+                     language-model head)"
                 )));
             }
             Head::Seq2SeqLm
@@ -312,7 +329,7 @@ impl ModelConfig {
                 "sinusoidal DistilBERT positions are not supported".into(),
             ));
         }
-        if family == Family::DebertaV2 && head == Head::MaskedLm {
+        if family == Family::Deberta && head == Head::MaskedLm {
             return Err(ModelError::Unsupported(
                 "DeBERTa's masked-LM head is not supported; its encoder and classifiers are".into(),
             ));
@@ -342,7 +359,7 @@ impl ModelConfig {
         // BLEURT projects whenever it names an embedding size; ELECTRA only
         // when the embeddings are narrower than the layers.
         let embedding_size = match family {
-            Family::Electra | Family::DebertaV2 => raw.embedding_size.filter(|&e| e != hidden_size),
+            Family::Electra | Family::Deberta => raw.embedding_size.filter(|&e| e != hidden_size),
             _ => raw.embedding_size,
         };
         if family == Family::Electra && head == Head::MaskedLm {
@@ -352,8 +369,7 @@ impl ModelConfig {
             ));
         }
         if embedding_size.is_some()
-            && (!matches!(family, Family::Bert | Family::Electra | Family::DebertaV2)
-                || has_lm_head)
+            && (!matches!(family, Family::Bert | Family::Electra | Family::Deberta) || has_lm_head)
         {
             return Err(ModelError::Unsupported(
                 "an embedding_size is supported on BERT, BLEURT and ELECTRA encoders without a \
@@ -371,12 +387,12 @@ impl ModelConfig {
         };
         let activation = activation_of(raw.hidden_act.as_deref().unwrap_or("gelu"))?;
         let pooler_activation = activation_of(raw.pooler_hidden_act.as_deref().unwrap_or("gelu"))?;
-        let deberta = if family == Family::DebertaV2 {
-            Some(deberta_config(&raw)?)
+        let deberta = if family == Family::Deberta {
+            Some(deberta_config(&raw, model_type == "deberta")?)
         } else {
             None
         };
-        if family == Family::DebertaV2 && raw.pooler_hidden_size.is_some_and(|p| p != hidden_size) {
+        if family == Family::Deberta && raw.pooler_hidden_size.is_some_and(|p| p != hidden_size) {
             return Err(ModelError::Unsupported(
                 "a DeBERTa pooler narrower or wider than hidden_size is not supported".into(),
             ));
@@ -406,6 +422,7 @@ impl ModelConfig {
             _ if matches!(family, Family::Roberta | Family::Bart) => 1,
             _ => 0,
         };
+        let logits_bias = architecture == "BartForConditionalGeneration";
         let config = Self {
             family,
             head,
@@ -431,11 +448,12 @@ impl ModelConfig {
             max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
             type_vocab_size: match family {
                 Family::DistilBert | Family::Gpt2 | Family::Bart => 0,
-                Family::DebertaV2 => raw.type_vocab_size.unwrap_or(0),
+                Family::Deberta => raw.type_vocab_size.unwrap_or(0),
                 _ => raw.type_vocab_size.unwrap_or(2),
             },
             layer_norm_eps: raw.layer_norm_eps.unwrap_or(match family {
                 Family::Gpt2 | Family::Bart => 1e-5,
+                Family::Deberta => 1e-7,
                 _ => 1e-12,
             }),
             activation,
@@ -449,6 +467,7 @@ impl ModelConfig {
                     intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
                     start_token_id: raw.decoder_start_token_id.unwrap_or(2),
                     scale_embedding: raw.scale_embedding.unwrap_or(false),
+                    logits_bias,
                 })
             } else {
                 None

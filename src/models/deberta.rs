@@ -1,5 +1,6 @@
-//! DeBERTa-v2 and v3 (`model_type: deberta-v2`: deberta-v2-xlarge-mnli,
-//! deberta-v3, mDeBERTa-v3): BERT-style post-norm layers whose attention
+//! DeBERTa (v1, `model_type: deberta`: deberta-large-mnli, deberta-xlarge-mnli)
+//! and DeBERTa-v2/v3 (`deberta-v2`: deberta-v2-xlarge-mnli, deberta-v3,
+//! mDeBERTa-v3): BERT-style post-norm layers whose attention
 //! adds, to the content-to-content scores, content-to-position (c2p) and
 //! position-to-content (p2c) scores read from relative-position embeddings,
 //! with relative distances bucketed logarithmically past half the bucket
@@ -7,11 +8,18 @@
 //! absolute positions and token types, and narrower embeddings projected up.
 //! The classifier pools the first token through a dense layer and gelu.
 //!
+//! v1 differs only in its projections: one bias-free `in_proj` holding each
+//! head's query, key and value side by side, with separate query and value
+//! biases, and a bias-free c2p position projection (`pos_proj`). Its relative
+//! embeddings are sliced to the attention span before indexing, which picks
+//! the same rows as indexing the whole table at `distance + max_relative`,
+//! as done here for both versions.
+//!
 //! Parameter names follow the checkpoint once [`checkpoint_key_map`] has
 //! renamed `attention.self` (a Rust keyword), `LayerNorm` and the output
 //! projections.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{
     Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig1d,
@@ -25,6 +33,8 @@ use crate::models::bert::split_heads;
 /// How a checkpoint's attention reads relative positions (`config.json`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DebertaConfig {
+    /// DeBERTa v1 (`model_type: deberta`): fused `in_proj`, no buckets.
+    pub v1: bool,
     /// Relative attention on at all.
     pub relative_attention: bool,
     /// Content-to-position scores.
@@ -87,12 +97,18 @@ pub struct Embeddings {
 /// Disentangled self-attention: content and relative-position projections.
 #[derive(Module, Debug)]
 pub struct Attention {
-    /// Query projection.
-    pub query_proj: Linear,
-    /// Key projection.
-    pub key_proj: Linear,
-    /// Value projection.
-    pub value_proj: Linear,
+    /// Query projection (v2).
+    pub query_proj: Option<Linear>,
+    /// Key projection (v2).
+    pub key_proj: Option<Linear>,
+    /// Value projection (v2).
+    pub value_proj: Option<Linear>,
+    /// v1: query, key and value of each head side by side, without bias.
+    pub in_proj: Option<Linear>,
+    /// v1: the query bias.
+    pub q_bias: Option<Param<Tensor<1>>>,
+    /// v1: the value bias.
+    pub v_bias: Option<Param<Tensor<1>>>,
     /// Position keys for c2p, when not shared with `key_proj`.
     pub pos_key_proj: Option<Linear>,
     /// Position queries for p2c, when not shared with `query_proj`.
@@ -190,17 +206,26 @@ impl DebertaModel {
                 .map(|e| LinearConfig::new(e, h).with_bias(false).init(device)),
             layer_norm: norm(),
         };
-        let own = |wanted: bool| {
-            (wanted && s.relative_attention && !s.share_att_key).then(|| linear(h, h, device))
+        let own = |wanted: bool, bias: bool| {
+            (wanted && s.relative_attention && !s.share_att_key)
+                .then(|| LinearConfig::new(h, h).with_bias(bias).init(device))
         };
+        let v2 = || (!s.v1).then(|| linear(h, h, device));
+        let bias = || s.v1.then(|| Param::from_tensor(Tensor::zeros([h], device)));
         let layer = (0..config.num_layers)
             .map(|_| Layer {
                 attention: Attention {
-                    query_proj: linear(h, h, device),
-                    key_proj: linear(h, h, device),
-                    value_proj: linear(h, h, device),
-                    pos_key_proj: own(s.c2p),
-                    pos_query_proj: own(s.p2c),
+                    query_proj: v2(),
+                    key_proj: v2(),
+                    value_proj: v2(),
+                    in_proj: s
+                        .v1
+                        .then(|| LinearConfig::new(h, 3 * h).with_bias(false).init(device)),
+                    q_bias: bias(),
+                    v_bias: bias(),
+                    // v1's c2p projection has no bias; its p2c one has.
+                    pos_key_proj: own(s.c2p, !s.v1),
+                    pos_query_proj: own(s.p2c, true),
                     num_heads: config.num_heads,
                 },
                 attention_output: linear(h, h, device),
@@ -392,9 +417,7 @@ impl Attention {
         s: &DebertaConfig,
     ) -> Tensor<3> {
         let heads = self.num_heads;
-        let q = split_heads(self.query_proj.forward(x.clone()), heads);
-        let k = split_heads(self.key_proj.forward(x.clone()), heads);
-        let v = split_heads(self.value_proj.forward(x), heads);
+        let (q, k, v) = self.content(x);
         let [b, _, l, d] = q.dims();
         let with_positions = relative.is_some() && s.relative_attention;
         let factor =
@@ -406,8 +429,12 @@ impl Attention {
             .div_scalar(scale);
         if let Some(r) = relative.filter(|_| s.relative_attention) {
             let rows = r.embeddings.dims()[1];
-            let project = |own: &Option<Linear>, shared: &Linear| {
-                let p = own.as_ref().unwrap_or(shared).forward(r.embeddings.clone());
+            let project = |own: &Option<Linear>, shared: &Option<Linear>| {
+                let layer = own
+                    .as_ref()
+                    .or(shared.as_ref())
+                    .expect("a position projection, own or shared, for each position term");
+                let p = layer.forward(r.embeddings.clone());
                 split_heads(p, heads).expand([b, heads, rows, d])
             };
             if s.c2p {
@@ -429,6 +456,46 @@ impl Attention {
     }
 }
 
+impl Attention {
+    /// Query, key and value `[batch, heads, tokens, head_dim]`: v2's three
+    /// projections, or v1's fused one with its query and value biases.
+    fn content(&self, x: Tensor<3>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+        let heads = self.num_heads;
+        let (Some(in_proj), Some(q_bias), Some(v_bias)) =
+            (&self.in_proj, &self.q_bias, &self.v_bias)
+        else {
+            let project = |p: &Option<Linear>| {
+                split_heads(
+                    p.as_ref()
+                        .expect("v2 attention has its three projections")
+                        .forward(x.clone()),
+                    heads,
+                )
+            };
+            return (
+                project(&self.query_proj),
+                project(&self.key_proj),
+                project(&self.value_proj),
+            );
+        };
+        // transformers' view [b, l, heads, 3 d] then chunk(3) on the last axis.
+        let qkv = in_proj.forward(x);
+        let [b, l, h3] = qkv.dims();
+        let d = h3 / (3 * heads);
+        let qkv = qkv.reshape([b, l, heads, 3 * d]).swap_dims(1, 2);
+        let part = |i: usize| {
+            qkv.clone()
+                .slice([0..b, 0..heads, 0..l, i * d..(i + 1) * d])
+        };
+        let per_head = |p: &Param<Tensor<1>>| p.val().reshape([1, heads, 1, d]);
+        (
+            part(0) + per_head(q_bias),
+            part(1),
+            part(2) + per_head(v_bias),
+        )
+    }
+}
+
 impl ConvLayer {
     fn forward(
         &self,
@@ -446,10 +513,15 @@ impl ConvLayer {
     }
 }
 
-/// Key renames from DeBERTa-v2 checkpoints to this module tree, in order.
+/// Key renames from DeBERTa (v1 and v2) checkpoints to this module tree, in order.
 pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
     vec![
         (r"^deberta\.", ""),
+        (r"\.attention\.self\.pos_proj\.", ".attention.pos_key_proj."),
+        (
+            r"\.attention\.self\.pos_q_proj\.",
+            ".attention.pos_query_proj.",
+        ),
         (r"^pooler\.dense\.", "pooler."),
         (r"\.attention\.self\.", ".attention."),
         (r"\.attention\.output\.dense\.", ".attention_output."),

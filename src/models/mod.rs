@@ -191,6 +191,7 @@ impl Plm {
         if sequences.is_empty() || sequences.iter().any(Vec::is_empty) {
             return Err(ModelError::Unsupported("empty input sequence".into()));
         }
+        self.check_ids(sequences.iter())?;
         let batch = Batch::with_types(sequences, types, &self.config, &self.device);
         let hidden_states = match &self.network {
             Network::Bert(m) => m.forward(&batch).hidden_states,
@@ -208,6 +209,27 @@ impl Plm {
 }
 
 impl Plm {
+    /// Refuses ids outside the embedding table (bart-large-cnn's tokenizer
+    /// gives `<mask>` the id 50264 of a 50264-row table): an embedding lookup
+    /// would panic on the CPU and read past the table on WebGPU.
+    fn check_ids<'a>(
+        &self,
+        sequences: impl Iterator<Item = &'a Vec<u32>>,
+    ) -> Result<(), ModelError> {
+        let vocab = self.config.vocab_size;
+        for s in sequences {
+            if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
+                let token = self.tokenizer.id_to_token(id).unwrap_or_default();
+                return Err(ModelError::Unsupported(format!(
+                    "the text holds token {token:?} (id {id}), which {}'s tokenizer knows but its \
+                     embeddings do not (vocab_size {vocab}): remove it from the text",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn missing_head(&self, what: &str) -> ModelError {
         ModelError::Unsupported(format!(
             "{} has no {what} (its config.json says {:?}); pick a checkpoint with one",
@@ -271,11 +293,9 @@ impl Plm {
         {
             return Err(ModelError::Unsupported("empty input sequence".into()));
         }
+        self.check_ids(all.clone())?;
         let memory_batch = Batch::new(sources, &self.config, &self.device);
-        let memory = m
-            .encode(&memory_batch)
-            .pop()
-            .expect("an encoder returns its output");
+        let memory = m.encode_last(&memory_batch);
         let targets = Batch::new(decoder_inputs, &self.config, &self.device);
         Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.pad_bias)))
     }

@@ -143,6 +143,36 @@ impl LmTokenizer {
         Ok(tok)
     }
 
+    /// DeBERTa v1's byte-level BPE from `vocab.json` and `merges.txt`, as
+    /// `DebertaTokenizerFast` builds it: GPT-2's pipeline with `[CLS] A [SEP]`
+    /// (pairs `[CLS] A [SEP] B [SEP]`, segment 1 from B on) and `[PAD]`,
+    /// `[CLS]`, `[SEP]`, `[UNK]`, `[MASK]` as special tokens.
+    pub fn deberta_bpe(vocab_json: &str, merges_txt: &str) -> Result<Self, TokenizerError> {
+        let mut tok = Self::gpt2(vocab_json, merges_txt)?;
+        let id = |t: &str| {
+            tok.inner
+                .token_to_id(t)
+                .ok_or_else(|| TokenizerError(format!("vocab.json has no {t}")))
+        };
+        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        let template = TemplateProcessing::builder()
+            .try_single("[CLS]:0 $A:0 [SEP]:0")
+            .map_err(err)?
+            .try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
+            .map_err(err)?
+            .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
+            .build()
+            .map_err(err)?;
+        tok.inner.with_post_processor(Some(template));
+        let specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"].map(|t| AddedToken::from(t, true));
+        tok.inner.add_special_tokens(specials).map_err(err)?;
+        tok.inner
+            .add_special_tokens([AddedToken::from("[MASK]", true).lstrip(true)])
+            .map_err(err)?;
+        tok.name = "vocab.json".into();
+        Ok(tok)
+    }
+
     /// GPT-2's byte-level BPE from `encoder.json` and `vocab.bpe`.
     pub fn gpt2(encoder_json: &str, vocab_bpe: &str) -> Result<Self, TokenizerError> {
         let vocab: std::collections::HashMap<String, u32> =

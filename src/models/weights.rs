@@ -176,11 +176,16 @@ impl ModelFiles {
                 String::from_utf8(read(p)?)
                     .map_err(|_| ModelError::Config(format!("{} is not UTF-8", p.display())))
             };
-            // GPT-2's own pair, or RoBERTa's and BART's (with <s> and </s> added).
-            let gpt2 = ModelConfig::from_json(&config_json).is_ok_and(|c| c.family == Family::Gpt2);
+            // GPT-2's own pair, DeBERTa v1's ([CLS] .. [SEP]), or RoBERTa's
+            // and BART's (<s> .. </s>).
+            let config = ModelConfig::from_json(&config_json).ok();
+            let family = config.as_ref().map(|c| c.family);
+            let deberta_v1 = config.and_then(|c| c.deberta).is_some_and(|d| d.v1);
             let (v, m) = (text(&vocab)?, text(&merges)?);
-            let tok = if gpt2 {
+            let tok = if family == Some(Family::Gpt2) {
                 LmTokenizer::gpt2(&v, &m)
+            } else if deberta_v1 {
+                LmTokenizer::deberta_bpe(&v, &m)
             } else {
                 LmTokenizer::roberta_bpe(&v, &m)
             }
@@ -452,7 +457,7 @@ struct Int8Mapper {
 }
 
 /// Modules whose `weight` is a linear projection.
-const PROJECTIONS: [&str; 22] = [
+const PROJECTIONS: [&str; 23] = [
     "query",
     "key",
     "value",
@@ -475,6 +480,7 @@ const PROJECTIONS: [&str; 22] = [
     "pos_key_proj",
     "pos_query_proj",
     "attention_output",
+    "in_proj",
 ];
 
 /// Modules whose `weight` is a lookup table.
@@ -566,9 +572,7 @@ impl Network {
             (Some(hparams), _) => Network::Comet(CometModel::new(config, hparams, device)),
             (None, Family::Gpt2) => Network::Gpt2(gpt2::Gpt2Model::new(config, device)),
             (None, Family::Bart) => Network::Bart(bart::BartModel::new(config, device)),
-            (None, Family::DebertaV2) => {
-                Network::Deberta(deberta::DebertaModel::new(config, device))
-            }
+            (None, Family::Deberta) => Network::Deberta(deberta::DebertaModel::new(config, device)),
             (None, _) => Network::Bert(bert::BertModel::new(config, device)),
         };
         if stored == Precision::Int8 && precision == Precision::F32 {
@@ -621,7 +625,19 @@ impl Network {
                 Network::Bert(m) => load_safetensors(m, shards, &bert::checkpoint_key_map(family)),
                 Network::Gpt2(m) => load_safetensors(m, shards, &gpt2::checkpoint_key_map()),
                 Network::Comet(m) => load_safetensors(m, shards, &comet_map()),
-                Network::Bart(m) => load_safetensors(m, shards, &bart::checkpoint_key_map()),
+                Network::Bart(m) => {
+                    let names: Vec<String> = shards
+                        .iter()
+                        .filter_map(|s| safetensors::SafeTensors::deserialize(s).ok())
+                        .flat_map(|st| {
+                            st.names()
+                                .into_iter()
+                                .map(str::to_owned)
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    load_safetensors(m, shards, &bart::checkpoint_key_map(&names))
+                }
                 Network::Deberta(m) => load_safetensors(m, shards, &deberta::checkpoint_key_map()),
             },
             #[cfg(not(target_arch = "wasm32"))]
@@ -636,9 +652,13 @@ impl Network {
                 Network::Gpt2(m) => {
                     load_torch(m, &path, state_dict_key, &gpt2::checkpoint_key_map())
                 }
-                Network::Bart(m) => {
-                    load_torch(m, &path, state_dict_key, &bart::checkpoint_key_map())
-                }
+                // A pickle holds every tied copy, model.shared included.
+                Network::Bart(m) => load_torch(
+                    m,
+                    &path,
+                    state_dict_key,
+                    &bart::checkpoint_key_map(&["model.shared.weight".to_owned()]),
+                ),
                 Network::Deberta(m) => {
                     load_torch(m, &path, state_dict_key, &deberta::checkpoint_key_map())
                 }

@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing and dispatch.
 
+mod attack;
 mod inject;
 mod input;
 mod models;
@@ -45,6 +46,8 @@ enum Command {
     Merge(stress::MergeArgs),
     /// Run the MENLI preference suite: does each metric prefer the paraphrase to the adversarial text?
     Prefer(stress::PreferArgs),
+    /// Search for edits that fool a metric (over-penalise, inconsistency, raise) over a dataset.
+    Attack(Box<attack::AttackArgs>),
     /// Audit metrics for spurious correlates (length, coverage, density) on SummEval-format data.
     Audit(stress::AuditArgs),
     /// Write a prepared model file (.bpk, int8 by default) from a checkpoint folder.
@@ -160,6 +163,7 @@ pub fn run() -> ExitCode {
         Command::Merge(args) => stress::run_merge(&args),
         Command::Prefer(args) => stress::run_prefer(&args),
         Command::Audit(args) => stress::run_audit(&args),
+        Command::Attack(args) => attack::run_attack(&args),
         Command::Prepare(args) => models::run_prepare(&args),
         Command::Models { format } => models::list_models(matches!(format, ListFormat::Json)),
         Command::Embed(args) => models::run_embed(&args),

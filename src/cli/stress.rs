@@ -86,7 +86,7 @@ pub struct MergeArgs {
 }
 
 /// The file-name part of a path, naming the dataset in reports.
-fn file_name(path: &str) -> String {
+pub(super) fn file_name(path: &str) -> String {
     std::path::Path::new(path)
         .file_name()
         .map_or(path.to_owned(), |n| n.to_string_lossy().into_owned())
@@ -132,7 +132,11 @@ pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
 
 /// Reads `path` in `format` (rows that do not parse are reported and
 /// skipped) and keeps the first `limit` items.
-fn load(path: &str, format: DatasetFormat, limit: Option<usize>) -> Result<Vec<Item>, CliError> {
+pub(super) fn load(
+    path: &str,
+    format: DatasetFormat,
+    limit: Option<usize>,
+) -> Result<Vec<Item>, CliError> {
     let text = read_text(path)?;
     let loaded = data::load_items(format, &text);
     for p in &loaded.problems {
@@ -233,6 +237,12 @@ fn write_report(report: &SuiteReport, files: &ReportFiles) -> Result<(), CliErro
 
 /// Runs `blindspot merge`.
 pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
+    // Parts of `blindspot attack --shard` are JSON lines with an attack header.
+    let first = read_text(&args.parts[0])?;
+    if let Some(run) = super::attack::parse_run(&first) {
+        let run = run.map_err(|e| CliError::Suite(format!("{}: {e}", args.parts[0])))?;
+        return super::attack::merge_parts(run, &args.parts, &args.report.out, None);
+    }
     let parts = args
         .parts
         .iter()

@@ -136,6 +136,16 @@ crate::metrics::spec::named_enum!(
     [(Wmt, "wmt"), (Summeval, "summeval"), (Jsonl, "jsonl")]
 );
 
+/// Sixteen translation-like pairs written for Blindspot (two English
+/// renderings of one sentence each: `hyp` the gold text, `ref` the
+/// reference): a demo set that needs no file, and the pair set a single
+/// pair's attack takes its z scale from.
+pub fn bundled_pairs() -> Vec<Item> {
+    let loaded = load_pairs(include_str!("sample.jsonl"));
+    debug_assert!(loaded.problems.is_empty());
+    loaded.rows
+}
+
 /// Stress-test items from a file in one of the formats: `wmt`
 /// ([`load_wmt`]), `summeval` (the items of [`load_summeval`]) or `jsonl`
 /// ([`load_pairs`]). The CLI and the page both read datasets through this.

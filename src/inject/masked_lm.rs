@@ -52,39 +52,76 @@ impl<'a> PlmMaskedLm<'a> {
         Ok(Self { plm })
     }
 
-    fn predict(
+    /// The model's name.
+    pub fn model_name(&self) -> &str {
+        &self.plm.name
+    }
+
+    /// [`MaskedLm::top_k`] for many `(words, position)` queries at once:
+    /// the masked texts run as one batch per 32, asynchronously (so WebGPU
+    /// reads work too). A query whose mask falls past the model's limit gets
+    /// no candidates.
+    pub async fn top_k_batch(
         &self,
-        words: &[&str],
-        position: usize,
+        queries: &[(Vec<&str>, usize)],
         k: usize,
-    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
+    ) -> Result<Vec<Vec<(String, f32)>>, crate::models::ModelError> {
         use burn::tensor::{Tensor, TensorData, activation};
         let plm = self.plm;
         let mask = plm.tokenizer.mask_id().expect("checked in new");
         let mask_text = plm.tokenizer.decode(&[mask])?;
-        let text: Vec<&str> = words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| if i == position { mask_text.as_str() } else { w })
-            .collect();
-        let enc = plm.encode(&text.join(" "))?;
-        let ids = enc.ids();
-        let Some(at) = ids.iter().position(|&id| id == mask) else {
-            // The mask fell beyond the model's limit.
-            return Ok(vec![]);
-        };
-        let out = plm.forward(std::slice::from_ref(&ids))?;
-        let l = ids.len();
-        let mut select = vec![0f32; l];
-        select[at] = 1.0;
-        let select: Tensor<3> = Tensor::from_data(TensorData::new(select, [1, 1, l]), &plm.device);
-        let last = out
-            .hidden_states
-            .last()
-            .expect("at least the embeddings")
-            .clone();
-        let probs = activation::softmax(plm.mlm_logits(select.matmul(last))?, 2);
-        let (values, _) = futures::executor::block_on(crate::models::read_back(probs))?;
+        let mut out: Vec<Vec<(String, f32)>> = vec![Vec::new(); queries.len()];
+        // (query index, ids, mask position) of the queries the model can see.
+        let mut rows: Vec<(usize, Vec<u32>, usize)> = Vec::new();
+        for (q, (words, position)) in queries.iter().enumerate() {
+            let text: Vec<&str> = words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    if i == *position {
+                        mask_text.as_str()
+                    } else {
+                        w
+                    }
+                })
+                .collect();
+            let ids = plm.encode(&text.join(" "))?.ids();
+            if let Some(at) = ids.iter().position(|&id| id == mask) {
+                rows.push((q, ids, at));
+            }
+        }
+        for chunk in rows.chunks(32) {
+            let seqs: Vec<Vec<u32>> = chunk.iter().map(|r| r.1.clone()).collect();
+            let l = seqs.iter().map(Vec::len).max().unwrap_or(0);
+            let b = seqs.len();
+            let hidden = plm.forward(&seqs)?;
+            let mut select = vec![0f32; b * l];
+            for (i, r) in chunk.iter().enumerate() {
+                select[i * l + r.2] = 1.0;
+            }
+            let select: Tensor<3> =
+                Tensor::from_data(TensorData::new(select, [b, 1, l]), &plm.device);
+            let last = hidden
+                .hidden_states
+                .last()
+                .expect("at least the embeddings")
+                .clone();
+            let probs = activation::softmax(plm.mlm_logits(select.matmul(last))?, 2);
+            let (values, [_, _, vocab]) = crate::models::read_back(probs).await?;
+            for (i, r) in chunk.iter().enumerate() {
+                out[r.0] = self.best_words(&values[i * vocab..(i + 1) * vocab], k)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `k` most likely whole words of one distribution.
+    fn best_words(
+        &self,
+        values: &[f32],
+        k: usize,
+    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
+        let plm = self.plm;
         let mut order: Vec<usize> = (0..values.len()).collect();
         order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
         let mut picked = Vec::with_capacity(k);
@@ -108,6 +145,16 @@ impl<'a> PlmMaskedLm<'a> {
             picked.push((word.to_owned(), values[id]));
         }
         Ok(picked)
+    }
+
+    fn predict(
+        &self,
+        words: &[&str],
+        position: usize,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
+        let query = [(words.to_vec(), position)];
+        Ok(futures::executor::block_on(self.top_k_batch(&query, k))?.remove(0))
     }
 }
 

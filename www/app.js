@@ -6,9 +6,10 @@
 import { gpt2Files, initSuite } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { initModels } from "./models.js";
-import { initPlmScores } from "./plm-scores.js";
+import { initPlmScores, modelSpecs } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
+import { initAttack } from "./attack.js";
 import { EXAMPLES } from "./examples.js";
 import { initSweep, sweepChart } from "./sweep.js";
 
@@ -324,16 +325,21 @@ async function applyInjection() {
     out.className = "bad";
     return;
   }
-  if (!state.pinned) pin();
-  state.undo.push({ hypothesis: fields.hypothesis.value, edits: state.edits });
-  state.redo = [];
-  fields.hypothesis.value = result.text;
-  state.edits = result.edits;
+  useText(result.text, result.edits);
   out.textContent = `${info.name} (${LEVEL_PREFIX[info.level_kind]}${level}, seed ${seed}): noise ratio ${result.noiseRatio.toFixed(3)}`;
   out.className = "muted";
   out.dataset.noiseRatio = String(result.noiseRatio);
   $("example").value = "custom";
   afterHistoryChange();
+}
+
+/** Puts a perturbed text in the hypothesis box (undoable, the original pinned first). */
+function useText(text, edits) {
+  if (!state.pinned) pin();
+  state.undo.push({ hypothesis: fields.hypothesis.value, edits: state.edits });
+  state.redo = [];
+  fields.hypothesis.value = text;
+  state.edits = edits;
 }
 
 async function runSweep() {
@@ -448,6 +454,22 @@ async function main() {
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);
   initMauve(models);
+  initAttack(models, wasm, {
+    texts: () => ({ source: fields.source.value, reference: fields.reference.value, hypothesis: fields.hypothesis.value }),
+    modelSpecs,
+    useText: (text, edits, original) => {
+      // Deltas compare against the text that was attacked.
+      if (state.pinned?.hypothesis !== original) {
+        state.undo.push({ hypothesis: fields.hypothesis.value, edits: state.edits });
+        fields.hypothesis.value = original;
+        state.edits = [];
+        pin();
+      }
+      useText(text, edits);
+      $("example").value = "custom";
+      afterHistoryChange();
+    },
+  });
   $("version").textContent = wasm.version();
   $("engine-status").textContent = "Engine ready";
   $("engine-status").className = "pill pill-ok";

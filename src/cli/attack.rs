@@ -97,6 +97,9 @@ pub struct AttackArgs {
     /// Also write the summary (JSON) here.
     #[arg(long)]
     summary: Option<String>,
+    /// Also write a self-contained HTML report (summary, settings, every item's text found) here.
+    #[arg(long)]
+    html: Option<String>,
     /// Apply the Porter stemmer before ROUGE matching.
     #[arg(long)]
     rouge_stemmer: bool,
@@ -131,6 +134,13 @@ fn attack_error(e: attack::AttackError) -> CliError {
 pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
     let config = config(args);
     config.validate().map_err(attack_error)?;
+    if args.shard.is_some() && (args.summary.is_some() || args.html.is_some()) {
+        return Err(CliError::Suite(
+            "a shard has no summary or report of its own: give --summary and --html to \
+             `blindspot merge`"
+                .into(),
+        ));
+    }
     let items = super::stress::load(&args.data, args.format, args.limit)?;
     if items.is_empty() {
         return Err(CliError::Suite(format!(
@@ -178,15 +188,10 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
     } else {
         None
     };
-    let fluency = match &args.fluency_model {
-        Some(dir) => {
-            let mut s = settings.clone();
-            s.models
-                .insert(ModelSlot::GptPpl, dir.display().to_string());
-            Some(s.specs(&["gpt-ppl".to_owned()])?.remove(0))
-        }
-        None => None,
-    };
+    let fluency = args
+        .fluency_model
+        .as_ref()
+        .map(|dir| AttackTools::fluency_spec(Some(dir.display().to_string())));
     let tools = AttackTools {
         masked_lm: masked_lm.as_ref().map(|m| m as _),
         neighbours: neighbours.as_ref(),
@@ -218,12 +223,22 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
     if args.fluency_model.is_none() && config.goal != Goal::Raise {
         eprintln!("note: no --fluency-model given: no fluency constraint was applied");
     }
-    write_run(&run, &args.out, args.summary.as_deref())
+    write_run(
+        &run,
+        &args.out,
+        args.summary.as_deref(),
+        args.html.as_deref(),
+    )
 }
 
 /// Writes a run as JSON lines (header, then outcomes), its summary where
 /// asked, and the summary line on stderr.
-fn write_run(run: &AttackRun, out: &str, summary: Option<&str>) -> Result<(), CliError> {
+fn write_run(
+    run: &AttackRun,
+    out: &str,
+    summary: Option<&str>,
+    html: Option<&str>,
+) -> Result<(), CliError> {
     let mut text = serde_json::to_string(&run.header).expect("serialisable") + "\n";
     for o in &run.outcomes {
         text += &(serde_json::to_string(o).expect("serialisable") + "\n");
@@ -245,6 +260,9 @@ fn write_run(run: &AttackRun, out: &str, summary: Option<&str>) -> Result<(), Cl
         return Ok(());
     }
     let s = run.summary();
+    if let Some(path) = html {
+        std::fs::write(path, blindspot::stress::html::attack_html(run))?;
+    }
     if let Some(path) = summary {
         std::fs::write(
             path,
@@ -289,6 +307,7 @@ pub fn merge_parts(
     first: AttackRun,
     paths: &[String],
     out: &str,
+    html: Option<&str>,
     summary: Option<&str>,
 ) -> Result<(), CliError> {
     let mut parts = vec![first];
@@ -305,5 +324,5 @@ pub fn merge_parts(
         }
     }
     let run = attack::merge(parts).map_err(attack_error)?;
-    write_run(&run, out, summary)
+    write_run(&run, out, summary, html)
 }

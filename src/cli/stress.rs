@@ -77,9 +77,12 @@ pub struct ReportFiles {
 /// Arguments of `blindspot merge`.
 #[derive(clap::Args)]
 pub struct MergeArgs {
-    /// The partial results of `blindspot stress --shard I/N`, one per shard.
+    /// The partial results of `blindspot stress --shard I/N` (or `blindspot attack --shard I/N`), one per shard.
     #[arg(required = true)]
     parts: Vec<String>,
+    /// Attack parts: also write the summary (JSON) here.
+    #[arg(long)]
+    summary: Option<String>,
     /// Where the merged report goes.
     #[command(flatten)]
     report: ReportFiles,
@@ -241,7 +244,24 @@ pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
     let first = read_text(&args.parts[0])?;
     if let Some(run) = super::attack::parse_run(&first) {
         let run = run.map_err(|e| CliError::Suite(format!("{}: {e}", args.parts[0])))?;
-        return super::attack::merge_parts(run, &args.parts, &args.report.out, None);
+        if args.report.csv.is_some() {
+            return Err(CliError::Suite(
+                "attack results have no CSV form: use --out (JSON lines), --summary or --html"
+                    .into(),
+            ));
+        }
+        return super::attack::merge_parts(
+            run,
+            &args.parts,
+            &args.report.out,
+            args.report.html.as_deref(),
+            args.summary.as_deref(),
+        );
+    }
+    if args.summary.is_some() {
+        return Err(CliError::Suite(
+            "--summary is for attack parts; a stress report's summary is its report card".into(),
+        ));
     }
     let parts = args
         .parts

@@ -7,6 +7,7 @@
 use std::fmt::Write;
 
 use super::Verdict;
+use super::attack::AttackRun;
 use super::suite::{SuiteReport, TestResult};
 
 /// Escapes text for HTML element content and attribute values.
@@ -188,6 +189,102 @@ pub fn suite_html(report: &SuiteReport) -> String {
         out.push_str("</div>");
     }
     let json = serde_json::to_string(report)
+        .expect("serialisable")
+        .replace("</", "<\\/");
+    let _ = writeln!(
+        out,
+        "<h2>Data</h2><p>The exact results, as JSON, are embedded in this file \
+         (<code>script#blindspot-results</code>).</p>\
+         <script type=\"application/json\" id=\"blindspot-results\">{json}</script></body></html>"
+    );
+    out
+}
+
+/// `text` with its edits marked (`<mark>` for changed words, ⌫ where words
+/// were deleted).
+fn marked(text: &str, edits: &[crate::inject::Edit]) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    for e in edits {
+        out.push_str(&esc(&text[at..e.start]));
+        match e.kind {
+            crate::inject::EditKind::Deleted => out.push_str("<span class=\"del\">⌫</span>"),
+            crate::inject::EditKind::Changed => {
+                let _ = write!(out, "<mark>{}</mark>", esc(&text[e.start..e.end]));
+            }
+        }
+        at = e.end;
+    }
+    out.push_str(&esc(&text[at..]));
+    out
+}
+
+/// A self-contained HTML report of an attack run: the summary as the
+/// attack paper reports it, the settings, and every item with its found
+/// text marked; the exact results embedded as JSON.
+pub fn attack_html(run: &AttackRun) -> String {
+    let h = &run.header;
+    let s = run.summary();
+    let mut out = String::new();
+    let title = format!(
+        "Blindspot attack report: {} / {} on {} ({})",
+        h.config.goal, h.config.strategy, h.metric, h.dataset
+    );
+    let _ = write!(
+        out,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}\
+         mark{{background:#ffe08a}}.del{{color:#d55e00;font-weight:700}}td.t{{max-width:36rem}}</style></head><body>\
+         <h1>{t}</h1><p>{} · {}</p><h2>Summary</h2><table><tbody>\
+         <tr><th>items attacked</th><td>{}</td></tr><tr><th>succeeded</th><td>{} ({:.1}%)</td></tr>\
+         <tr><th>mean queries per item</th><td>{:.1}</td></tr>\
+         <tr><th>words perturbed where it succeeded</th><td>{:.1}%</td></tr>\
+         <tr><th>mean score change</th><td>{:+.3} z</td></tr>\
+         <tr><th>z scale</th><td>mean {:.4}, std {:.4} over {} original texts</td></tr>\
+         </tbody></table><h2>Settings</h2><p><code>{}</code></p><p>{}</p>",
+        esc(&h.tool),
+        if h.tools.is_empty() {
+            "no models besides the metric's".to_owned()
+        } else {
+            esc(&h.tools.join(" · "))
+        },
+        s.attempted,
+        s.succeeded,
+        100.0 * s.success_rate,
+        s.mean_queries,
+        s.mean_perturbed_pct,
+        s.mean_change_z,
+        h.z.mean,
+        h.z.std,
+        h.z.count,
+        esc(&h.signature),
+        esc(&serde_json::to_string(&h.config).expect("serialisable")),
+        t = esc(&title),
+    );
+    out.push_str(
+        "<h2>Items</h2><table><thead><tr><th>id</th><th>result</th><th>score</th><th>change</th>\
+         <th>words</th><th>queries</th><th>text found</th></tr></thead><tbody>",
+    );
+    for o in &run.outcomes {
+        let (class, label) = if o.success {
+            ("pass", "goal met")
+        } else {
+            ("fail", "not met")
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"{class}\">{label}</td><td>{:.4} → {:.4}</td><td>{:+.2} z</td>\
+             <td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
+            esc(&o.id),
+            o.score,
+            o.final_score,
+            o.change_z,
+            o.words_changed,
+            o.queries,
+            marked(&o.text, &o.edits)
+        );
+    }
+    out.push_str("</tbody></table>");
+    let json = serde_json::to_string(run)
         .expect("serialisable")
         .replace("</", "<\\/");
     let _ = writeln!(

@@ -3,6 +3,7 @@
 //! No metric logic lives here: every number comes from [`crate::metrics`].
 //! Errors reach JavaScript as `Error` objects with a readable message.
 
+mod attack;
 mod gpu;
 mod models;
 
@@ -229,10 +230,24 @@ struct InjectRequest {
 
 /// A changed span in UTF-16 code units, as JavaScript strings index.
 #[derive(Serialize)]
-struct JsEdit {
+pub(crate) struct JsEdit {
     start: usize,
     end: usize,
     kind: EditKind,
+}
+
+impl JsEdit {
+    /// `edits` of `text` (byte offsets) in UTF-16 code units.
+    pub(crate) fn of(text: &str, edits: &[inject::Edit]) -> Vec<JsEdit> {
+        edits
+            .iter()
+            .map(|e| JsEdit {
+                start: utf16_offset(text, e.start),
+                end: utf16_offset(text, e.end),
+                kind: e.kind,
+            })
+            .collect()
+    }
 }
 
 /// The injection result with JS string offsets.
@@ -271,15 +286,7 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
         inject::apply(injection, &request.text, request.level, request.seed, &ctx)
     })
     .map_err(|e| JsError::new(&e.to_string()))?;
-    let edits = result
-        .edits
-        .iter()
-        .map(|e| JsEdit {
-            start: utf16_offset(&result.text, e.start),
-            end: utf16_offset(&result.text, e.end),
-            kind: e.kind,
-        })
-        .collect();
+    let edits = JsEdit::of(&result.text, &result.edits);
     to_js(&InjectResponse {
         applied: result.applied,
         reason: result.reason,

@@ -32,7 +32,7 @@ pub(super) fn engine() -> Rc<Engine> {
 /// The page's loaded models as the engine's store: a spec names its model
 /// by name (the hub id the page loaded); without a name, the newest loaded
 /// model that can run the metric.
-struct PageModels;
+pub(super) struct PageModels;
 
 impl ModelStore for PageModels {
     fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError> {
@@ -52,6 +52,23 @@ impl ModelStore for PageModels {
             })
         })
     }
+}
+
+/// The newest loaded model called `name`.
+pub(super) fn loaded(name: &str) -> Result<Rc<Plm>, JsError> {
+    MODELS
+        .with(|m| {
+            m.borrow()
+                .iter()
+                .rev()
+                .find(|(_, p)| p.name == name)
+                .map(|(_, p)| p.clone())
+        })
+        .ok_or_else(|| {
+            JsError::new(&format!(
+                "{name} is not loaded: load it in the Models panel"
+            ))
+        })
 }
 
 fn model(handle: u32) -> Result<Rc<Plm>, JsError> {
@@ -194,6 +211,7 @@ pub fn unload_model(handle: u32) {
     });
     for load in removed {
         engine().forget(load);
+        super::attack::forget(load);
     }
 }
 

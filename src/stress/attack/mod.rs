@@ -36,7 +36,9 @@ pub enum Goal {
     OverPenalise,
     /// f(x, ref) - f(x', ref) above 0.4 z while f(x, x) - f(x', x) stays
     /// below 0.3 z ([ADV], for metrics that can score a text against
-    /// itself).
+    /// itself). Both drops are in the same z units, the spread of f(x, ref)
+    /// over the dataset (f(x, x) is constant for most metrics, so it has no
+    /// spread of its own).
     Inconsistency,
     /// Raise f while the noise ratio reaches a preset value (default 0.3)
     /// ([BS] §6).
@@ -526,7 +528,7 @@ pub async fn run_attacks(
             metric: spec.id().as_str().to_owned(),
             signature,
             config: config.clone(),
-            tools: tools.names(),
+            tools: tools.names(config.goal),
             z,
             items: items.len(),
             shard,

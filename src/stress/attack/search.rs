@@ -29,8 +29,16 @@ pub struct AttackTools<'a> {
 }
 
 impl AttackTools<'_> {
-    /// Their names, for the run's header.
-    pub fn names(&self) -> Vec<String> {
+    /// The fluency constraint's perplexity spec for a causal LM (`None`:
+    /// the registry's default): every token scored, the first one after
+    /// `<|endoftext|>`, so a one-word text has a perplexity too.
+    pub fn fluency_spec(model: Option<String>) -> MetricSpec {
+        MetricSpec::GptPpl { model, bos: true }
+    }
+
+    /// Their names, for the run's header: what `goal` uses (the raising
+    /// search applies no fluency constraint).
+    pub fn names(&self, goal: Goal) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(m) = self.masked_lm {
             out.push(format!("masked-lm:{}", m.model_name()));
@@ -38,7 +46,9 @@ impl AttackTools<'_> {
         if let Some(n) = self.neighbours {
             out.push(format!("neighbours:{}", n.name()));
         }
-        if let Some(MetricSpec::GptPpl { model, .. }) = &self.fluency {
+        if let Some(MetricSpec::GptPpl { model, .. }) =
+            self.fluency.as_ref().filter(|_| goal != Goal::Raise)
+        {
             out.push(format!(
                 "fluency:{}",
                 model.as_deref().unwrap_or("default causal LM")
@@ -58,6 +68,12 @@ pub fn check(
     config.validate()?;
     let refuse = |m: String| Err(AttackError::Config(m));
     let info = spec.info();
+    if let Some(what) = spec.whole_set() {
+        return refuse(format!(
+            "{what} depend on the whole set of texts scored together, so a candidate's score would \
+             depend on the batch it was scored in: attack without them"
+        ));
+    }
     if config.goal == Goal::Inconsistency && !info.needs_reference {
         return refuse(format!(
             "the inconsistency goal scores a text against the original text as a reference; {} \
@@ -125,6 +141,8 @@ pub struct AttackProgress {
     pub queries: usize,
     /// The budget.
     pub budget: usize,
+    /// The original's score.
+    pub base: f64,
     /// The best text so far (the current one for raise).
     pub text: String,
     /// Its score.
@@ -387,6 +405,11 @@ impl<'a> Attack<'a> {
             .zip(texts)
             .filter_map(|(c, t)| {
                 let &(score, self_score) = self.cache.get(&t)?;
+                // A score that is not a number cannot be ranked: the
+                // candidate is skipped rather than sorted first.
+                if score.is_nan() || self_score.is_some_and(f64::is_nan) {
+                    return None;
+                }
                 Some(self.judge(c, t, score, self_score))
             })
             .collect())
@@ -496,6 +519,7 @@ impl<'a> Attack<'a> {
             steps: self.steps,
             queries: self.queries,
             budget: self.config.budget,
+            base: self.base,
             text: e.text.clone(),
             score: e.score,
             objective: e.objective,
@@ -558,10 +582,12 @@ impl<'a> Attack<'a> {
                     })
                     .collect();
                 order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                State::Ranked {
-                    order: order.into_iter().map(|o| o.1).collect(),
-                    next: 0,
+                let mut order: Vec<usize> = order.into_iter().map(|o| o.1).collect();
+                if cands.is_empty() && self.config.strategy == Strategy::DeepWordBug {
+                    // One word: nothing to rank by deleting it; edit it anyway.
+                    order = slots.iter().filter_map(|&i| cur.slots[i].origin).collect();
                 }
+                State::Ranked { order, next: 0 }
             }
             Strategy::TokenGreedy => return self.greedy_step().await,
             Strategy::Clare => State::Beam {
@@ -736,7 +762,7 @@ impl<'a> Attack<'a> {
             // unscored (the budget ran out) is dropped.
             match self.pick(options, 1).await?.into_iter().next() {
                 Some(best) => out.push(best),
-                None => out.extend(by_text.get(&m.text).cloned()),
+                None => out.extend(by_text.get(&m.cand.text()).cloned()),
             }
         }
         Ok(out)
@@ -747,6 +773,9 @@ impl<'a> Attack<'a> {
         mut population: Vec<Eval>,
         generation: usize,
     ) -> Result<Option<State>, AttackError> {
+        if population.is_empty() {
+            return Ok(None);
+        }
         population.sort_by(|a, b| {
             b.valid
                 .cmp(&a.valid)

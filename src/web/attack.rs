@@ -1,0 +1,265 @@
+//! Browser bindings of the adversarial search (`stress::attack`): the
+//! goals and strategies with their defaults, and one pair attacked step by
+//! step in the model worker, reporting after each step and yielding to the
+//! event loop so a stop request gets through.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::*;
+
+use super::models::{PageModels, loaded};
+use super::{JsEdit, js_err, to_js};
+use crate::data::{Item, bundled_pairs};
+use crate::inject::masked_lm::PlmMaskedLm;
+use crate::metrics::{Engine, MetricSpec};
+use crate::stress::attack::{
+    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, Strategy, ZNorm, check,
+    z_norm,
+};
+
+thread_local! {
+    /// Set by `stopAttack`, read between steps.
+    static STOP: Cell<bool> = const { Cell::new(false) };
+    /// Input-embedding neighbours of the last model asked, by load id.
+    static NEIGHBOURS: RefCell<Option<(u64, Rc<Neighbours>)>> = const { RefCell::new(None) };
+    /// An engine without the cards' details (thousands of candidates).
+    static ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels));
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GoalView {
+    id: Goal,
+    description: &'static str,
+    default_strategy: Strategy,
+    /// The papers' settings for this goal with its default strategy.
+    defaults: AttackConfig,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StrategyView {
+    id: Strategy,
+    description: &'static str,
+    needs_masked_lm: bool,
+    needs_neighbours: bool,
+    /// Uses the embedding neighbours and masked LM when given (token-greedy).
+    uses_models: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttackRegistry {
+    goals: Vec<GoalView>,
+    strategies: Vec<StrategyView>,
+    /// Pairs the z scale comes from besides the user's.
+    z_pairs: usize,
+}
+
+/// Goals and strategies with their descriptions and the papers' defaults.
+#[wasm_bindgen(js_name = attackRegistry)]
+pub fn attack_registry() -> Result<JsValue, JsError> {
+    to_js(&AttackRegistry {
+        goals: Goal::ALL
+            .iter()
+            .map(|&g| GoalView {
+                id: g,
+                description: g.description(),
+                default_strategy: g.default_strategy(),
+                defaults: AttackConfig::new(g, g.default_strategy()),
+            })
+            .collect(),
+        strategies: Strategy::ALL
+            .iter()
+            .map(|&s| StrategyView {
+                id: s,
+                description: s.description(),
+                needs_masked_lm: s.needs_masked_lm(),
+                needs_neighbours: s.needs_neighbours(),
+                uses_models: s == Strategy::TokenGreedy,
+            })
+            .collect(),
+        z_pairs: bundled_pairs().len(),
+    })
+}
+
+/// What the attack panel asks.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AttackRequest {
+    spec: MetricSpec,
+    config: AttackConfig,
+    hypothesis: String,
+    /// The reference box as typed.
+    references: String,
+    #[serde(default)]
+    source: Option<String>,
+    /// A loaded masked LM's name (CLARE; token-greedy's top-k).
+    #[serde(default)]
+    masked_lm: Option<String>,
+    /// A loaded model whose input embeddings give neighbours.
+    #[serde(default)]
+    neighbours: Option<String>,
+    /// A loaded causal LM for the fluency constraint.
+    #[serde(default)]
+    fluency: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttackView {
+    outcome: AttackOutcome,
+    /// `outcome.edits` in UTF-16 code units of `outcome.text`.
+    edits: Vec<JsEdit>,
+    z: ZNorm,
+    signature: String,
+    tools: Vec<String>,
+    /// The whole call (z scale, setup and search).
+    elapsed_ms: f64,
+    /// The search steps only (what queries per second are measured over).
+    search_ms: f64,
+}
+
+/// Resolves after the event loop has run (a message can arrive).
+async fn yield_to_events() {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let global = js_sys::global();
+        let set_timeout = js_sys::Reflect::get(&global, &"setTimeout".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        match set_timeout {
+            Some(f) => {
+                let _ = f.call2(&global, &resolve, &JsValue::from(0));
+            }
+            None => {
+                let _ = resolve.call0(&JsValue::NULL);
+            }
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+async fn neighbours_of(name: &str) -> Result<Rc<Neighbours>, JsError> {
+    let plm = loaded(name)?;
+    if let Some(n) = NEIGHBOURS.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|(id, _)| *id == plm.load_id)
+            .map(|(_, n)| n.clone())
+    }) {
+        return Ok(n);
+    }
+    let id = plm.load_id;
+    let n = Rc::new(Neighbours::of(plm).await.map_err(js_err)?);
+    NEIGHBOURS.with(|c| *c.borrow_mut() = Some((id, n.clone())));
+    Ok(n)
+}
+
+/// Attacks the page's pair: `{spec, config, hypothesis, references,
+/// source?, maskedLm?, neighbours?, fluency?}`. The z scale is the metric's
+/// spread over the bundled pairs and this one. `progress(AttackProgress)`
+/// after each step; `stopAttack()` ends the search after the current step
+/// (the best so far is returned).
+#[wasm_bindgen(js_name = attackPair)]
+pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result<JsValue, JsError> {
+    let start = js_sys::Date::now();
+    STOP.with(|s| s.set(false));
+    let r: AttackRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid attack request: {e}")))?;
+    let refs = crate::text::references(&r.references);
+    let src = r.source.as_deref().filter(|s| !s.trim().is_empty());
+    let mlm_plm = r.masked_lm.as_deref().map(loaded).transpose()?;
+    let masked_lm = mlm_plm
+        .as_deref()
+        .map(PlmMaskedLm::new)
+        .transpose()
+        .map_err(js_err)?;
+    let neighbours = match r.neighbours.as_deref() {
+        Some(name) => Some(neighbours_of(name).await?),
+        None => None,
+    };
+    let fluency = match r.fluency.as_deref() {
+        Some(name) => Some(AttackTools::fluency_spec(Some(loaded(name)?.name.clone()))),
+        None => None,
+    };
+    let tools = AttackTools {
+        masked_lm: masked_lm.as_ref(),
+        neighbours: neighbours.as_deref(),
+        fluency,
+    };
+    check(&r.spec, &r.config, &tools).map_err(js_err)?;
+    let engine = ENGINE.with(Rc::clone);
+    let mut pairs = bundled_pairs();
+    pairs.push(Item {
+        id: "yours".into(),
+        src: src.map(str::to_owned),
+        gold: r.hypothesis.clone(),
+        refs: refs.iter().map(|s| (*s).to_owned()).collect(),
+    });
+    if r.spec.info().needs_source {
+        return Err(JsError::new(&format!(
+            "{} reads a source, and the page's z scale comes from its {} bundled pairs, which \
+             have none: attack it with `blindspot attack` on a dataset with sources",
+            r.spec.info().name,
+            pairs.len() - 1
+        )));
+    }
+    let z = z_norm(&engine, &r.spec, &pairs).await.map_err(|e| {
+        JsError::new(&format!(
+            "cannot set the z scale over the {} bundled pairs and yours: {e}",
+            pairs.len() - 1
+        ))
+    })?;
+    let mut attack = Attack::new(
+        &engine,
+        &r.spec,
+        &r.config,
+        &tools,
+        z,
+        &r.hypothesis,
+        &refs,
+        src,
+    )
+    .await
+    .map_err(js_err)?;
+    let search_start = js_sys::Date::now();
+    loop {
+        let done = attack.step().await.map_err(js_err)?;
+        let _ = progress.call1(&JsValue::NULL, &to_js(&attack.progress())?);
+        if done {
+            break;
+        }
+        yield_to_events().await;
+        if STOP.with(Cell::get) {
+            attack.stop();
+        }
+    }
+    let outcome = attack.outcome(0, "yours");
+    to_js(&AttackView {
+        edits: JsEdit::of(&outcome.text, &outcome.edits),
+        outcome,
+        z,
+        signature: attack.signature.clone(),
+        tools: tools.names(r.config.goal),
+        elapsed_ms: js_sys::Date::now() - start,
+        search_ms: js_sys::Date::now() - search_start,
+    })
+}
+
+/// Drops the neighbour table of an unloaded model.
+pub(super) fn forget(load: u64) {
+    NEIGHBOURS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_some_and(|(id, _)| *id == load) {
+            *c = None;
+        }
+    });
+}
+
+/// Ends the running attack after its current step.
+#[wasm_bindgen(js_name = stopAttack)]
+pub fn stop_attack() {
+    STOP.with(|s| s.set(true));
+}

@@ -1,0 +1,136 @@
+// The attack panel in headless Chromium: a DeepWordBug search on chrF equals
+// the native CLI's (same z scale: the bundled pairs and the page's pair),
+// the result goes into the hypothesis box with the original pinned, a long
+// search can be stopped, and MiniLM-BERTScore (CPU, in the model worker) is
+// attacked with its claimed score equal to the CLI's on the text found.
+//
+// Run through `make test` (it builds dist/ and the native CLI first).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT, CLI, playground } from "./harness.mjs";
+
+const openPage = playground();
+const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
+const REF = "The committee approved the new budget after a long debate on Tuesday.";
+const HYP = "After a long debate on Tuesday, the committee passed the new budget.";
+
+/** The CLI's outcome for the page's pair, attacked with the bundled pairs beside it (the page's z scale). */
+function cliOutcome(args) {
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-attack-"));
+  const bundled = readFileSync(join(ROOT, "src", "data", "sample.jsonl"), "utf8").trim();
+  const data = join(dir, "pairs.jsonl");
+  writeFileSync(data, `${bundled}\n${JSON.stringify({ id: "yours", hyp: HYP, ref: REF })}\n`);
+  const out = execFileSync(CLI, ["attack", "--data", data, "--format", "jsonl", ...args], { stdio: ["ignore", "pipe", "ignore"] }).toString();
+  const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+  return { header: lines[0], outcome: lines.at(-1) };
+}
+
+async function setPair(page) {
+  await page.selectOption("#example", "custom");
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", HYP);
+}
+
+async function search(page) {
+  await page.click("#attack-run");
+  await page.waitForFunction(() => ["done", "error"].includes(document.getElementById("attack-panel").dataset.state), null, { timeout: 240_000 });
+  const state = await page.getAttribute("#attack-panel", "data-state");
+  assert.equal(state, "done", await page.textContent("#attack-status"));
+}
+
+test("a DeepWordBug search on chrF equals the CLI's and can be used as the hypothesis", async () => {
+  const { context, page, errors } = await openPage({ clearStorage: true });
+  await setPair(page);
+  await page.selectOption("#attack-metric", "chrf");
+  await page.selectOption("#attack-goal", "over-penalise");
+  await page.selectOption("#attack-strategy", "deepwordbug");
+  await page.fill("#attack-budget", "200");
+  await page.fill("#attack-seed", "3");
+  assert.match(await page.textContent("#attack-description"), /bundled pairs and yours/);
+  await search(page);
+  const { header, outcome } = cliOutcome(["--metric", "chrf", "--budget", "200", "--seed", "3"]);
+  const shown = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  assert.equal(shown.success, String(outcome.success));
+  assert.equal(Number(shown.finalScore), outcome.final_score);
+  assert.equal(Number(shown.score), outcome.score);
+  assert.equal(Number(shown.queries), outcome.queries);
+  assert.equal((await page.textContent("#attack-text")).trim(), outcome.text);
+  assert.ok(outcome.success, "chrF is over-penalised by a few typos on this pair");
+  const status = await page.textContent("#attack-status");
+  assert.match(status, /Goal met/);
+  assert.ok(status.includes(`std ${header.z.std.toPrecision(3)} over 17 pairs`), status);
+  // The changed words are marked; the plot has one point per step.
+  assert.ok((await page.locator("#attack-text mark").count()) >= 1);
+  assert.equal(Number(await page.getAttribute("#attack-plot", "data-points")), outcome.trajectory.length);
+  // Into the hypothesis box: the original is pinned, the chrF card shows the found score.
+  await page.click("#attack-apply");
+  assert.equal(await page.inputValue("#hypothesis"), outcome.text);
+  // The attacked text is the pinned original: the chrF card's delta is the attack's drop.
+  assert.match(await page.textContent("#pin-info"), new RegExp(`\\(${HYP.split(/\s+/).length} words\\)`));
+  await page.waitForFunction(({ score, drop }) => {
+    const v = document.querySelector('.card[data-metric="chrf"] [data-role="value"]');
+    const d = document.querySelector('.card[data-metric="chrf"] [data-role="delta"]');
+    return v && d && Math.abs(Number(v.dataset.raw) - score) < 1e-9 && Math.abs(Number(d.dataset.raw) - drop) < 1e-9;
+  }, { score: outcome.final_score, drop: outcome.final_score - outcome.score }, { timeout: 20_000 });
+  await page.click("#undo");
+  assert.equal(await page.inputValue("#hypothesis"), HYP);
+  // The panel's choices survive a reload.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.inputValue("#attack-budget"), "200");
+  assert.equal(await page.inputValue("#attack-seed"), "3");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of the text it found; a long search stops", async () => {
+  const { context, page, errors } = await openPage({ clearStorage: true });
+  await setPair(page);
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  await page.waitForFunction(() => [...document.querySelectorAll("#attack-metric option")].some((o) => o.value.startsWith("bertscore-f@")));
+  const key = await page.evaluate(() => [...document.querySelectorAll("#attack-metric option")].find((o) => o.value.startsWith("bertscore-f@")).value);
+  await page.selectOption("#attack-metric", key);
+  await page.selectOption("#attack-goal", "over-penalise");
+  await page.fill("#attack-budget", "150");
+  await page.evaluate(() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
+      .observe({ type: "longtask" });
+  });
+  await search(page);
+  const shown = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  const text = (await page.textContent("#attack-text")).trim();
+  const score = (hyp) => JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f"],
+    { input: JSON.stringify({ hyp, ref: REF }) + "\n" }).toString().split("\n")[0])["bertscore-f"];
+  assert.ok(Math.abs(Number(shown.finalScore) - score(text)) <= 1e-4, `${shown.finalScore} vs ${score(text)}`);
+  assert.ok(Math.abs(Number(shown.score) - score(HYP)) <= 1e-4);
+  assert.equal(shown.success, "true", await page.textContent("#attack-status"));
+  assert.ok(Number(shown.finalScore) < Number(shown.score));
+  const status = await page.textContent("#attack-status");
+  const rate = Number(status.match(/(\d+) queries\/s/)[1]);
+  console.log(`MiniLM-BERTScore attack in the page (CPU worker, dev build): ${shown.queries} queries, ${rate} queries/s`);
+  // The search ran in the worker: the page's thread did not block on it.
+  const longest = await page.evaluate(() => Math.max(0, ...window.longTasks));
+  assert.ok(longest < 200, `longest main-thread task ${longest} ms`);
+  // A raising search with a large budget: stopped by the user, the best so far kept.
+  await page.selectOption("#attack-goal", "raise");
+  await page.fill("#attack-budget", "100000");
+  await page.click("#attack-run");
+  await page.waitForFunction(() => Number(document.getElementById("attack-panel").dataset.queries ?? 0) > 0, null, { timeout: 120_000 });
+  await page.click("#attack-stop");
+  await page.waitForFunction(() => document.getElementById("attack-panel").dataset.state !== "running", null, { timeout: 120_000 });
+  assert.match(await page.textContent("#attack-status"), /^Stopped/);
+  assert.ok(Number(await page.getAttribute("#attack-panel", "data-queries")) < 100000);
+  mkdirSync(join(ROOT, "test-artifacts"), { recursive: true });
+  await page.locator("#attack-panel").screenshot({ path: join(ROOT, "test-artifacts", "attack-panel.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,0 +1,297 @@
+// The attack panel: searches for edits of the hypothesis that fool a metric
+// (the core's stress::attack, run in the model worker so the page stays
+// responsive). Goals, strategies and their defaults come from the core's
+// registry; the panel only turns its controls into a request, shows the best
+// candidate and the score trajectory while the search runs, and can stop it.
+// The result can be used as the hypothesis (pinned original kept) like an
+// injection.
+
+const $ = (id) => document.getElementById(id);
+const STORAGE_KEY = "blindspot.attack.v1";
+
+let engine = null;
+let page = null;
+let registry = null;
+let metricRegistry = [];
+let lexicalDefaults = [];
+let modelSpecs = () => [];
+const loaded = new Map(); // handle -> model info
+let running = false;
+let last = null;
+let restoring = false;
+
+function status(text, kind = "muted") {
+  const el = $("attack-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+function saved() {
+  try {
+    return JSON.parse(localStorage.getItem(STORAGE_KEY)) ?? {};
+  } catch {
+    return {};
+  }
+}
+
+function save() {
+  if (restoring) return;
+  const data = {
+    metric: $("attack-metric").value,
+    goal: $("attack-goal").value,
+    strategy: $("attack-strategy").value,
+    budget: $("attack-budget").value,
+    seed: $("attack-seed").value,
+  };
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
+  } catch {
+    // Storage full or disabled: the panel still works.
+  }
+}
+
+/** The metrics on offer: every model-free one, and each model card's live spec. */
+function metricOptions() {
+  const name = (id) => metricRegistry.find((m) => m.id === id)?.name ?? id;
+  const options = lexicalDefaults.map((spec) => ({
+    key: spec.metric,
+    label: name(spec.metric),
+    spec: "stemmer" in spec ? { ...spec, stemmer: $("rouge-stemmer").checked } : spec,
+  }));
+  for (const spec of modelSpecs()) {
+    const id = spec.metric === "bertscore" ? `bertscore-${spec.part}` : spec.metric === "bartscore" ? `bartscore-${spec.part}` : spec.metric;
+    options.push({ key: `${id}@${spec.model}`, label: `${name(id)} (${spec.model})`, spec });
+  }
+  return options;
+}
+
+function fillMetrics() {
+  const select = $("attack-metric");
+  const keep = select.value || saved().metric;
+  const options = metricOptions();
+  select.replaceChildren(...options.map((o) => new Option(o.label, o.key)));
+  if (options.some((o) => o.key === keep)) select.value = keep;
+}
+
+function goal() {
+  return registry.goals.find((g) => g.id === $("attack-goal").value);
+}
+
+function strategy() {
+  return registry.strategies.find((s) => s.id === $("attack-strategy").value);
+}
+
+/** The newest loaded model that can run `metric`. */
+function newest(metric) {
+  return [...loaded.values()].reverse().find((m) => m.metrics.includes(metric)) ?? null;
+}
+
+function fillFluency() {
+  const select = $("attack-fluency");
+  const keep = select.value;
+  const lms = [...loaded.values()].filter((m) => m.metrics.includes("gpt-ppl"));
+  select.replaceChildren(new Option("none", ""), ...lms.map((m) => new Option(m.name, m.name)));
+  if (lms.some((m) => m.name === keep)) select.value = keep;
+}
+
+function describe() {
+  const g = goal();
+  const s = strategy();
+  const encoder = newest("bertscore-f");
+  const mlm = newest("mlm-ppl");
+  const uses = [];
+  if (s.needsNeighbours || s.usesModels) uses.push(encoder ? `neighbours from ${encoder.name}'s input embeddings` : "neighbours: load an encoder (e.g. the bundled MiniLM)");
+  if (s.needsMaskedLm || s.usesModels) uses.push(mlm ? `masked LM ${mlm.name}` : "masked LM: load one with its MLM head");
+  const fluency = $("attack-fluency").value;
+  const z = `scores in z units over the ${registry.zPairs} bundled pairs and yours`;
+  const constraint = g.id === "raise" ? "" : fluency ? `; ${fluency} perplexity may rise by ${g.defaults.max_ppl_rise}` : "; no fluency constraint (load a GPT-2 to add one)";
+  const cap = (t) => t.charAt(0).toUpperCase() + t.slice(1);
+  $("attack-description").textContent =
+    `${cap(g.description)}. ${cap(s.description)}${uses.length ? ` (${uses.join("; ")})` : ""}. ${cap(z)}${constraint}.`;
+}
+
+function onGoalChange() {
+  const g = goal();
+  $("attack-strategy").value = g.defaultStrategy;
+  $("attack-budget").value = String(g.defaults.budget);
+  describe();
+  save();
+}
+
+/** Draws the best score after each step against the queries used. */
+function plot(points, base) {
+  const svg = $("attack-plot");
+  if (!points.length) {
+    svg.replaceChildren();
+    return;
+  }
+  const w = 320;
+  const h = 120;
+  const pad = 28;
+  const xs = points.map((p) => p.queries);
+  const ys = [base, ...points.map((p) => p.score)];
+  const [x0, x1] = [0, Math.max(1, ...xs)];
+  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  if (y1 - y0 < 1e-12) [y0, y1] = [y0 - 0.5, y1 + 0.5];
+  const X = (x) => pad + ((x - x0) / (x1 - x0)) * (w - pad - 8);
+  const Y = (y) => h - pad + 8 - ((y - y0) / (y1 - y0)) * (h - pad - 8);
+  const line = [[0, base], ...points.map((p) => [p.queries, p.score])]
+    .map(([x, y]) => `${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(" ");
+  const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3));
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.innerHTML =
+    `<line x1="${pad}" y1="${Y(base)}" x2="${w - 8}" y2="${Y(base)}" class="base"><title>original ${fmt(base)}</title></line>` +
+    `<polyline points="${line}" class="trajectory"/>` +
+    `<text x="2" y="${Y(y1) + 4}" class="axis">${fmt(y1)}</text>` +
+    `<text x="2" y="${Y(y0)}" class="axis">${fmt(y0)}</text>` +
+    `<text x="${w - 8}" y="${h - 4}" text-anchor="end" class="axis">${x1} queries</text>`;
+  svg.dataset.points = String(points.length);
+}
+
+/** The candidate text with the changed words marked (UTF-16 offsets). */
+function showText(text, edits) {
+  const nodes = [];
+  let at = 0;
+  for (const e of edits) {
+    nodes.push(document.createTextNode(text.slice(at, e.start)));
+    if (e.kind === "deleted") {
+      const del = document.createElement("span");
+      del.className = "deleted";
+      del.textContent = "⌫";
+      del.title = "words deleted here";
+      nodes.push(del);
+    } else {
+      const mark = document.createElement("mark");
+      mark.textContent = text.slice(e.start, e.end);
+      nodes.push(mark);
+    }
+    at = e.end;
+  }
+  nodes.push(document.createTextNode(text.slice(at)));
+  $("attack-text").replaceChildren(...nodes);
+}
+
+async function run() {
+  if (running) return;
+  const option = metricOptions().find((o) => o.key === $("attack-metric").value);
+  if (!option) return status("Choose a metric.", "bad");
+  const t = page.texts();
+  if (!t.hypothesis.trim()) return status("Type a hypothesis to attack.", "bad");
+  const g = goal();
+  const s = strategy();
+  const config = {
+    ...structuredClone(registry.goals.find((x) => x.id === g.id).defaults),
+    strategy: s.id,
+    budget: Math.max(1, Math.floor(Number($("attack-budget").value) || g.defaults.budget)),
+    seed: Math.max(0, Math.floor(Number($("attack-seed").value) || 0)),
+  };
+  const request = {
+    spec: option.spec,
+    config,
+    hypothesis: t.hypothesis,
+    references: t.reference,
+    source: t.source || undefined,
+  };
+  const encoder = newest("bertscore-f");
+  const mlm = newest("mlm-ppl");
+  if (encoder && (s.needsNeighbours || s.usesModels)) request.neighbours = encoder.name;
+  if (mlm && (s.needsMaskedLm || s.usesModels)) request.maskedLm = mlm.name;
+  if ($("attack-fluency").value && g.id !== "raise") request.fluency = $("attack-fluency").value;
+  running = true;
+  last = null;
+  $("attack-run").disabled = true;
+  $("attack-stop").disabled = false;
+  $("attack-apply").disabled = true;
+  const bar = $("attack-progress");
+  bar.hidden = false;
+  bar.value = 0;
+  const points = [];
+  status(`Searching with ${option.label}…`);
+  const panel = $("attack-panel");
+  for (const k of ["success", "finalScore", "score"]) delete panel.dataset[k];
+  panel.dataset.queries = "0";
+  panel.dataset.state = "running";
+  try {
+    const out = await engine.attackPair(request, (p) => {
+      points.push(p);
+      bar.value = Math.min(1, p.queries / p.budget);
+      plot(points, p.base);
+      $("attack-result").hidden = false;
+      $("attack-text").textContent = p.text;
+      status(`Step ${p.steps}: ${p.queries} of ${p.budget} queries, best ${p.score.toPrecision(4)} (${p.objective >= 0 ? "+" : ""}${p.objective.toFixed(2)} z toward the goal), noise ${p.noise.toFixed(2)}`);
+      panel.dataset.queries = String(p.queries);
+    });
+    last = out;
+    const o = out.outcome;
+    plot(o.trajectory, o.score);
+    showText(o.text, out.edits);
+    const verdict = o.success ? "Goal met" : { budget: "Budget used up", time: "Time budget used up", exhausted: "No edit left to try", stopped: "Stopped" }[o.stop];
+    const rate = out.searchMs > 0 ? ` · ${(o.queries / (out.searchMs / 1000)).toFixed(0)} queries/s` : "";
+    status(
+      `${verdict}: ${o.score.toPrecision(4)} → ${o.final_score.toPrecision(4)} (${o.change_z >= 0 ? "+" : ""}${o.change_z.toFixed(2)} z, std ${out.z.std.toPrecision(3)} over ${out.z.count} pairs)` +
+        `${o.self_drop_z != null ? `, against itself −${o.self_drop_z.toFixed(2)} z` : ""}` +
+        `${o.ppl ? `, perplexity ${o.ppl[0].toFixed(1)} → ${o.ppl[1].toFixed(1)}` : ""}` +
+        ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}`,
+      o.success ? "ok" : "warn",
+    );
+    panel.dataset.state = "done";
+    panel.dataset.success = String(o.success);
+    panel.dataset.finalScore = String(o.final_score);
+    panel.dataset.score = String(o.score);
+    $("attack-signature").textContent = `${out.signature}${out.tools.length ? ` · ${out.tools.join(" · ")}` : ""}`;
+    $("attack-apply").disabled = o.text === o.original;
+  } catch (err) {
+    status(String(err.message ?? err), "bad");
+    panel.dataset.state = "error";
+  } finally {
+    running = false;
+    bar.hidden = true;
+    $("attack-run").disabled = false;
+    $("attack-stop").disabled = true;
+  }
+}
+
+export function initAttack(modelEngine, wasm, hooks) {
+  engine = modelEngine;
+  page = hooks;
+  registry = wasm.attackRegistry();
+  metricRegistry = wasm.metricRegistry();
+  const modelFree = new Set(metricRegistry.filter((m) => !m.model).map((m) => m.id));
+  lexicalDefaults = wasm.metricChoices().defaults.filter((d) => modelFree.has(d.metric));
+  modelSpecs = hooks.modelSpecs;
+  $("attack-goal").replaceChildren(...registry.goals.map((g) => new Option(g.id, g.id)));
+  $("attack-strategy").replaceChildren(...registry.strategies.map((s) => new Option(s.id, s.id)));
+  const s = saved();
+  restoring = true;
+  fillMetrics();
+  if (s.goal && registry.goals.some((g) => g.id === s.goal)) $("attack-goal").value = s.goal;
+  onGoalChange();
+  if (s.strategy && registry.strategies.some((x) => x.id === s.strategy)) $("attack-strategy").value = s.strategy;
+  if (s.budget) $("attack-budget").value = s.budget;
+  if (s.seed) $("attack-seed").value = s.seed;
+  restoring = false;
+  describe();
+  $("attack-goal").addEventListener("change", onGoalChange);
+  for (const id of ["attack-strategy", "attack-fluency"]) $(id).addEventListener("change", () => { describe(); save(); });
+  for (const id of ["attack-metric", "attack-budget", "attack-seed"]) $(id).addEventListener("change", save);
+  $("attack-run").addEventListener("click", run);
+  $("attack-stop").addEventListener("click", () => {
+    engine.stopAttack();
+    status("Stopping after this step…");
+  });
+  $("attack-apply").addEventListener("click", () => {
+    if (last) page.useText(last.outcome.text, last.edits, last.outcome.original);
+  });
+  const refresh = () => { fillMetrics(); fillFluency(); describe(); };
+  document.addEventListener("blindspot:model", (e) => {
+    for (const [handle, m] of loaded) if (m.name === e.detail.name) loaded.delete(handle);
+    loaded.set(e.detail.handle, e.detail);
+    // The model cards settle their specs first.
+    setTimeout(refresh, 0);
+  });
+  document.addEventListener("blindspot:model-unloaded", (e) => {
+    loaded.delete(e.detail.handle);
+    setTimeout(refresh, 0);
+  });
+  $("attack-metric").addEventListener("focus", fillMetrics);
+}

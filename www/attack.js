@@ -208,7 +208,7 @@ async function run() {
   const points = [];
   status(`Searching with ${option.label}…`);
   const panel = $("attack-panel");
-  for (const k of ["success", "finalScore", "score"]) delete panel.dataset[k];
+  for (const k of ["success", "finalScore", "score", "text"]) delete panel.dataset[k];
   panel.dataset.queries = "0";
   panel.dataset.state = "running";
   try {
@@ -237,6 +237,7 @@ async function run() {
     panel.dataset.state = "done";
     panel.dataset.success = String(o.success);
     panel.dataset.finalScore = String(o.final_score);
+    panel.dataset.text = o.text;
     panel.dataset.score = String(o.score);
     $("attack-signature").textContent = `${out.signature}${out.tools.length ? ` · ${out.tools.join(" · ")}` : ""}`;
     $("attack-apply").disabled = o.text === o.original;

@@ -9,7 +9,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, CLI, playground } from "./harness.mjs";
@@ -59,7 +59,7 @@ test("a DeepWordBug search on chrF equals the CLI's and can be used as the hypot
   assert.equal(Number(shown.finalScore), outcome.final_score);
   assert.equal(Number(shown.score), outcome.score);
   assert.equal(Number(shown.queries), outcome.queries);
-  assert.equal((await page.textContent("#attack-text")).trim(), outcome.text);
+  assert.equal(shown.text, outcome.text);
   assert.ok(outcome.success, "chrF is over-penalised by a few typos on this pair");
   const status = await page.textContent("#attack-status");
   assert.match(status, /Goal met/);
@@ -107,7 +107,7 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
   });
   await search(page);
   const shown = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
-  const text = (await page.textContent("#attack-text")).trim();
+  const text = shown.text;
   const score = (hyp) => JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f"],
     { input: JSON.stringify({ hyp, ref: REF }) + "\n" }).toString().split("\n")[0])["bertscore-f"];
   assert.ok(Math.abs(Number(shown.finalScore) - score(text)) <= 1e-4, `${shown.finalScore} vs ${score(text)}`);
@@ -131,6 +131,41 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
   assert.ok(Number(await page.getAttribute("#attack-panel", "data-queries")) < 100000);
   mkdirSync(join(ROOT, "test-artifacts"), { recursive: true });
   await page.locator("#attack-panel").screenshot({ path: join(ROOT, "test-artifacts", "attack-panel.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("CLARE on WebGPU: a masked LM loaded from the hub proposes the edits, and the claimed chrF is the CLI's", async () => {
+  const fixture = join(ROOT, "tests", "fixtures", "plm", "bert_mlm");
+  const { context, page, errors } = await openPage({
+    clearStorage: true,
+    beforeLoad: (p) =>
+      p.route("https://huggingface.co/test/**", (route) => {
+        const m = route.request().url().match(/huggingface\.co\/test\/tiny-mlm\/resolve\/main\/(.+)$/);
+        const file = m && join(fixture, m[1]);
+        if (!file || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
+        return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+      }),
+  });
+  await setPair(page);
+  await page.fill("#model-custom", "test/tiny-mlm");
+  await page.selectOption("#model-backend", "webgpu");
+  await page.click("#model-load");
+  await page.waitForFunction(() => document.getElementById("model-loaded").textContent.includes("test/tiny-mlm"), null, { timeout: 120_000 });
+  await page.selectOption("#attack-metric", "chrf");
+  await page.selectOption("#attack-goal", "over-penalise");
+  await page.selectOption("#attack-strategy", "clare");
+  await page.fill("#attack-budget", "120");
+  assert.match(await page.textContent("#attack-description"), /masked LM test\/tiny-mlm/);
+  await search(page);
+  const shown = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  const text = shown.text;
+  assert.notEqual(text, HYP);
+  assert.match(await page.textContent("#attack-signature"), /masked-lm:test\/tiny-mlm/);
+  const native = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "chrf"],
+    { input: JSON.stringify({ hyp: text, ref: REF }) + "\n" }).toString().split("\n")[0]).chrf;
+  assert.equal(Number(shown.finalScore), native);
+  assert.ok(Number(shown.queries) <= 120);
   assert.deepEqual(errors, []);
   await context.close();
 });

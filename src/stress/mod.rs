@@ -6,6 +6,7 @@
 pub mod attack;
 pub mod audit;
 pub mod html;
+pub mod lessons;
 pub mod prefer;
 pub mod suite;
 

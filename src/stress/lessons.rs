@@ -1,0 +1,662 @@
+//! Lessons: each paper's headline blind spot as a short sequence of steps.
+//! A step sets up texts (written for Blindspot, no dataset text), applies
+//! an injection or runs an attack, scores the metrics through the engine
+//! and checks its claim on the numbers it just computed: a claim that does
+//! not hold on them is reported as not holding, never shown as a fact.
+//! The page shows the steps ([`registry`]) and runs them ([`run_step`]);
+//! the tests run the same steps natively.
+
+use serde::Serialize;
+
+use super::attack::{Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Strategy, z_norm};
+use crate::data::{Item, bundled_pairs};
+use crate::inject::{self, Context};
+use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, Segment, Settings};
+
+/// A lesson: one finding of one paper.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lesson {
+    /// Stable id (the page's links use it).
+    pub id: &'static str,
+    /// Title.
+    pub title: &'static str,
+    /// Where the finding comes from.
+    pub paper: &'static str,
+    /// The finding in two sentences.
+    pub finding: &'static str,
+    /// The model the paper used where ours differs (shown with the offer to load it).
+    pub paper_model: Option<&'static str>,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+}
+
+/// The texts a step starts from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Texts {
+    /// Source (article, sentence to translate), may be empty.
+    pub source: &'static str,
+    /// Reference.
+    pub reference: &'static str,
+    /// Hypothesis.
+    pub hypothesis: &'static str,
+}
+
+/// What a step does to the hypothesis.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Action {
+    /// Only score.
+    Score,
+    /// Apply an injection at a level with a seed.
+    Inject {
+        /// Injection id.
+        injection: &'static str,
+        /// Level.
+        level: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// Score other hypotheses beside the first.
+    Compare {
+        /// `(label, text)` of each other hypothesis.
+        others: Vec<(&'static str, &'static str)>,
+    },
+    /// Run an adversarial search on the hypothesis.
+    Attack {
+        /// The metric attacked.
+        metric: &'static str,
+        /// Goal.
+        goal: Goal,
+        /// Strategy.
+        strategy: Strategy,
+        /// Query budget.
+        budget: usize,
+    },
+}
+
+/// What a step claims, checked on its numbers. `a` and `b` index the
+/// step's texts: 0 is the hypothesis, then the action's results in order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Claim {
+    /// `metric` scores text `b` at least `value[a] - slack` (it barely drops, or rises).
+    Barely {
+        /// Metric id.
+        metric: &'static str,
+        /// Text compared with.
+        a: usize,
+        /// Text that should not score much lower.
+        b: usize,
+        /// The largest drop still called "barely".
+        slack: f64,
+    },
+    /// `metric` scores text `a` above text `b`.
+    Higher {
+        /// Metric id.
+        metric: &'static str,
+        /// Text that scores higher.
+        a: usize,
+        /// Text that scores lower.
+        b: usize,
+    },
+    /// The drop from text 0 to text `a` exceeds the drop to text `b`.
+    DropsMore {
+        /// Metric id.
+        metric: &'static str,
+        /// Text whose drop is larger.
+        a: usize,
+        /// Text whose drop is smaller.
+        b: usize,
+    },
+    /// The step's attack met its goal.
+    AttackMet,
+    /// A first look: the numbers later steps compare with.
+    Baseline {
+        /// Metric id.
+        metric: &'static str,
+    },
+}
+
+/// One step of a lesson.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// Title.
+    pub title: &'static str,
+    /// What the step does and what to look for.
+    pub explain: &'static str,
+    /// The texts it starts from.
+    pub texts: Texts,
+    /// What it does.
+    pub action: Action,
+    /// Metrics shown.
+    pub metrics: Vec<&'static str>,
+    /// What the numbers should show.
+    pub claim: Claim,
+    /// Why it happens (shown once the step has run).
+    pub why: &'static str,
+}
+
+/// One metric's scores of the step's texts.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Metric id.
+    pub metric: String,
+    /// Display name.
+    pub name: String,
+    /// One value per text.
+    pub values: Vec<f64>,
+    /// The metric's signature.
+    pub signature: String,
+}
+
+/// A claim checked on the step's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    /// Whether it held.
+    pub held: bool,
+    /// The claim, with the numbers it was checked on.
+    pub statement: String,
+}
+
+/// What running a step gave.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// `(label, text)` of each text scored: the hypothesis first.
+    pub texts: Vec<(String, String)>,
+    /// One row per metric.
+    pub rows: Vec<Row>,
+    /// The attack's outcome, for attack steps.
+    pub attack: Option<AttackOutcome>,
+    /// The claim, checked.
+    pub claim: Checked,
+}
+
+/// Why a step could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LessonError {
+    /// Unknown lesson or step.
+    #[error("{0}")]
+    NotFound(String),
+    /// A metric needs a model that is not loaded.
+    #[error("{0}")]
+    Needs(String),
+    /// Scoring, injecting or attacking failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<EngineError> for LessonError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NoModel(m) => LessonError::Needs(m),
+            other => LessonError::Failed(other.to_string()),
+        }
+    }
+}
+
+const BUDGET_ARTICLE: &str = "The town council of Harwick voted on Thursday to close the old swimming pool on \
+Mill Street at the end of the summer. Repairs to its roof and heating would have cost more than the town \
+spends on sport in three years. A new pool will be built next to the secondary school and should open in \
+two years. Until then, residents can use the pool in the neighbouring town, where the council will pay for \
+a weekly bus.";
+const BUDGET_REF: &str = "Harwick's council voted to close the Mill Street pool after the summer and to \
+build a new one next to the secondary school.";
+const BUDGET_HYP: &str = "Harwick's council will close the Mill Street pool after the summer and build a new \
+pool next to the secondary school; repairs would have cost more than three years of the town's sport budget, \
+and until the new pool opens a weekly bus will take swimmers to the neighbouring town.";
+
+const TRAIN_REF: &str =
+    "The night train from Vienna to Venice leaves at 9 p.m. and arrives at 8 a.m.";
+const TRAIN_PARA: &str = "Departing Vienna at nine in the evening, the overnight service reaches Venice at eight the next morning.";
+const TRAIN_NUMBER: &str =
+    "The night train from Vienna to Venice leaves at 7 p.m. and arrives at 8 a.m.";
+const TRAIN_NEG: &str =
+    "The night train from Vienna to Venice never leaves at 9 p.m. and arrives at 8 a.m.";
+const TRAIN_NAME: &str =
+    "The night train from Vienna to Verona leaves at 9 p.m. and arrives at 8 a.m.";
+
+const MUSEUM_REF: &str =
+    "The museum will reopen in May after two years of renovation work on its west wing.";
+const MUSEUM_HYP: &str =
+    "The museum will reopen in May after two years of renovation on its west wing.";
+const MUSEUM_TYPO: &str =
+    "The musuem will reopen in May after two years of renovation on its west wing.";
+const MUSEUM_WRONG: &str =
+    "The museum will reopen in March after two years of renovation on its west wing.";
+
+/// Every lesson, in teaching order.
+pub fn registry() -> Vec<Lesson> {
+    let budget = Texts {
+        source: BUDGET_ARTICLE,
+        reference: BUDGET_REF,
+        hypothesis: BUDGET_HYP,
+    };
+    let train = Texts {
+        source: "",
+        reference: TRAIN_REF,
+        hypothesis: TRAIN_PARA,
+    };
+    let museum = Texts {
+        source: "",
+        reference: MUSEUM_REF,
+        hypothesis: MUSEUM_HYP,
+    };
+    vec![
+        Lesson {
+            id: "truncation",
+            title: "Truncation fools summarisation metrics",
+            paper: "[BS] He et al. 2023, §4.1",
+            finding: "A summary that loses its last part should score lower. Overlap and embedding \
+                      metrics barely notice, because what is left still matches the reference well.",
+            paper_model: Some("roberta-large (BERTScore layer 17)"),
+            steps: vec![
+                Step {
+                    title: "A good summary",
+                    explain: "The summary covers every point of the article and the reference. Note its scores.",
+                    texts: budget.clone(),
+                    action: Action::Score,
+                    metrics: vec!["rougeL", "bertscore-f"],
+                    claim: Claim::Baseline {
+                        metric: "bertscore-f",
+                    },
+                    why: "",
+                },
+                Step {
+                    title: "Cut the last 40%",
+                    explain: "Truncation drops the last 40% of the words: the cost and the bus are gone, and \
+                              the text stops mid-sentence.",
+                    texts: budget.clone(),
+                    action: Action::Inject {
+                        injection: "truncation",
+                        level: 0.4,
+                        seed: 0,
+                    },
+                    metrics: vec!["rougeL", "bertscore-f"],
+                    claim: Claim::Barely {
+                        metric: "rougeL",
+                        a: 0,
+                        b: 1,
+                        slack: 0.0,
+                    },
+                    why: "The reference is short and covers only the first facts. The words cut were the ones \
+                          it does not contain, so precision rises and recall stays: the metric rewards losing \
+                          information and breaking the sentence.",
+                },
+            ],
+        },
+        Lesson {
+            id: "paraphrase",
+            title: "A paraphrase scores below a key error",
+            paper: "[MENLI] Chen & Eger 2023, §3",
+            finding: "A faithful paraphrase shares few words with the reference; a copy with one wrong number \
+                      shares almost all of them. Overlap metrics and BERTScore prefer the wrong copy.",
+            paper_model: Some("an NLI model (MENLI: microsoft/deberta-large-mnli)"),
+            steps: vec![
+                Step {
+                    title: "Paraphrase against a wrong number",
+                    explain: "The first hypothesis says the same as the reference in other words. The second \
+                              copies the reference but gets the departure time wrong.",
+                    texts: train.clone(),
+                    action: Action::Compare {
+                        others: vec![("wrong number", TRAIN_NUMBER)],
+                    },
+                    metrics: vec!["bleu", "chrf", "bertscore-f"],
+                    claim: Claim::Higher {
+                        metric: "bertscore-f",
+                        a: 1,
+                        b: 0,
+                    },
+                    why: "Every metric here rewards shared words or similar token embeddings. \"7\" and \"9\" \
+                          are one token each, and everything else matches exactly.",
+                },
+                Step {
+                    title: "A negation and a wrong name",
+                    explain: "Two more key errors: \"never leaves\" and a different city.",
+                    texts: train.clone(),
+                    action: Action::Compare {
+                        others: vec![("negation", TRAIN_NEG), ("wrong city", TRAIN_NAME)],
+                    },
+                    metrics: vec!["bleu", "chrf", "bertscore-f"],
+                    claim: Claim::Higher {
+                        metric: "chrf",
+                        a: 2,
+                        b: 0,
+                    },
+                    why: "An NLI metric asks whether the hypothesis follows from the reference: the paraphrase \
+                          does, the copies with a key error do not. MENLI combines the two, w·NLI + (1 − w)·M, \
+                          because NLI alone is weak on fluency and small wording differences. Load an NLI model \
+                          to add it.",
+                },
+            ],
+        },
+        Lesson {
+            id: "small-edits",
+            title: "Small edits, big penalties",
+            paper: "[ADV] Huang & Baldwin 2023",
+            finding: "A one-letter typo leaves the meaning intact, yet it can cost more than an edit that \
+                      changes the meaning. An adversarial search finds such typos on its own.",
+            paper_model: Some("BERTScore on roberta-large; COMET and BLEURT-20"),
+            steps: vec![
+                Step {
+                    title: "A typo against a wrong month",
+                    explain: "One hypothesis misspells \"museum\"; the other says March instead of May.",
+                    texts: museum.clone(),
+                    action: Action::Compare {
+                        others: vec![("typo", MUSEUM_TYPO), ("wrong month", MUSEUM_WRONG)],
+                    },
+                    metrics: vec!["chrf", "bertscore-f"],
+                    claim: Claim::DropsMore {
+                        metric: "bertscore-f",
+                        a: 1,
+                        b: 2,
+                    },
+                    why: "A misspelt word falls apart into rare word pieces whose embeddings are far from the \
+                          word's, while \"March\" and \"May\" sit close together.",
+                },
+                Step {
+                    title: "Let the search find a typo",
+                    explain: "DeepWordBug tries character edits, most damaging words first, until BERTScore \
+                              drops by more than one standard deviation.",
+                    texts: museum.clone(),
+                    action: Action::Attack {
+                        metric: "bertscore-f",
+                        goal: Goal::OverPenalise,
+                        strategy: Strategy::DeepWordBug,
+                        budget: 200,
+                    },
+                    metrics: vec!["chrf", "bertscore-f"],
+                    claim: Claim::AttackMet,
+                    why: "The z scale is the metric's spread over the bundled pairs: one unit is a typical \
+                          difference between good translations.",
+                },
+            ],
+        },
+        Lesson {
+            id: "raise",
+            title: "Raising a metric while breaking the text",
+            paper: "[BS] He et al. 2023, §6",
+            finding: "A greedy search edits a third of the words, each time picking the edit the metric likes \
+                      best, and the score goes up while the text gets worse.",
+            paper_model: Some("BERTScore on roberta-large"),
+            steps: vec![Step {
+                title: "Greedy edits that BERTScore likes",
+                explain: "Each step deletes a word or swaps it for a neighbour in the model's embedding space, \
+                          whichever scores best, until 30% of the words are touched.",
+                texts: train.clone(),
+                action: Action::Attack {
+                    metric: "bertscore-f",
+                    goal: Goal::Raise,
+                    strategy: Strategy::TokenGreedy,
+                    budget: 3000,
+                },
+                metrics: vec!["chrf", "bertscore-f"],
+                claim: Claim::AttackMet,
+                why: "Nothing in the metric checks grammar or sense: it only compares token embeddings.",
+            }],
+        },
+        Lesson {
+            id: "copy-source",
+            title: "Copying the source",
+            paper: "[BS] He et al. 2023, §5",
+            finding: "Scored against the article, as reference-free metrics do, a summary that just copies the \
+                      article beats a real summary.",
+            paper_model: Some("reference-free metrics: COMET-QE, BARTScore faithfulness"),
+            steps: vec![Step {
+                title: "Copy the article",
+                explain: "Both hypotheses are scored against the article, not a reference: a good summary, and \
+                          the article itself.",
+                texts: Texts {
+                    source: "",
+                    reference: BUDGET_ARTICLE,
+                    hypothesis: BUDGET_HYP,
+                },
+                action: Action::Compare {
+                    others: vec![("copied article", BUDGET_ARTICLE)],
+                },
+                metrics: vec!["rougeL", "bertscore-f"],
+                claim: Claim::Higher {
+                    metric: "bertscore-f",
+                    a: 1,
+                    b: 0,
+                },
+                why: "Against the source, the best possible summary is the source: nothing rewards being short.",
+            }],
+        },
+    ]
+}
+
+/// The models a lesson step may use besides the model-free metrics.
+#[derive(Default)]
+pub struct LessonModels<'a> {
+    /// The BERTScore model (a loaded model's name, or a folder natively).
+    pub bertscore: Option<String>,
+    /// Word neighbours for the raising search.
+    pub neighbours: Option<&'a super::attack::Neighbours>,
+}
+
+fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
+    let metric: MetricId = id
+        .parse()
+        .map_err(|e: crate::metrics::ParseError| LessonError::Failed(e.to_string()))?;
+    let mut spec = Settings::default().spec(metric);
+    if let MetricSpec::BertScore(b) = &mut spec {
+        b.model = Some(models.bertscore.clone().ok_or_else(|| {
+            LessonError::Needs(
+                "this step shows BERTScore: load a BERTScore model (the bundled MiniLM is enough)"
+                    .into(),
+            )
+        })?);
+    }
+    Ok(spec)
+}
+
+/// Runs step `step` of lesson `lesson`: applies its action, scores its
+/// texts and checks its claim on those numbers.
+pub async fn run_step(
+    engine: &Engine,
+    lesson: &str,
+    step: usize,
+    models: &LessonModels<'_>,
+) -> Result<StepResult, LessonError> {
+    let lessons = registry();
+    let l = lessons
+        .iter()
+        .find(|l| l.id == lesson)
+        .ok_or_else(|| LessonError::NotFound(format!("no lesson {lesson:?}")))?;
+    let s = l.steps.get(step).ok_or_else(|| {
+        LessonError::NotFound(format!("lesson {lesson:?} has {} steps", l.steps.len()))
+    })?;
+    let t = &s.texts;
+    let src = (!t.source.is_empty()).then_some(t.source);
+    let mut texts: Vec<(String, String)> = vec![("hypothesis".into(), t.hypothesis.into())];
+    let mut attack = None;
+    match &s.action {
+        Action::Score => {}
+        Action::Inject {
+            injection,
+            level,
+            seed,
+        } => {
+            let inj = inject::create(injection).map_err(|e| LessonError::Failed(e.to_string()))?;
+            let ctx = Context {
+                source: src,
+                ..Context::default()
+            };
+            let out = inject::apply(inj, t.hypothesis, *level, *seed, &ctx)
+                .map_err(|e| LessonError::Failed(e.to_string()))?;
+            texts.push((inj.info().name.to_owned(), out.text));
+        }
+        Action::Compare { others } => {
+            texts.extend(
+                others
+                    .iter()
+                    .map(|(l, t)| ((*l).to_owned(), (*t).to_owned())),
+            );
+        }
+        Action::Attack {
+            metric,
+            goal,
+            strategy,
+            budget,
+        } => {
+            let spec = spec(metric, models)?;
+            let mut config = AttackConfig::new(*goal, *strategy);
+            config.budget = *budget;
+            let tools = AttackTools {
+                neighbours: models.neighbours,
+                ..AttackTools::default()
+            };
+            let mut pairs = bundled_pairs();
+            pairs.push(Item {
+                id: "lesson".into(),
+                src: None,
+                gold: t.hypothesis.into(),
+                refs: vec![t.reference.into()],
+            });
+            let fail = |e: super::attack::AttackError| LessonError::Failed(e.to_string());
+            let z = z_norm(engine, &spec, &pairs).await.map_err(fail)?;
+            let mut a = Attack::new(
+                engine,
+                &spec,
+                &config,
+                &tools,
+                z,
+                t.hypothesis,
+                &[t.reference],
+                None,
+            )
+            .await
+            .map_err(fail)?;
+            while !a.step().await.map_err(fail)? {}
+            let o = a.outcome(0, "lesson");
+            texts.push(("found by the search".into(), o.text.clone()));
+            attack = Some(o);
+        }
+    }
+    let refs = [t.reference];
+    let segments: Vec<Segment> = texts
+        .iter()
+        .map(|(_, h)| Segment {
+            hyp: h,
+            refs: &refs,
+            src,
+        })
+        .collect();
+    let specs: Vec<MetricSpec> = s
+        .metrics
+        .iter()
+        .map(|m| spec(m, models))
+        .collect::<Result<_, _>>()?;
+    let columns = engine.score(&specs, &segments).await?;
+    let rows: Vec<Row> = columns
+        .into_iter()
+        .zip(&s.metrics)
+        .map(|(c, id)| Row {
+            metric: (*id).to_owned(),
+            name: c.spec.id().info().name.to_owned(),
+            values: c.values(),
+            signature: c.signature.to_string(),
+        })
+        .collect();
+    let claim = check(&s.claim, &rows, &texts, attack.as_ref());
+    Ok(StepResult {
+        texts,
+        rows,
+        attack,
+        claim,
+    })
+}
+
+fn check(
+    claim: &Claim,
+    rows: &[Row],
+    texts: &[(String, String)],
+    attack: Option<&AttackOutcome>,
+) -> Checked {
+    let row = |m: &str| rows.iter().find(|r| r.metric == m);
+    let f = |v: f64| format!("{v:.4}");
+    let label = |i: usize| texts[i].0.as_str();
+    match claim {
+        Claim::Barely {
+            metric,
+            a,
+            b,
+            slack,
+        } => {
+            let r = row(metric).expect("a claim's metric is shown");
+            let drop = r.values[*a] - r.values[*b];
+            let moved = if drop > 0.0 {
+                format!("drops by {}", f(drop))
+            } else if drop < 0.0 {
+                format!("rises by {}", f(-drop))
+            } else {
+                "does not move".to_owned()
+            };
+            Checked {
+                held: drop <= *slack,
+                statement: format!(
+                    "{} {moved} for the {}: {} → {} (the claim: a drop of at most {slack})",
+                    r.name,
+                    label(*b),
+                    f(r.values[*a]),
+                    f(r.values[*b]),
+                ),
+            }
+        }
+        Claim::Baseline { metric } => {
+            let r = row(metric).expect("shown");
+            Checked {
+                held: true,
+                statement: format!("{} of the {}: {}", r.name, label(0), f(r.values[0])),
+            }
+        }
+        Claim::Higher { metric, a, b } => {
+            let r = row(metric).expect("shown");
+            Checked {
+                held: r.values[*a] > r.values[*b],
+                statement: format!(
+                    "{} prefers the {} ({}) to the {} ({})",
+                    r.name,
+                    label(*a),
+                    f(r.values[*a]),
+                    label(*b),
+                    f(r.values[*b])
+                ),
+            }
+        }
+        Claim::DropsMore { metric, a, b } => {
+            let r = row(metric).expect("shown");
+            let (da, db) = (r.values[0] - r.values[*a], r.values[0] - r.values[*b]);
+            Checked {
+                held: da > db,
+                statement: format!(
+                    "{} drops more for the {} ({}) than for the {} ({})",
+                    r.name,
+                    label(*a),
+                    f(da),
+                    label(*b),
+                    f(db)
+                ),
+            }
+        }
+        Claim::AttackMet => {
+            let o = attack.expect("an attack step");
+            Checked {
+                held: o.success,
+                statement: format!(
+                    "the search {} its goal: {} → {} ({:+.2} z) with {} of the words changed, {} queries",
+                    if o.success { "met" } else { "did not meet" },
+                    f(o.score),
+                    f(o.final_score),
+                    o.change_z,
+                    format_args!("{:.0}%", 100.0 * o.perturbation),
+                    o.queries
+                ),
+            }
+        }
+    }
+}

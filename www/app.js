@@ -10,6 +10,7 @@ import { initPlmScores, modelSpecs } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
 import { initAttack } from "./attack.js";
+import { initLessons } from "./lessons.js";
 import { EXAMPLES } from "./examples.js";
 import { initSweep, sweepChart } from "./sweep.js";
 
@@ -454,6 +455,26 @@ async function main() {
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);
   initMauve(models);
+  initLessons(models, wasm, {
+    setTexts: (t) => {
+      fields.source.value = t.source;
+      fields.reference.value = t.reference;
+      fields.hypothesis.value = t.hypothesis;
+      select.value = "custom";
+      state.edits = [];
+      state.undo = [];
+      state.redo = [];
+      renderDiff();
+      updateHistoryButtons();
+      pin();
+      fields.hypothesis.scrollIntoView({ block: "center" });
+    },
+    loadMiniLm: () => {
+      $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
+      $("model-pick").dispatchEvent(new Event("change"));
+      $("model-load").click();
+    },
+  });
   initAttack(models, wasm, {
     texts: () => ({ source: fields.source.value, reference: fields.reference.value, hypothesis: fields.hypothesis.value }),
     modelSpecs,

@@ -122,6 +122,11 @@ struct AttackView {
     search_ms: f64,
 }
 
+/// The engine attacks and lessons score with (no card details).
+pub(super) fn engine() -> Rc<Engine> {
+    ENGINE.with(Rc::clone)
+}
+
 /// Resolves after the event loop has run (a message can arrive).
 async fn yield_to_events() {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
@@ -141,7 +146,7 @@ async fn yield_to_events() {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-async fn neighbours_of(name: &str) -> Result<Rc<Neighbours>, JsError> {
+pub(super) async fn neighbours_of(name: &str) -> Result<Rc<Neighbours>, JsError> {
     let plm = loaded(name)?;
     if let Some(n) = NEIGHBOURS.with(|c| {
         c.borrow()
@@ -190,7 +195,7 @@ pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result
         fluency,
     };
     check(&r.spec, &r.config, &tools).map_err(js_err)?;
-    let engine = ENGINE.with(Rc::clone);
+    let engine = engine();
     let mut pairs = bundled_pairs();
     pairs.push(Item {
         id: "yours".into(),

@@ -5,6 +5,7 @@
 
 mod attack;
 mod gpu;
+mod lessons;
 mod models;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,37 @@
+//! Browser bindings of the lessons (`stress::lessons`): the registry, and
+//! one step run in the model worker with the page's loaded models.
+
+use wasm_bindgen::prelude::*;
+
+use super::{js_err, to_js};
+use crate::stress::lessons::{LessonModels, registry, run_step};
+
+/// Every lesson with its steps (texts, actions, metrics, claims).
+#[wasm_bindgen(js_name = lessonRegistry)]
+pub fn lesson_registry() -> Result<JsValue, JsError> {
+    to_js(&registry())
+}
+
+/// Runs step `step` of lesson `lesson`. `bertscore` names the loaded model
+/// BERTScore runs on (also the raising search's word neighbours); without
+/// one, a step that shows BERTScore says what to load.
+#[wasm_bindgen(js_name = runLessonStep)]
+pub async fn run_lesson_step(
+    lesson: String,
+    step: usize,
+    bertscore: Option<String>,
+) -> Result<JsValue, JsError> {
+    let neighbours = match bertscore.as_deref() {
+        Some(name) => Some(super::attack::neighbours_of(name).await?),
+        None => None,
+    };
+    let models = LessonModels {
+        bertscore,
+        neighbours: neighbours.as_deref(),
+    };
+    let engine = super::attack::engine();
+    let result = run_step(&engine, &lesson, step, &models)
+        .await
+        .map_err(js_err)?;
+    to_js(&result)
+}

@@ -1,0 +1,125 @@
+// The lessons view in headless Chromium, offline (lexical metrics and the
+// bundled MiniLM): every step of every lesson runs, its claim is re-checked
+// here on the numbers the table shows, the lexical numbers equal the CLI's
+// for the texts shown, a step's link opens that step, arrows move between
+// steps, and presentation mode fits a 1280x720 projector.
+//
+// Run through `make test` (it builds dist/ and the native CLI first).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT, CLI, playground } from "./harness.mjs";
+
+const openPage = playground();
+
+/** The CLI's scores of `hyp` against `ref` for lexical metric ids. */
+function cli(hyp, ref, metrics) {
+  const out = execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", metrics.join(",")],
+    { input: JSON.stringify({ hyp, ref }) + "\n" }).toString();
+  return JSON.parse(out.split("\n")[0]);
+}
+
+/** The shown table: metric id -> values (raw). */
+function table(page) {
+  return page.evaluate(() => Object.fromEntries([...document.querySelectorAll("#step-table tr[data-metric]")]
+    .map((tr) => [tr.dataset.metric, [...tr.querySelectorAll("td")].map((td) => Number(td.dataset.raw))])));
+}
+
+test("every lesson step runs offline and its claim holds on the numbers shown", async () => {
+  const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 900 } });
+  const lessons = await page.evaluate(() => window.wasmBindings.lessonRegistry());
+  assert.ok(lessons.length >= 5);
+  mkdirSync(join(ROOT, "test-artifacts"), { recursive: true });
+  await page.click('#lesson-picker button[data-lesson="truncation"]');
+  // BERTScore needs a model: the step says so and offers the bundled MiniLM.
+  await page.click("#step-run");
+  await page.waitForSelector("#step-load:not([hidden])", { timeout: 30_000 });
+  assert.match(await page.textContent("#step-status"), /MiniLM/);
+  // On the CPU: SwiftShader's WebGPU here is an emulation, far too slow for a search.
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#step-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  for (const lesson of lessons) {
+    await page.click(`#lesson-picker button[data-lesson="${lesson.id}"]`);
+    for (let i = 0; i < lesson.steps.length; i++) {
+      const step = lesson.steps[i];
+      assert.equal(await page.getAttribute("#lesson-step", "data-step"), String(i));
+      await page.click("#step-run");
+      await page.waitForFunction(() => document.getElementById("step-result").dataset.held !== undefined
+        || document.getElementById("step-status").className === "bad", null, { timeout: 240_000 });
+      assert.equal(await page.getAttribute("#step-result", "data-held"), "true", `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
+      const values = await table(page);
+      const texts = await page.$$eval("#step-texts p", (ps) => ps.map((p) => p.childNodes[1].textContent));
+      // The claim, re-checked on the shown numbers.
+      const c = step.claim;
+      const v = values[c.metric];
+      const held = {
+        barely: () => v[c.a] - v[c.b] <= c.slack,
+        higher: () => v[c.a] > v[c.b],
+        dropsMore: () => v[0] - v[c.a] > v[0] - v[c.b],
+        baseline: () => true,
+        attackMet: () => true,
+      }[c.kind]();
+      assert.ok(held, `${lesson.id} ${i}: ${JSON.stringify(values)}`);
+      if (c.kind === "attackMet") assert.match(await page.textContent("#step-claim"), /met its goal/);
+      assert.equal(texts.length, values[step.metrics[0]].length);
+      // Lexical numbers equal the CLI's for the texts shown.
+      const lexical = step.metrics.filter((m) => ["bleu", "chrf", "rougeL"].includes(m));
+      texts.forEach((t, j) => {
+        const native = cli(t, step.texts.reference, lexical);
+        // Equal to the last bits that wasm's and the native libm's exp/ln may differ in.
+        for (const m of lexical) assert.ok(Math.abs(values[m][j] - native[m]) <= 1e-9, `${lesson.id} ${i} ${m} text ${j}: ${values[m][j]} vs ${native[m]}`);
+      });
+      if (i === lesson.steps.length - 1) await page.locator("#lessons").screenshot({ path: join(ROOT, "test-artifacts", `lesson-${lesson.id}.png`) });
+      if (i < lesson.steps.length - 1) await page.click("#step-next");
+    }
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a step's link opens it, arrows move between steps, presentation mode fits 1280x720", async () => {
+  const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 720 } });
+  const url = page.url().split("#")[0];
+  await page.goto(`${url}#lesson=small-edits&step=2`);
+  await page.waitForSelector("body[data-ready=true]");
+  await page.waitForSelector("#lesson-step:not([hidden])");
+  assert.equal(await page.getAttribute("#lesson-step", "data-lesson"), "small-edits");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "1");
+  assert.equal(await page.textContent("#step-title"), "Let the search find a typo");
+  await page.focus("#lesson-step");
+  await page.keyboard.press("ArrowLeft");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
+  assert.ok(page.url().endsWith("#lesson=small-edits&step=1"), page.url());
+  await page.keyboard.press("ArrowLeft");
+  // Back across the lesson boundary to the previous lesson's last step.
+  assert.equal(await page.getAttribute("#lesson-step", "data-lesson"), "paraphrase");
+  await page.keyboard.press("ArrowRight");
+  assert.equal(await page.getAttribute("#lesson-step", "data-lesson"), "small-edits");
+  // Arrows typed in a text box stay there.
+  await page.focus("#hypothesis");
+  await page.keyboard.press("ArrowRight");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
+  // Presentation: only the lesson, large type, the step fits the screen.
+  await page.click("#lesson-present");
+  assert.ok(await page.evaluate(() => document.body.classList.contains("presenting")));
+  assert.equal(await page.isVisible("#hypothesis"), false);
+  const box = await page.locator("#lesson-step").boundingBox();
+  assert.ok(box.width <= 1280 && box.y + Math.min(box.height, 400) <= 720, JSON.stringify(box));
+  await page.keyboard.press("ArrowRight");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "1");
+  await page.screenshot({ path: join(ROOT, "test-artifacts", "lesson-presenting.png") });
+  await page.keyboard.press("Escape");
+  assert.equal(await page.evaluate(() => document.body.classList.contains("presenting")), false);
+  // "Open in the playground" puts the step's texts in the boxes, pinned.
+  await page.click("#step-open");
+  const lessons = await page.evaluate(() => window.wasmBindings.lessonRegistry());
+  const step = lessons.find((l) => l.id === "small-edits").steps[1];
+  assert.equal(await page.inputValue("#hypothesis"), step.texts.hypothesis);
+  assert.equal(await page.inputValue("#reference"), step.texts.reference);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

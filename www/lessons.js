@@ -1,0 +1,208 @@
+// The lessons view: the core's lessons (stress::lessons) as guided steps.
+// A step runs in the model worker (runLessonStep): the core sets up the
+// texts, applies the injection or runs the search, scores the metrics and
+// checks the step's claim on those numbers; this file only shows them.
+// Each step has its own link (#lesson=ID&step=N); arrows move between steps
+// and "Present" shows one step per screen in large type.
+
+const $ = (id) => document.getElementById(id);
+
+let engine = null;
+let hooks = null;
+let lessons = [];
+let current = { lesson: -1, step: 0 };
+const loaded = new Map(); // handle -> model info
+
+function lesson() {
+  return lessons[current.lesson];
+}
+
+function step() {
+  return lesson()?.steps[current.step];
+}
+
+function status(text, kind = "muted") {
+  $("step-status").textContent = text;
+  $("step-status").className = kind;
+}
+
+function link() {
+  const l = lesson();
+  return l ? `#lesson=${encodeURIComponent(l.id)}&step=${current.step + 1}` : "";
+}
+
+function show() {
+  const l = lesson();
+  const s = step();
+  for (const b of $("lesson-picker").children) b.setAttribute("aria-pressed", String(b.dataset.lesson === l?.id));
+  if (!l) {
+    $("lesson-step").hidden = true;
+    return;
+  }
+  $("lesson-step").hidden = false;
+  $("lesson-step").dataset.lesson = l.id;
+  $("lesson-step").dataset.step = String(current.step);
+  $("lesson-paper").textContent = `${l.paper} · step ${current.step + 1} of ${l.steps.length}` +
+    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM` : "");
+  $("lesson-finding").textContent = l.finding;
+  $("step-title").textContent = s.title;
+  $("step-explain").textContent = s.explain;
+  $("step-prev").disabled = current.step === 0 && current.lesson === 0;
+  $("step-next").disabled = current.lesson === lessons.length - 1 && current.step === l.steps.length - 1;
+  $("step-result").hidden = true;
+  $("step-load").hidden = true;
+  delete $("step-result").dataset.held;
+  status("");
+  history.replaceState(null, "", link());
+}
+
+function go(lessonIndex, stepIndex) {
+  current = { lesson: lessonIndex, step: stepIndex };
+  show();
+}
+
+function move(delta) {
+  const l = lesson();
+  if (!l) return go(0, 0);
+  let { lesson: li, step: si } = current;
+  si += delta;
+  if (si < 0) {
+    if (li === 0) return;
+    li -= 1;
+    si = lessons[li].steps.length - 1;
+  } else if (si >= l.steps.length) {
+    if (li === lessons.length - 1) return;
+    li += 1;
+    si = 0;
+  }
+  go(li, si);
+}
+
+/** The newest loaded model BERTScore can run on. */
+function bertscoreModel() {
+  return [...loaded.values()].reverse().find((m) => m.metrics.includes("bertscore-f"))?.name;
+}
+
+const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(2) : v.toFixed(4));
+
+function render(result) {
+  const texts = $("step-texts");
+  texts.replaceChildren(...result.texts.map(([label, text]) => {
+    const p = document.createElement("p");
+    const b = document.createElement("span");
+    b.className = "label";
+    b.textContent = `${label}:`;
+    p.append(b, document.createTextNode(text));
+    return p;
+  }));
+  const table = $("step-table");
+  const head = document.createElement("tr");
+  head.append(Object.assign(document.createElement("th"), { textContent: "metric" }));
+  for (const [label] of result.texts) head.append(Object.assign(document.createElement("th"), { textContent: label }));
+  const rows = result.rows.map((r) => {
+    const tr = document.createElement("tr");
+    tr.dataset.metric = r.metric;
+    tr.append(Object.assign(document.createElement("th"), { textContent: r.name, title: r.signature }));
+    r.values.forEach((v) => {
+      const td = document.createElement("td");
+      td.textContent = fmt(v);
+      td.dataset.raw = String(v);
+      tr.append(td);
+    });
+    return tr;
+  });
+  table.replaceChildren(head, ...rows);
+  const claim = $("step-claim");
+  claim.textContent = result.claim.statement.charAt(0).toUpperCase() + result.claim.statement.slice(1);
+  claim.className = `claim ${result.claim.held ? "held" : "not-held"}`;
+  $("step-why").textContent = step().why;
+  $("step-result").dataset.held = String(result.claim.held);
+  $("step-result").hidden = false;
+}
+
+async function run() {
+  const l = lesson();
+  if (!l) return;
+  const at = { ...current };
+  $("step-run").disabled = true;
+  $("step-load").hidden = true;
+  status(step().action.kind === "attack" ? "Searching…" : "Scoring…");
+  try {
+    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel());
+    if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
+    render(result);
+    status(result.claim.held ? "" : "On these numbers the claim does not hold.", result.claim.held ? "muted" : "warn");
+  } catch (err) {
+    const message = String(err.message ?? err);
+    status(message, "bad");
+    if (/BERTScore model/.test(message)) $("step-load").hidden = false;
+  } finally {
+    $("step-run").disabled = false;
+  }
+}
+
+function fromHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const id = params.get("lesson");
+  const i = lessons.findIndex((l) => l.id === id);
+  if (i < 0) return false;
+  const n = Math.max(1, Math.min(lessons[i].steps.length, Number(params.get("step")) || 1));
+  go(i, n - 1);
+  return true;
+}
+
+function setPresenting(on) {
+  document.body.classList.toggle("presenting", on);
+  $("lesson-present").textContent = on ? "Leave presentation" : "Present";
+  if (on && !lesson()) go(0, 0);
+  if (on) $("lesson-step").focus();
+}
+
+export function initLessons(modelEngine, wasm, pageHooks) {
+  engine = modelEngine;
+  hooks = pageHooks;
+  lessons = wasm.lessonRegistry();
+  $("lesson-picker").replaceChildren(...lessons.map((l, i) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.lesson = l.id;
+    b.textContent = `${i + 1}. ${l.title}`;
+    b.addEventListener("click", () => go(i, 0));
+    return b;
+  }));
+  $("step-prev").addEventListener("click", () => move(-1));
+  $("step-next").addEventListener("click", () => move(1));
+  $("step-run").addEventListener("click", run);
+  $("step-open").addEventListener("click", () => {
+    const t = step()?.texts;
+    if (t) hooks.setTexts(t);
+  });
+  $("step-link").addEventListener("click", async () => {
+    const url = location.href.split("#")[0] + link();
+    try {
+      await navigator.clipboard.writeText(url);
+      status("Link copied.");
+    } catch {
+      status(url);
+    }
+  });
+  $("step-load").addEventListener("click", () => hooks.loadMiniLm());
+  $("lesson-present").addEventListener("click", () => setPresenting(!document.body.classList.contains("presenting")));
+  document.addEventListener("keydown", (e) => {
+    if (e.target.closest?.("input, textarea, select, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (!lesson() && !document.body.classList.contains("presenting")) return;
+    if (e.key === "ArrowRight") move(1);
+    else if (e.key === "ArrowLeft") move(-1);
+    else if (e.key === "Enter" && document.body.classList.contains("presenting")) run();
+    else if (e.key === "Escape") setPresenting(false);
+    else return;
+    e.preventDefault();
+  });
+  document.addEventListener("blindspot:model", (e) => {
+    for (const [handle, m] of loaded) if (m.name === e.detail.name) loaded.delete(handle);
+    loaded.set(e.detail.handle, e.detail);
+  });
+  document.addEventListener("blindspot:model-unloaded", (e) => loaded.delete(e.detail.handle));
+  window.addEventListener("hashchange", fromHash);
+  if (fromHash()) $("lessons").scrollIntoView();
+}

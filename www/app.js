@@ -46,6 +46,34 @@ function loadSaved() {
   }
 }
 
+/** The single-pair state as a URL-safe string: texts, pinned original, marked edits. */
+function encodePair() {
+  const data = {
+    s: fields.source.value,
+    r: fields.reference.value,
+    h: fields.hypothesis.value,
+    p: state.pinned?.hypothesis ?? null,
+    e: state.edits,
+  };
+  let bin = "";
+  for (const b of new TextEncoder().encode(JSON.stringify(data))) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The state a `#pair=...` link carries, or null. */
+function pairFromHash() {
+  const value = new URLSearchParams(location.hash.slice(1)).get("pair");
+  if (!value) return null;
+  try {
+    const bin = atob(value.replace(/-/g, "+").replace(/_/g, "/"));
+    const data = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    if (typeof data.h !== "string" || typeof data.r !== "string") return null;
+    return data;
+  } catch {
+    return null;
+  }
+}
+
 function save() {
   const data = {
     source: fields.source.value,
@@ -456,6 +484,7 @@ async function main() {
   initAnalyses(wasm, models, registry);
   initMauve(models);
   initLessons(models, wasm, {
+    version: wasm.version(),
     setTexts: (t) => {
       fields.source.value = t.source;
       fields.reference.value = t.reference;
@@ -496,7 +525,18 @@ async function main() {
   $("engine-status").className = "pill pill-ok";
   buildCards();
 
-  if (saved) {
+  const shared = pairFromHash();
+  if (shared) {
+    fields.source.value = shared.s ?? "";
+    fields.reference.value = shared.r;
+    fields.hypothesis.value = shared.h;
+    select.value = "custom";
+    state.pinned = typeof shared.p === "string" ? { hypothesis: shared.p } : null;
+    state.edits = Array.isArray(shared.e) ? shared.e : [];
+    renderDiff();
+    updatePinInfo();
+    scoreNow();
+  } else if (saved) {
     fields.source.value = saved.source ?? "";
     fields.reference.value = saved.reference ?? "";
     fields.hypothesis.value = saved.hypothesis ?? "";
@@ -531,6 +571,25 @@ async function main() {
   select.addEventListener("change", () => loadExample(select.value));
   $("rouge-stemmer").addEventListener("change", scoreNow);
   $("pin").addEventListener("click", pin);
+  $("copy-link").addEventListener("click", async () => {
+    const url = `${location.href.split("#")[0]}#pair=${encodePair()}`;
+    $("copy-link").dataset.url = url;
+    try {
+      await navigator.clipboard.writeText(url);
+      $("copy-link-status").textContent = "Link copied.";
+    } catch {
+      $("copy-link-status").textContent = "Copy this link: " + url;
+    }
+  });
+  const loadMiniLm = () => {
+    $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
+    $("model-pick").dispatchEvent(new Event("change"));
+    $("model-load").click();
+  };
+  $("add-minilm").addEventListener("click", loadMiniLm);
+  document.addEventListener("blindspot:model", (e) => {
+    if (e.detail.metrics.includes("bertscore-f")) $("add-minilm").hidden = true;
+  });
   $("restore").addEventListener("click", restore);
   document.body.dataset.ready = "true";
   checkWebGpu(wasm);

@@ -11,6 +11,7 @@ let engine = null;
 let hooks = null;
 let lessons = [];
 let current = { lesson: -1, step: 0 };
+let lastResult = null;
 const loaded = new Map(); // handle -> model info
 
 function lesson() {
@@ -51,6 +52,8 @@ function show() {
   $("step-next").disabled = current.lesson === lessons.length - 1 && current.step === l.steps.length - 1;
   $("step-result").hidden = true;
   $("step-load").hidden = true;
+  $("step-export").disabled = true;
+  lastResult = null;
   delete $("step-result").dataset.held;
   status("");
   history.replaceState(null, "", link());
@@ -131,6 +134,8 @@ async function run() {
     const result = await engine.runLessonStep(l.id, current.step, bertscoreModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
+    lastResult = { at, result };
+    $("step-export").disabled = false;
     status(result.claim.held ? "" : "On these numbers the claim does not hold.", result.claim.held ? "muted" : "warn");
   } catch (err) {
     const message = String(err.message ?? err);
@@ -187,6 +192,25 @@ export function initLessons(modelEngine, wasm, pageHooks) {
     }
   });
   $("step-load").addEventListener("click", () => hooks.loadMiniLm());
+  $("step-export").addEventListener("click", () => {
+    if (!lastResult) return;
+    const l = lessons[lastResult.at.lesson];
+    const s = l.steps[lastResult.at.step];
+    const data = {
+      tool: `blindspot ${hooks.version}`,
+      lesson: l.id,
+      step: lastResult.at.step + 1,
+      title: s.title,
+      paper: l.paper,
+      action: s.action,
+      ...lastResult.result,
+    };
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
+    a.download = `blindspot-lesson-${l.id}-step-${lastResult.at.step + 1}.json`;
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+  });
   $("lesson-present").addEventListener("click", () => setPresenting(!document.body.classList.contains("presenting")));
   document.addEventListener("keydown", (e) => {
     if (e.target.closest?.("input, textarea, select, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;

@@ -9,7 +9,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, CLI, playground } from "./harness.mjs";
 
@@ -30,6 +30,7 @@ function table(page) {
 
 test("every lesson step runs offline and its claim holds on the numbers shown", async () => {
   const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"]).catch(() => {});
   const lessons = await page.evaluate(() => window.wasmBindings.lessonRegistry());
   assert.ok(lessons.length >= 5);
   mkdirSync(join(ROOT, "test-artifacts"), { recursive: true });
@@ -73,6 +74,16 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
         // Equal to the last bits that wasm's and the native libm's exp/ln may differ in.
         for (const m of lexical) assert.ok(Math.abs(values[m][j] - native[m]) <= 1e-9, `${lesson.id} ${i} ${m} text ${j}: ${values[m][j]} vs ${native[m]}`);
       });
+      if (lesson.id === "truncation" && i === 1) {
+        // The step's results as JSON: the numbers shown, the claim and the signatures.
+        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#step-export")]);
+        const data = JSON.parse(readFileSync(await download.path(), "utf8"));
+        assert.equal(data.lesson, "truncation");
+        assert.equal(data.step, 2);
+        assert.equal(data.claim.held, true);
+        assert.deepEqual(Object.fromEntries(data.rows.map((r) => [r.metric, r.values])), values);
+        assert.ok(data.rows.every((r) => r.signature.includes("|v:")));
+      }
       if (i === lesson.steps.length - 1) await page.locator("#lessons").screenshot({ path: join(ROOT, "test-artifacts", `lesson-${lesson.id}.png`) });
       if (i < lesson.steps.length - 1) await page.click("#step-next");
     }
@@ -121,5 +132,43 @@ test("a step's link opens it, arrows move between steps, presentation mode fits 
   assert.equal(await page.inputValue("#hypothesis"), step.texts.hypothesis);
   assert.equal(await page.inputValue("#reference"), step.texts.reference);
   assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the single-pair state round-trips through its link; the bundled MiniLM is one click away", async () => {
+  const { context, page, errors } = await openPage({ clearStorage: true });
+  await page.selectOption("#example", "custom");
+  await page.fill("#source", "Der Zug hatte zwei Stunden Verspätung.");
+  await page.fill("#reference", "The train was two hours late.");
+  await page.fill("#hypothesis", "The train was delayed by two hours – große Verspätung.");
+  await page.click("#pin");
+  await page.selectOption("#injection", "char_swap");
+  await page.click("#apply-injection");
+  const injected = await page.inputValue("#hypothesis");
+  assert.notEqual(injected, "The train was delayed by two hours – große Verspätung.");
+  await page.click("#copy-link");
+  const url = await page.getAttribute("#copy-link", "data-url");
+  assert.match(url, /#pair=[A-Za-z0-9_-]+$/);
+  const { context: other, page: fresh, errors: otherErrors } = await openPage({ clearStorage: true });
+  await fresh.goto(url);
+  await fresh.reload();
+  await fresh.waitForSelector("body[data-ready=true]");
+  assert.equal(await fresh.inputValue("#hypothesis"), injected);
+  assert.equal(await fresh.inputValue("#reference"), "The train was two hours late.");
+  assert.equal(await fresh.inputValue("#source"), "Der Zug hatte zwei Stunden Verspätung.");
+  assert.match(await fresh.textContent("#pin-info"), /\(10 words\)/);
+  assert.equal(await fresh.isVisible("#hypothesis-diff mark"), true);
+  // The deltas against the shared pinned original are the ones the first page shows.
+  const delta = (p) => p.getAttribute('.card[data-metric="chrf"] [data-role="delta"]', "data-raw");
+  await fresh.waitForSelector('.card[data-metric="chrf"] [data-role="delta"][data-raw]');
+  assert.equal(await delta(fresh), await delta(page));
+  await other.close();
+  // First visit: BERTScore is one click from the scores panel.
+  assert.equal(await page.isVisible("#add-minilm"), true);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#add-minilm");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  assert.equal(await page.isVisible("#add-minilm"), false);
+  assert.deepEqual([...errors, ...otherErrors], []);
   await context.close();
 });

@@ -271,6 +271,11 @@ export function initSuite(wasm, registry, injections) {
   const verdicts = Object.fromEntries(wasm.metricChoices().verdicts.map((v) => [v.id, v]));
   Object.assign(suite, { wasm, registry: registry.filter((m) => !m.model), injections, verdicts });
   $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
+  $("suite-sample").addEventListener("click", () => {
+    suite.file = { name: "blindspot-sample.jsonl", text: suite.wasm.bundledSample() };
+    $("suite-format").value = "jsonl";
+    inspect();
+  });
   const drop = $("suite-drop");
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));

@@ -136,12 +136,16 @@ crate::metrics::spec::named_enum!(
     [(Wmt, "wmt"), (Summeval, "summeval"), (Jsonl, "jsonl")]
 );
 
+/// [`bundled_pairs`] as JSONL (`hyp`, `ref`, `id`): what the page offers as
+/// a sample dataset.
+pub const BUNDLED_PAIRS: &str = include_str!("sample.jsonl");
+
 /// Sixteen translation-like pairs written for Blindspot (two English
 /// renderings of one sentence each: `hyp` the gold text, `ref` the
 /// reference): a demo set that needs no file, and the pair set a single
 /// pair's attack takes its z scale from.
 pub fn bundled_pairs() -> Vec<Item> {
-    let loaded = load_pairs(include_str!("sample.jsonl"));
+    let loaded = load_pairs(BUNDLED_PAIRS);
     debug_assert!(loaded.problems.is_empty());
     loaded.rows
 }

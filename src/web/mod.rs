@@ -63,6 +63,13 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// The bundled sample dataset (JSONL pairs written for Blindspot), for the
+/// sections that run over a dataset.
+#[wasm_bindgen(js_name = bundledSample)]
+pub fn bundled_sample() -> String {
+    crate::data::BUNDLED_PAIRS.to_owned()
+}
+
 /// The crate version, shown in the page footer and signatures.
 #[wasm_bindgen]
 pub fn version() -> String {

@@ -163,6 +163,10 @@ test("the single-pair state round-trips through its link; the bundled MiniLM is 
   await fresh.waitForSelector('.card[data-metric="chrf"] [data-role="delta"][data-raw]');
   assert.equal(await delta(fresh), await delta(page));
   await other.close();
+  // A sample dataset for the suite without bringing a file.
+  await page.click("#suite-sample");
+  assert.match(await page.textContent("#suite-status"), /blindspot-sample\.jsonl: 16 items/);
+  assert.equal(await page.isEnabled("#suite-run"), true);
   // First visit: BERTScore is one click from the scores panel.
   assert.equal(await page.isVisible("#add-minilm"), true);
   await page.selectOption("#model-backend", "cpu");

@@ -197,7 +197,7 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
         neighbours: neighbours.as_ref(),
         fluency,
     };
-    let engine = args.plm.engine();
+    let engine = args.plm.engine().with_reference_cache();
     let bar = indicatif::ProgressBar::new(items.len() as u64).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {pos}/{len} items, {elapsed} elapsed, ETA {eta}",

@@ -211,6 +211,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 pub struct Engine {
     store: Box<dyn ModelStore>,
     details: bool,
+    reference_cache: bool,
     cache: RefCell<EmbeddingCache>,
     sentences: RefCell<SentenceCache>,
 }
@@ -221,6 +222,7 @@ impl Engine {
         Self {
             store: Box::new(store),
             details: false,
+            reference_cache: false,
             cache: RefCell::new(EmbeddingCache::default()),
             sentences: RefCell::new(SentenceCache::default()),
         }
@@ -235,6 +237,15 @@ impl Engine {
     /// surprisal bar and NLI bars), and keeps recent reference embeddings.
     pub fn with_details(mut self) -> Self {
         self.details = true;
+        self.reference_cache = true;
+        self
+    }
+
+    /// Keeps recent reference embeddings between calls (no details): for
+    /// callers that score many hypotheses against the same references one
+    /// batch at a time (the attack search, lessons).
+    pub fn with_reference_cache(mut self) -> Self {
+        self.reference_cache = true;
         self
     }
 
@@ -384,7 +395,7 @@ impl Engine {
         }
         let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
         let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
-        let cache = self.details.then_some(&self.cache);
+        let cache = self.reference_cache.then_some(&self.cache);
         let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, spec.idf, cache)
             .await
             .map_err(model_error(&plm))?;

@@ -25,7 +25,7 @@ thread_local! {
     /// Input-embedding neighbours of the last model asked, by load id.
     static NEIGHBOURS: RefCell<Option<(u64, Rc<Neighbours>)>> = const { RefCell::new(None) };
     /// An engine without the cards' details (thousands of candidates).
-    static ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels));
+    static ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels).with_reference_cache());
 }
 
 #[derive(Serialize)]
@@ -253,8 +253,9 @@ pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result
     })
 }
 
-/// Drops the neighbour table of an unloaded model.
+/// Drops the neighbour table and cached embeddings of an unloaded model.
 pub(super) fn forget(load: u64) {
+    engine().forget(load);
     NEIGHBOURS.with(|c| {
         let mut c = c.borrow_mut();
         if c.as_ref().is_some_and(|(id, _)| *id == load) {

@@ -17,8 +17,8 @@ use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Set
 use blindspot::models::tokenizer::LmTokenizer;
 use blindspot::models::{ModelFiles, Plm, Precision};
 use blindspot::stress::attack::{
-    AttackConfig, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours, StopReason, Strategy,
-    run_attacks,
+    AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours, StopReason,
+    Strategy, run_attacks,
 };
 use burn::tensor::Device;
 use common::DATA;
@@ -62,6 +62,25 @@ fn spec(id: &str) -> MetricSpec {
     Settings::default().specs(&[id]).unwrap().remove(0)
 }
 
+fn try_run(
+    engine: &Engine,
+    items: &[Item],
+    spec: &MetricSpec,
+    config: &AttackConfig,
+    tools: &AttackTools,
+) -> Result<AttackRun, AttackError> {
+    block_on(run_attacks(
+        engine,
+        "wmt21",
+        items,
+        spec,
+        config,
+        tools,
+        None,
+        &mut |_, _| {},
+    ))
+}
+
 fn run(
     engine: &Engine,
     items: &[Item],
@@ -69,17 +88,20 @@ fn run(
     config: &AttackConfig,
     tools: &AttackTools,
 ) -> AttackRun {
-    block_on(run_attacks(
-        engine,
-        "wmt21",
-        items,
-        &spec(metric),
-        config,
-        tools,
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap()
+    try_run(engine, items, &spec(metric), config, tools).unwrap()
+}
+
+/// The message of a run that must be refused.
+fn refusal(
+    engine: &Engine,
+    items: &[Item],
+    spec: &MetricSpec,
+    config: &AttackConfig,
+    tools: &AttackTools,
+) -> String {
+    try_run(engine, items, spec, config, tools)
+        .unwrap_err()
+        .to_string()
 }
 
 /// The metric's score of `text` against the item's references, computed
@@ -279,21 +301,14 @@ fn genetic_search_with_embedding_neighbours() {
             o.original.split_whitespace().count()
         );
     }
-    let missing = block_on(run_attacks(
+    let missing = refusal(
         &engine,
-        "wmt21",
         &items,
         &spec("chrf"),
         &config,
         &AttackTools::default(),
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap_err();
-    assert!(
-        missing.to_string().contains("input embeddings"),
-        "{missing}"
     );
+    assert!(missing.contains("input embeddings"), "{missing}");
 }
 
 #[test]
@@ -313,21 +328,14 @@ fn clare_beam_search_with_a_masked_lm() {
     check(&engine, &run_a, &items, 1e-9);
     assert!(run_a.outcomes.iter().any(|o| o.text != o.original));
     assert_eq!(run_a, run(&engine, &items, "chrf", &config, &tools));
-    let missing = block_on(run_attacks(
+    let missing = refusal(
         &engine,
-        "wmt21",
         &items,
         &spec("chrf"),
         &config,
         &AttackTools::default(),
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap_err();
-    assert!(
-        missing.to_string().contains("masked language model"),
-        "{missing}"
     );
+    assert!(missing.contains("masked language model"), "{missing}");
 }
 
 #[test]
@@ -398,18 +406,14 @@ fn minilm_bertscore_over_penalised_and_self_inconsistent() {
         assert_eq!(o.queries % 2, 0);
     }
     // A metric without a reference cannot be made inconsistent with itself.
-    let err = block_on(run_attacks(
+    let err = refusal(
         &engine,
-        "wmt21",
         &items,
         &spec("gpt-ppl"),
         &config,
         &AttackTools::default(),
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap_err();
-    assert!(err.to_string().contains("takes no reference"), "{err}");
+    );
+    assert!(err.contains("takes no reference"), "{err}");
 }
 
 #[test]
@@ -422,18 +426,8 @@ fn metrics_whose_scores_depend_on_the_batch_are_refused() {
     };
     let spec = settings.specs(&["bertscore-f"]).unwrap().remove(0);
     let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
-    let err = block_on(run_attacks(
-        &engine,
-        "wmt21",
-        &items,
-        &spec,
-        &config,
-        &AttackTools::default(),
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap_err();
-    assert!(err.to_string().contains("idf weights"), "{err}");
+    let err = refusal(&engine, &items, &spec, &config, &AttackTools::default());
+    assert!(err.contains("idf weights"), "{err}");
 }
 
 #[test]
@@ -453,18 +447,14 @@ fn a_one_word_text_still_gets_character_edits() {
 fn a_single_item_has_no_z_scale() {
     let items = wmt(1);
     let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
-    let err = block_on(run_attacks(
+    let err = refusal(
         &Engine::lexical(),
-        "wmt21",
         &items,
         &spec("chrf"),
         &config,
         &AttackTools::default(),
-        None,
-        &mut |_, _| {},
-    ))
-    .unwrap_err();
-    assert!(err.to_string().contains("at least two texts"), "{err}");
+    );
+    assert!(err.contains("at least two texts"), "{err}");
 }
 
 fn attack_cli(args: &[&str]) -> std::process::Output {

@@ -278,18 +278,11 @@ function fillLevels() {
   $("injection-description").textContent = info.description;
 }
 
-/** Renders the hypothesis with the last injection's changed spans marked. */
-function renderDiff() {
-  const box = $("hypothesis-diff");
-  if (!state.edits.length) {
-    box.hidden = true;
-    box.replaceChildren();
-    return;
-  }
-  const text = fields.hypothesis.value;
+/** `text` as DOM nodes with `edits` (UTF-16 spans) marked: changed words in <mark>, ⌫ where words were deleted. */
+function markedNodes(text, edits) {
   const nodes = [];
   let at = 0;
-  for (const e of state.edits) {
+  for (const e of edits) {
     nodes.push(document.createTextNode(text.slice(at, e.start)));
     if (e.kind === "deleted") {
       const del = document.createElement("span");
@@ -306,7 +299,18 @@ function renderDiff() {
     at = e.end;
   }
   nodes.push(document.createTextNode(text.slice(at)));
-  box.replaceChildren(...nodes);
+  return nodes;
+}
+
+/** Renders the hypothesis with the last injection's changed spans marked. */
+function renderDiff() {
+  const box = $("hypothesis-diff");
+  if (!state.edits.length) {
+    box.hidden = true;
+    box.replaceChildren();
+    return;
+  }
+  box.replaceChildren(...markedNodes(fields.hypothesis.value, state.edits));
   box.hidden = false;
 }
 
@@ -461,6 +465,13 @@ async function checkWebGpu(wasm) {
   }
 }
 
+/** Loads the bundled all-MiniLM-L6-v2 through the model panel (its BERTScore card follows). */
+function loadMiniLm() {
+  $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
+  $("model-pick").dispatchEvent(new Event("change"));
+  $("model-load").click();
+}
+
 async function main() {
   const select = $("example");
   for (const ex of EXAMPLES) select.append(new Option(ex.title, ex.id));
@@ -498,15 +509,12 @@ async function main() {
       pin();
       fields.hypothesis.scrollIntoView({ block: "center" });
     },
-    loadMiniLm: () => {
-      $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
-      $("model-pick").dispatchEvent(new Event("change"));
-      $("model-load").click();
-    },
+    loadMiniLm,
   });
   initAttack(models, wasm, {
     texts: () => ({ source: fields.source.value, reference: fields.reference.value, hypothesis: fields.hypothesis.value }),
     modelSpecs,
+    markedNodes,
     useText: (text, edits, original) => {
       // Deltas compare against the text that was attacked.
       if (state.pinned?.hypothesis !== original) {
@@ -581,11 +589,6 @@ async function main() {
       $("copy-link-status").textContent = "Copy this link: " + url;
     }
   });
-  const loadMiniLm = () => {
-    $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
-    $("model-pick").dispatchEvent(new Event("change"));
-    $("model-load").click();
-  };
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {
     if (e.detail.metrics.includes("bertscore-f")) $("add-minilm").hidden = true;

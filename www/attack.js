@@ -148,29 +148,6 @@ function plot(points, base) {
   svg.dataset.points = String(points.length);
 }
 
-/** The candidate text with the changed words marked (UTF-16 offsets). */
-function showText(text, edits) {
-  const nodes = [];
-  let at = 0;
-  for (const e of edits) {
-    nodes.push(document.createTextNode(text.slice(at, e.start)));
-    if (e.kind === "deleted") {
-      const del = document.createElement("span");
-      del.className = "deleted";
-      del.textContent = "⌫";
-      del.title = "words deleted here";
-      nodes.push(del);
-    } else {
-      const mark = document.createElement("mark");
-      mark.textContent = text.slice(e.start, e.end);
-      nodes.push(mark);
-    }
-    at = e.end;
-  }
-  nodes.push(document.createTextNode(text.slice(at)));
-  $("attack-text").replaceChildren(...nodes);
-}
-
 async function run() {
   if (running) return;
   const option = metricOptions().find((o) => o.key === $("attack-metric").value);
@@ -224,7 +201,7 @@ async function run() {
     last = out;
     const o = out.outcome;
     plot(o.trajectory, o.score);
-    showText(o.text, out.edits);
+    $("attack-text").replaceChildren(...page.markedNodes(o.text, out.edits));
     const verdict = o.success ? "Goal met" : { budget: "Budget used up", time: "Time budget used up", exhausted: "No edit left to try", stopped: "Stopped" }[o.stop];
     const rate = out.searchMs > 0 ? ` · ${(o.queries / (out.searchMs / 1000)).toFixed(0)} queries/s` : "";
     status(

@@ -198,12 +198,7 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
         fluency,
     };
     let engine = args.plm.engine().with_reference_cache();
-    let bar = indicatif::ProgressBar::new(items.len() as u64).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} items, {elapsed} elapsed, ETA {eta}",
-        )
-        .expect("valid template"),
-    );
+    let bar = super::stress::items_bar(items.len());
     let dataset = super::stress::file_name(&args.data);
     let run = block_on(attack::run_attacks(
         &engine,
@@ -250,13 +245,7 @@ fn write_run(
     }
     let h = &run.header;
     if let Some(shard) = h.shard {
-        eprintln!(
-            "shard {}/{}: {} of {} items; combine the parts with `blindspot merge`",
-            shard.index,
-            shard.count,
-            run.outcomes.len(),
-            h.items
-        );
+        super::stress::shard_written(shard, run.outcomes.len(), h.items);
         return Ok(());
     }
     let s = run.summary();

@@ -95,6 +95,24 @@ pub(super) fn file_name(path: &str) -> String {
         .map_or(path.to_owned(), |n| n.to_string_lossy().into_owned())
 }
 
+/// The progress bar of a run over dataset items (stderr).
+pub(super) fn items_bar(items: usize) -> indicatif::ProgressBar {
+    indicatif::ProgressBar::new(items as u64).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} items, {elapsed} elapsed, ETA {eta}",
+        )
+        .expect("valid template"),
+    )
+}
+
+/// Says on stderr which part a sharded run wrote.
+pub(super) fn shard_written(shard: Shard, items: usize, of: usize) {
+    eprintln!(
+        "shard {}/{}: {items} of {of} items; combine the parts with `blindspot merge`",
+        shard.index, shard.count
+    );
+}
+
 /// Writes a report as pretty JSON to `out` (`-` is stdout).
 fn write_json(out: &str, report: &impl serde::Serialize) -> Result<(), CliError> {
     let json = serde_json::to_string_pretty(report).expect("serialisable");
@@ -166,12 +184,7 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         seeds: args.seeds,
         rouge_stemmer: args.rouge_stemmer,
     };
-    let bar = indicatif::ProgressBar::new(items.len() as u64).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} items, {elapsed} elapsed, ETA {eta}",
-        )
-        .expect("valid template"),
-    );
+    let bar = items_bar(items.len());
     let dataset = file_name(&args.data);
     let mut engine = args.plm.engine();
     let mlm = args
@@ -210,13 +223,7 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Suite(e.to_string()))?;
         bar.finish_and_clear();
         write_json(&args.report.out, &part)?;
-        eprintln!(
-            "shard {}/{}: {} of {} items; combine the parts with `blindspot merge`",
-            shard.index,
-            shard.count,
-            part.indices.len(),
-            part.items
-        );
+        shard_written(shard, part.indices.len(), part.items);
         return Ok(());
     }
     let report = run_suite_with_models(&dataset, &items, &config, models, &progress)

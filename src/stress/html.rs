@@ -43,6 +43,19 @@ figure{margin:0}figcaption{font-weight:600}svg{width:240px;height:130px}\
 .axis{stroke:#888}.base{stroke:#888;stroke-dasharray:4 3}.curve{fill:none;stroke:#0072b2;stroke-width:2}\
 .band{fill:#0072b2;opacity:.15}text{font-size:9px;fill:#444}code{font-size:12px}";
 
+/// Ends a report: the exact results embedded as JSON, then the closing tags.
+fn end_with_data(out: &mut String, results: &impl serde::Serialize) {
+    let json = serde_json::to_string(results)
+        .expect("serialisable")
+        .replace("</", "<\\/");
+    let _ = writeln!(
+        out,
+        "<h2>Data</h2><p>The exact results, as JSON, are embedded in this file \
+         (<code>script#blindspot-results</code>).</p>\
+         <script type=\"application/json\" id=\"blindspot-results\">{json}</script></body></html>"
+    );
+}
+
 /// One chart for metric `m` of `test`.
 fn chart(out: &mut String, report: &SuiteReport, test: &TestResult, m: usize) {
     let (w, h, left, right, top, bottom) = (240.0, 130.0, 46.0, 8.0, 8.0, 22.0);
@@ -188,15 +201,7 @@ pub fn suite_html(report: &SuiteReport) -> String {
         }
         out.push_str("</div>");
     }
-    let json = serde_json::to_string(report)
-        .expect("serialisable")
-        .replace("</", "<\\/");
-    let _ = writeln!(
-        out,
-        "<h2>Data</h2><p>The exact results, as JSON, are embedded in this file \
-         (<code>script#blindspot-results</code>).</p>\
-         <script type=\"application/json\" id=\"blindspot-results\">{json}</script></body></html>"
-    );
+    end_with_data(&mut out, report);
     out
 }
 
@@ -284,15 +289,7 @@ pub fn attack_html(run: &AttackRun) -> String {
         );
     }
     out.push_str("</tbody></table>");
-    let json = serde_json::to_string(run)
-        .expect("serialisable")
-        .replace("</", "<\\/");
-    let _ = writeln!(
-        out,
-        "<h2>Data</h2><p>The exact results, as JSON, are embedded in this file \
-         (<code>script#blindspot-results</code>).</p>\
-         <script type=\"application/json\" id=\"blindspot-results\">{json}</script></body></html>"
-    );
+    end_with_data(&mut out, run);
     out
 }
 

@@ -8,8 +8,9 @@
 
 use serde::Serialize;
 
-use super::attack::{Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Strategy, z_norm};
-use crate::data::{Item, bundled_pairs};
+use super::attack::{
+    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Strategy, pair_z_norm,
+};
 use crate::inject::{self, Context};
 use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, Segment, Settings};
 
@@ -510,15 +511,10 @@ pub async fn run_step(
                 neighbours: models.neighbours,
                 ..AttackTools::default()
             };
-            let mut pairs = bundled_pairs();
-            pairs.push(Item {
-                id: "lesson".into(),
-                src: None,
-                gold: t.hypothesis.into(),
-                refs: vec![t.reference.into()],
-            });
             let fail = |e: super::attack::AttackError| LessonError::Failed(e.to_string());
-            let z = z_norm(engine, &spec, &pairs).await.map_err(fail)?;
+            let z = pair_z_norm(engine, &spec, t.hypothesis, &[t.reference])
+                .await
+                .map_err(fail)?;
             let mut a = Attack::new(
                 engine,
                 &spec,

@@ -11,12 +11,12 @@ use wasm_bindgen::prelude::*;
 
 use super::models::{PageModels, loaded};
 use super::{JsEdit, js_err, to_js};
-use crate::data::{Item, bundled_pairs};
+use crate::data::bundled_pairs;
 use crate::inject::masked_lm::PlmMaskedLm;
 use crate::metrics::{Engine, MetricSpec};
 use crate::stress::attack::{
     Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, Strategy, ZNorm, check,
-    z_norm,
+    pair_z_norm,
 };
 
 thread_local! {
@@ -196,27 +196,9 @@ pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result
     };
     check(&r.spec, &r.config, &tools).map_err(js_err)?;
     let engine = engine();
-    let mut pairs = bundled_pairs();
-    pairs.push(Item {
-        id: "yours".into(),
-        src: src.map(str::to_owned),
-        gold: r.hypothesis.clone(),
-        refs: refs.iter().map(|s| (*s).to_owned()).collect(),
-    });
-    if r.spec.info().needs_source {
-        return Err(JsError::new(&format!(
-            "{} reads a source, and the page's z scale comes from its {} bundled pairs, which \
-             have none: attack it with `blindspot attack` on a dataset with sources",
-            r.spec.info().name,
-            pairs.len() - 1
-        )));
-    }
-    let z = z_norm(&engine, &r.spec, &pairs).await.map_err(|e| {
-        JsError::new(&format!(
-            "cannot set the z scale over the {} bundled pairs and yours: {e}",
-            pairs.len() - 1
-        ))
-    })?;
+    let z = pair_z_norm(&engine, &r.spec, &r.hypothesis, &refs)
+        .await
+        .map_err(js_err)?;
     let mut attack = Attack::new(
         &engine,
         &r.spec,

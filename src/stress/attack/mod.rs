@@ -479,6 +479,38 @@ pub async fn z_norm(
     ZNorm::from_scores(&column.values())
 }
 
+/// The z statistics for attacking one pair (the page, the lessons): the
+/// metric's spread over [`bundled_pairs`](crate::data::bundled_pairs) and
+/// the pair itself. Metrics that read a source are refused: the bundled
+/// pairs have none.
+pub async fn pair_z_norm(
+    engine: &Engine,
+    spec: &MetricSpec,
+    hypothesis: &str,
+    refs: &[&str],
+) -> Result<ZNorm, AttackError> {
+    let mut pairs = crate::data::bundled_pairs();
+    let bundled = pairs.len();
+    if spec.info().needs_source {
+        return Err(AttackError::Config(format!(
+            "{} reads a source, and a single pair's z scale comes from {bundled} bundled pairs, \
+             which have none: attack it with `blindspot attack` on a dataset with sources",
+            spec.info().name
+        )));
+    }
+    pairs.push(Item {
+        id: "pair".into(),
+        src: None,
+        gold: hypothesis.to_owned(),
+        refs: refs.iter().map(|r| (*r).to_owned()).collect(),
+    });
+    z_norm(engine, spec, &pairs).await.map_err(|e| {
+        AttackError::Config(format!(
+            "cannot set the z scale over the {bundled} bundled pairs and this one: {e}"
+        ))
+    })
+}
+
 /// Attacks the items of `shard` (all when None) one after the other;
 /// `progress(done, total)` after each.
 #[allow(clippy::too_many_arguments)]

@@ -653,16 +653,21 @@ impl<'a> Attack<'a> {
     }
 
     /// Replacements of slot `i` by its input-embedding neighbours.
-    fn neighbour_edits(&mut self, cand: &Cand, i: usize) -> Vec<Cand> {
+    /// Slot `i`'s input-embedding neighbours (computed once per word).
+    fn neighbours_of(&mut self, cand: &Cand, i: usize) -> &[String] {
         let Some(n) = self.tools.neighbours else {
-            return vec![];
+            return &[];
         };
         let word = core(&cand.slots[i].word).to_owned();
         let k = self.config.candidates;
-        let near = self
-            .neighbour_cache
-            .entry(word.clone())
-            .or_insert_with(|| n.nearest(&word, k));
+        self.neighbour_cache
+            .entry(word)
+            .or_insert_with_key(|w| n.nearest(w, k))
+    }
+
+    /// Replacements of slot `i` by its input-embedding neighbours.
+    fn neighbour_edits(&mut self, cand: &Cand, i: usize) -> Vec<Cand> {
+        let near = self.neighbours_of(cand, i).to_vec();
         near.iter().map(|w| cand.replace(i, w)).collect()
     }
 
@@ -731,14 +736,13 @@ impl<'a> Attack<'a> {
         let mut groups: Vec<(Eval, Vec<Cand>)> = Vec::with_capacity(members.len());
         for m in members {
             let slots = m.cand.editable();
-            let options: Vec<Vec<Cand>> = slots
+            let weights: Vec<f64> = slots
                 .iter()
-                .map(|&i| self.neighbour_edits(&m.cand, i))
+                .map(|&i| self.neighbours_of(&m.cand, i).len() as f64)
                 .collect();
-            let weights: Vec<f64> = options.iter().map(|o| o.len() as f64).collect();
             let cands = if weights.iter().any(|w| *w > 0.0) {
                 let pick = weighted_choice(&weights, &mut self.rng);
-                options.into_iter().nth(pick).unwrap_or_default()
+                self.neighbour_edits(&m.cand, slots[pick])
             } else {
                 vec![]
             };

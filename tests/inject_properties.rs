@@ -231,7 +231,7 @@ fn tagger_injections_touch_only_their_kind_of_word() {
     let run = |id: &str, text: &str, level: f64, seed: u64| -> Injected {
         apply(inject::create(id).unwrap(), text, level, seed, &ctx).unwrap()
     };
-    let tagger = Tagger::english();
+    let tagger = Tagger::english().expect("native builds ship the tagger");
     let mut applied = std::collections::BTreeMap::<&str, usize>::new();
     for (i, text) in texts.iter().enumerate() {
         let seed = i as u64;
@@ -350,6 +350,7 @@ fn tagger_injections_touch_only_their_kind_of_word() {
             *applied.entry("negation").or_default() += 1;
             let negations = |t: &str| {
                 Tagger::english()
+                    .expect("native builds ship the tagger")
                     .analyze(t)
                     .tokens
                     .iter()

@@ -64,7 +64,7 @@ fn f1((tp, ours, theirs): (usize, usize, usize)) -> (f64, f64, f64) {
 
 fn measure() -> Counts {
     let golden = golden();
-    let tagger = Tagger::english();
+    let tagger = Tagger::english().expect("native builds ship the tagger");
     let mut files: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut counts = Counts::default();
     for entry in golden["texts"].as_array().unwrap() {
@@ -150,7 +150,9 @@ fn tagger_agrees_with_spacy_on_held_out_text() {
 #[test]
 fn analysis_spans_and_entities_are_consistent() {
     let text = "Angela Merkel met Joe Biden in Washington on Tuesday. They didn't agree.";
-    let a = Tagger::english().analyze(text);
+    let a = Tagger::english()
+        .expect("native builds ship the tagger")
+        .analyze(text);
     for t in &a.tokens {
         assert_eq!(&text[t.token.span()], t.token.text);
     }
@@ -179,7 +181,7 @@ fn analysis_spans_and_entities_are_consistent() {
 #[test]
 fn port_matches_spacy_on_its_own_tokens() {
     let golden = common::golden("spacy_parity.json");
-    let tagger = Tagger::english();
+    let tagger = Tagger::english().expect("native builds ship the tagger");
     let mut files: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let (mut n, mut same_tag, mut same_pos, mut same_ent, mut same_norm) = (0, 0, 0, 0, 0);
     for entry in golden["texts"].as_array().unwrap() {

@@ -3,7 +3,7 @@
 // Every number on the page comes from the wasm module (src/web); this file
 // only schedules work, renders results and keeps state across reloads.
 
-import { gpt2Files, initSuite } from "./suite.js";
+import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { initModels } from "./models.js";
 import { initPlmScores, modelSpecs } from "./plm-scores.js";
@@ -319,20 +319,29 @@ function updateHistoryButtons() {
   $("redo").disabled = !state.redo.length;
 }
 
-/** Loads GPT-2's tokenizer into the engine the first time an injection needs it. */
-async function ensureLmTokenizer(info) {
-  if (!info.needs_lm_tokenizer || state.wasm.hasLmTokenizer()) return;
+/**
+ * Loads what an injection needs into the engine the first time: GPT-2's
+ * tokenizer, the part-of-speech tagger's weights (not inside the wasm).
+ */
+async function ensureInjectionNeeds(info) {
   const out = $("injection-result");
-  out.textContent = "Loading the GPT-2 tokenizer…";
-  out.className = "muted";
-  const { encoder, vocab } = await gpt2Files();
-  state.wasm.loadGpt2Tokenizer(encoder, vocab);
+  if (info.needs_lm_tokenizer && !state.wasm.hasLmTokenizer()) {
+    out.textContent = "Loading the GPT-2 tokenizer…";
+    out.className = "muted";
+    const { encoder, vocab } = await gpt2Files();
+    state.wasm.loadGpt2Tokenizer(encoder, vocab);
+  }
+  if (info.needs_tagger && !state.wasm.hasTagger()) {
+    out.textContent = "Loading the part-of-speech tagger (6.4 MB, once)…";
+    out.className = "muted";
+    state.wasm.loadTagger(await taggerWeights());
+  }
 }
 
 async function applyInjection() {
   const info = state.injections.find((i) => i.id === $("injection").value);
   try {
-    await ensureLmTokenizer(info);
+    await ensureInjectionNeeds(info);
   } catch (err) {
     $("injection-result").textContent = String(err.message ?? err);
     $("injection-result").className = "bad";
@@ -379,7 +388,7 @@ async function runSweep() {
   const info = state.injections.find((i) => i.id === $("injection").value);
   const out = $("injection-result");
   try {
-    await ensureLmTokenizer(info);
+    await ensureInjectionNeeds(info);
   } catch (err) {
     out.textContent = String(err.message ?? err);
     out.className = "bad";

@@ -15,10 +15,11 @@ async function load(glue, wasm) {
 }
 
 self.onmessage = async ({ data }) => {
-  const { glue, wasm, request, tokenizer } = data;
+  const { glue, wasm, request, tokenizer, tagger } = data;
   try {
     const bindings = await load(glue, wasm);
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
+    if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
     const started = performance.now();
     const out = bindings.stressSuite(
       request,

@@ -61,11 +61,23 @@ export async function gpt2Files() {
   return { encoder, vocab };
 }
 
+/** The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB), fetched once; the browser caches the file. */
+export function taggerWeights() {
+  taggerWeights.bytes ??= fetch("tagger/en_core_web_sm.safetensors").then(async (response) => {
+    if (!response.ok) throw new Error(`could not load the tagger's weights (HTTP ${response.status})`);
+    return new Uint8Array(await response.arrayBuffer());
+  });
+  taggerWeights.bytes.catch(() => { taggerWeights.bytes = null; }); // a failed fetch is retried next time
+  return taggerWeights.bytes;
+}
+
 async function run() {
   const injections = selectedInjections();
   if (!injections.length) return setStatus("Choose at least one family of injections.", "bad");
   cancel();
-  const needsTokenizer = suite.injections.some((i) => injections.includes(i.id) && i.needs_lm_tokenizer);
+  const chosen = suite.injections.filter((i) => injections.includes(i.id));
+  const needsTokenizer = chosen.some((i) => i.needs_lm_tokenizer);
+  const needsTagger = chosen.some((i) => i.needs_tagger);
   const request = {
     dataset: suite.file.name,
     format: $("suite-format").value,
@@ -116,7 +128,11 @@ async function run() {
   };
   worker.onerror = (e) => finish(`The worker failed: ${e.message}`, "bad");
   try {
-    worker.postMessage({ ...engineUrls(), request, tokenizer: needsTokenizer ? await gpt2Files() : null });
+    worker.postMessage({
+      ...engineUrls(), request,
+      tokenizer: needsTokenizer ? await gpt2Files() : null,
+      tagger: needsTagger ? await taggerWeights() : null,
+    });
   } catch (err) {
     finish(String(err.message ?? err), "bad");
   }

@@ -8,10 +8,11 @@ use rand::seq::index::sample;
 use super::spans::{replace_spans, swap_random_pairs};
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, info, join,
+    tagged, tagger,
 };
 use crate::text::morph::{match_case, uncontract, verb_lemma};
 use crate::text::sentences::sentences;
-use crate::text::tagger::{Analysis, Tagged, Tagger};
+use crate::text::tagger::{Analysis, Tagged};
 
 /// All consistency injections in this file.
 pub static ALL: [&dyn Injection; 7] = [
@@ -114,14 +115,14 @@ impl Injection for SentenceReplacement {
 /// auxiliary, do-support for a main verb ("went" -> "did not go"), and an
 /// existing negation removed instead ("did not go" -> "did go").
 pub struct Negation;
-static NEGATION: InjectionInfo = info(
+static NEGATION: InjectionInfo = tagged(info(
     "negation",
     "Negation",
     Family::Consistency,
     LevelKind::Portion,
     &[0.5, 1.0],
     "Negates each sentence with probability p on its first finite verb (is -> is not, went -> did not go), or removes an existing negation.",
-);
+));
 
 /// The edit that flips the polarity of the clause starting at `tokens[0]`
 /// (one sentence's tokens), if it has a finite verb.
@@ -189,7 +190,7 @@ impl Injection for Negation {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let edits: Vec<_> = sentence_tokens(text, &analysis)
             .into_iter()
             .filter_map(negate_clause)
@@ -214,14 +215,14 @@ const GENERIC_PHRASES: &[(&str, &str)] = &[
 
 /// Replace named entities by a generic phrase with probability p.
 pub struct GenericEntity;
-static GENERIC_ENTITY: InjectionInfo = info(
+static GENERIC_ENTITY: InjectionInfo = tagged(info(
     "generic_entity",
     "Generic named entity",
     Family::Consistency,
     LevelKind::Portion,
     &[0.5, 1.0],
     "Replaces each person, place, organization or product name with probability p by a generic phrase (the person, the place...).",
-);
+));
 impl Injection for GenericEntity {
     fn info(&self) -> &'static InjectionInfo {
         &GENERIC_ENTITY
@@ -233,7 +234,7 @@ impl Injection for GenericEntity {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let candidates: Vec<_> = analysis
             .entities
             .iter()
@@ -285,6 +286,7 @@ impl Injection for GenericEntity {
 /// Swap n random pairs of named entities.
 pub struct EntitySwitching;
 static ENTITY_SWITCHING: InjectionInfo = InjectionInfo {
+    needs_tagger: true,
     swap: true,
     ..info(
         "entity_switching",
@@ -306,7 +308,7 @@ impl Injection for EntitySwitching {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let items: Vec<_> = analysis
             .entities
             .iter()
@@ -329,6 +331,7 @@ pub struct PosSwitching(&'static PosSwitchingKind);
 static VERB_SWITCHING: PosSwitchingKind = PosSwitchingKind {
     info: InjectionInfo {
         swap: true,
+        needs_tagger: true,
         ..info(
             "verb_switching",
             "Verb switching",
@@ -344,6 +347,7 @@ static VERB_SWITCHING: PosSwitchingKind = PosSwitchingKind {
 static NOUN_SWITCHING: PosSwitchingKind = PosSwitchingKind {
     info: InjectionInfo {
         swap: true,
+        needs_tagger: true,
         ..info(
             "noun_switching",
             "Noun switching",
@@ -367,7 +371,7 @@ impl Injection for PosSwitching {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let starts: std::collections::HashSet<usize> = crate::text::sentences::sentence_spans(text)
             .into_iter()
             .map(|s| s.start)

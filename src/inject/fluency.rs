@@ -7,12 +7,11 @@ use rand::seq::index::sample;
 use super::spans::replace_spans;
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
-    info, join, recapitalize,
+    info, join, recapitalize, tagged, tagger,
 };
 use crate::text::lexicon::{self, ARTICLES, PREPOSITIONS, STOP_WORDS};
 use crate::text::morph::{match_case, verb_lemma};
 use crate::text::sentences::sentence_spans;
-use crate::text::tagger::Tagger;
 use crate::text::words::{Word, words};
 
 /// All fluency injections in this file.
@@ -413,14 +412,14 @@ impl Injection for NoisedPunctuation {
 
 /// Replace inflected verbs by their lemma with probability p (went -> go).
 pub struct VerbLemmatization;
-static VERB_LEMMATIZATION: InjectionInfo = info(
+static VERB_LEMMATIZATION: InjectionInfo = tagged(info(
     "verb_lemmatization",
     "Verb lemmatization",
     Family::Fluency,
     LevelKind::Portion,
     &[0.5, 1.0],
     "Replaces each inflected verb by its lemma with probability p (went -> go, says -> say).",
-);
+));
 impl Injection for VerbLemmatization {
     fn info(&self) -> &'static InjectionInfo {
         &VERB_LEMMATIZATION
@@ -432,7 +431,7 @@ impl Injection for VerbLemmatization {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let candidates: Vec<_> = analysis
             .tokens
             .iter()

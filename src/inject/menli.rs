@@ -16,13 +16,13 @@ use super::fluency::TokenDrop;
 use super::spans::replace_spans;
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, ceil_portion,
-    info, join,
+    info, join, tagged, tagger,
 };
 use crate::text::lexicon::{
     self, ADJECTIVES, FEMALE_NAMES, MALE_NAMES, MONTHS, NOUNS, PRONOUN_SWAPS, SURNAMES, VERBS,
 };
 use crate::text::morph::{disagreeing_form, inflect, match_case, third_person};
-use crate::text::tagger::{Tagged, Tagger};
+use crate::text::tagger::Tagged;
 use crate::text::words::{Word, words};
 
 /// All MENLI injections in this file.
@@ -474,14 +474,14 @@ fn plural(noun: &str) -> String {
 
 /// Insert a random noun after a noun, joined by "and".
 pub struct Addition;
-static ADDITION: InjectionInfo = info(
+static ADDITION: InjectionInfo = tagged(info(
     "addition",
     "Addition",
     Family::Menli,
     LevelKind::Count,
     &[1.0],
     "Inserts a random noun after each of n random nouns, joined by \"and\" (the cat -> the cat and lamp).",
-);
+));
 impl Injection for Addition {
     fn info(&self) -> &'static InjectionInfo {
         &ADDITION
@@ -493,7 +493,7 @@ impl Injection for Addition {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         // Not inside a compound or before a possessive ("footprint's").
         let glued_word = |i: usize| {
             analysis.tokens.get(i + 1).is_some_and(|n| {
@@ -535,40 +535,40 @@ pub struct PosMismatchKind {
 /// inflected like the original (nouns keep their number, verbs their tense).
 pub struct PosMismatch(&'static PosMismatchKind);
 static NOUN_MISMATCH: PosMismatchKind = PosMismatchKind {
-    info: info(
+    info: tagged(info(
         "noun_mismatch",
         "Noun mismatch",
         Family::Menli,
         LevelKind::Count,
         &[1.0],
         "Replaces n random nouns by random nouns of the same number.",
-    ),
+    )),
     upos: "NOUN",
     words: NOUNS,
     what: "nouns",
 };
 static VERB_MISMATCH: PosMismatchKind = PosMismatchKind {
-    info: info(
+    info: tagged(info(
         "verb_mismatch",
         "Verb mismatch",
         Family::Menli,
         LevelKind::Count,
         &[1.0],
         "Replaces n random main verbs by random verbs in the same form.",
-    ),
+    )),
     upos: "VERB",
     words: VERBS,
     what: "main verbs",
 };
 static ADJECTIVE_MISMATCH: PosMismatchKind = PosMismatchKind {
-    info: info(
+    info: tagged(info(
         "adjective_mismatch",
         "Adjective mismatch",
         Family::Menli,
         LevelKind::Count,
         &[1.0],
         "Replaces n random adjectives by random adjectives.",
-    ),
+    )),
     upos: "ADJ",
     words: ADJECTIVES,
     what: "adjectives",
@@ -584,7 +584,7 @@ impl Injection for PosMismatch {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let candidates: Vec<&Tagged> = analysis
             .tokens
             .iter()
@@ -607,14 +607,14 @@ impl Injection for PosMismatch {
 
 /// Replace a person's name by another of the same gender.
 pub struct NameError;
-static NAME_ERROR: InjectionInfo = info(
+static NAME_ERROR: InjectionInfo = tagged(info(
     "name_error",
     "Name error",
     Family::Menli,
     LevelKind::Count,
     &[1.0],
     "Replaces n random person names by other names of the same gender (a surname alone by another surname).",
-);
+));
 impl Injection for NameError {
     fn info(&self) -> &'static InjectionInfo {
         &NAME_ERROR
@@ -626,7 +626,7 @@ impl Injection for NameError {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let people: Vec<_> = analysis
             .entities
             .iter()
@@ -669,14 +669,14 @@ impl Injection for NameError {
 
 /// Break subject-verb agreement of n present-tense verbs ("He like dogs").
 pub struct SubjectVerbDisagreement;
-static SUBJECT_VERB_DISAGREEMENT: InjectionInfo = info(
+static SUBJECT_VERB_DISAGREEMENT: InjectionInfo = tagged(info(
     "subject_verb_disagreement",
     "Subject-verb disagreement",
     Family::Menli,
     LevelKind::Count,
     &[1.0],
     "Changes the number of n random present-tense verbs (he likes -> he like, they are -> they is).",
-);
+));
 impl Injection for SubjectVerbDisagreement {
     fn info(&self) -> &'static InjectionInfo {
         &SUBJECT_VERB_DISAGREEMENT
@@ -688,7 +688,7 @@ impl Injection for SubjectVerbDisagreement {
         rng: &mut InjectRng,
         _: &Context,
     ) -> Result<String, NotApplicable> {
-        let analysis = Tagger::english().analyze(text);
+        let analysis = tagger()?.analyze(text);
         let verbs: Vec<(std::ops::Range<usize>, String)> = analysis
             .tokens
             .iter()

@@ -20,6 +20,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::text::tagger::Tagger;
 use crate::text::words::words;
 
 /// The random stream every injection draws from: ChaCha8, stable across
@@ -82,6 +83,9 @@ pub struct InjectionInfo {
     pub needs_masked_lm: bool,
     /// Needs a language-model tokenizer in the [`Context`].
     pub needs_lm_tokenizer: bool,
+    /// Needs the part-of-speech tagger (always there natively; the browser
+    /// fetches its weights first, see [`Tagger::install`]).
+    pub needs_tagger: bool,
 }
 
 /// An [`InjectionInfo`] with the common defaults (no swap, no context needs);
@@ -106,7 +110,25 @@ pub(crate) const fn info(
         needs_samples: false,
         needs_masked_lm: false,
         needs_lm_tokenizer: false,
+        needs_tagger: false,
     }
+}
+
+/// The same [`InjectionInfo`] marked as needing the tagger.
+pub(crate) const fn tagged(info: InjectionInfo) -> InjectionInfo {
+    InjectionInfo {
+        needs_tagger: true,
+        ..info
+    }
+}
+
+/// Why a tagger-based injection cannot run: the weights are not installed.
+pub const TAGGER_MISSING: &str =
+    "the part-of-speech tagger (its weights, tagger/en_core_web_sm.safetensors, are not loaded)";
+
+/// The English tagger, for injections marked [`tagged`].
+pub(crate) fn tagger() -> Result<&'static Tagger, NotApplicable> {
+    Tagger::english().ok_or_else(|| NotApplicable(format!("needs {TAGGER_MISSING}")))
 }
 
 /// What some injections need besides the text.
@@ -289,6 +311,12 @@ pub fn apply(
         return Err(InjectError::MissingContext {
             id: info.id,
             what: "a language-model tokenizer (GPT-2's encoder.json and vocab.bpe, or a tokenizer.json)",
+        });
+    }
+    if info.needs_tagger && Tagger::english().is_none() {
+        return Err(InjectError::MissingContext {
+            id: info.id,
+            what: TAGGER_MISSING,
         });
     }
     let mut rng = InjectRng::seed_from_u64(seed);

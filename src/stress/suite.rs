@@ -529,6 +529,8 @@ fn plan(
                 Some("needs a masked language model".to_owned())
             } else if info.needs_lm_tokenizer && models.lm_tokenizer.is_none() {
                 Some("needs a language-model tokenizer".to_owned())
+            } else if info.needs_tagger && crate::text::tagger::Tagger::english().is_none() {
+                Some(format!("needs {}", inject::TAGGER_MISSING))
             } else if info.needs_source && !has_sources {
                 Some("needs a source and the dataset has none for some items".to_owned())
             } else {

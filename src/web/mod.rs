@@ -29,6 +29,21 @@ pub fn load_gpt2_tokenizer(encoder_json: &str, vocab_bpe: &str) -> Result<(), Js
     Ok(())
 }
 
+/// Installs the part-of-speech tagger from the bytes of
+/// `tagger/en_core_web_sm.safetensors`, which the page fetches the first time
+/// an injection needs it (`needs_tagger`); the wasm does not embed them.
+#[wasm_bindgen(js_name = loadTagger)]
+pub fn load_tagger(bytes: &[u8]) -> Result<(), JsError> {
+    crate::text::tagger::Tagger::install(bytes)
+        .map_err(|e| JsError::new(&format!("tagger weights: {e}")))
+}
+
+/// Whether the tagger is installed ([`load_tagger`]).
+#[wasm_bindgen(js_name = hasTagger)]
+pub fn has_tagger() -> bool {
+    crate::text::tagger::Tagger::english().is_some()
+}
+
 /// Whether [`load_gpt2_tokenizer`] has run.
 #[wasm_bindgen(js_name = hasLmTokenizer)]
 pub fn has_lm_tokenizer() -> bool {

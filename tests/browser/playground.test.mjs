@@ -189,6 +189,17 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   await page.selectOption("#example", "custom");
   await setText(page, "reference", "The minister went to Berlin on Monday and praised the new law.");
   await setText(page, "hypothesis", hyp);
+  // The tagger's weights are not in the wasm: fetched on the first injection that needs them.
+  const before = await page.evaluate(() => {
+    const w = window.wasmBindings;
+    try {
+      w.applyInjection({ text: "She did it.", injection: "negation", level: 1, seed: 0 });
+      return { loaded: w.hasTagger(), error: null };
+    } catch (err) {
+      return { loaded: w.hasTagger(), error: String(err.message ?? err) };
+    }
+  });
+  assert.deepEqual(before, { loaded: false, error: "negation needs the part-of-speech tagger (its weights, tagger/en_core_web_sm.safetensors, are not loaded)" });
   let text = hyp;
   for (const [id, level, seed] of [["negation", 1, 0], ["generic_entity", 1, 0], ["positioned_shuffle", 2, 3]]) {
     const expected = nativeInject(id, level, seed, text);
@@ -199,6 +210,7 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
     text = expected.text;
   }
   assert.match(text, /did not visit|does not protect/);
+  assert.equal(await page.evaluate(() => window.wasmBindings.hasTagger()), true);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -2,7 +2,10 @@
 //! `en_core_web_sm` 3.8's tagger and entity recognizer, ported to Rust.
 //!
 //! The weights (MIT, exported by scripts/spacy_export.py as f16
-//! safetensors) ship inside the crate and load on first use. Text is cut by
+//! safetensors, 6.4 MB) ship inside the native build and parse on first use.
+//! The browser build leaves them out of its wasm: the page fetches
+//! `tagger/en_core_web_sm.safetensors` the first time an injection needs the
+//! tagger and hands the bytes to [`Tagger::install`]. Text is cut by
 //! [`super::tokens`], which follows spaCy's tokenizer rules, and sentence
 //! starts come from [`super::sentences`] (spaCy takes them from its parser;
 //! entities never cross them). Coarse POS comes from the fine tag through the
@@ -21,8 +24,12 @@ use safetensors::SafeTensors;
 use self::network::{Linear, Ner, NerToken, Tok2Vec, WeightError, metadata_json};
 use super::tokens::{Token, tokenize};
 
-/// The shipped weights.
+/// The shipped weights (native builds; the browser fetches them).
+#[cfg(not(target_arch = "wasm32"))]
 static WEIGHTS: &[u8] = include_bytes!("../data/en_core_web_sm.safetensors");
+
+/// The English tagger, once parsed.
+static ENGLISH: OnceLock<Tagger> = OnceLock::new();
 
 /// A token with its tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,10 +113,26 @@ type RecentPredictions = Vec<(String, Arc<Prediction>)>;
 const CACHE_SIZE: usize = 128;
 
 impl Tagger {
-    /// The shipped model, parsed on first use.
-    pub fn english() -> &'static Tagger {
-        static TAGGER: OnceLock<Tagger> = OnceLock::new();
-        TAGGER.get_or_init(|| Tagger::from_bytes(WEIGHTS).expect("shipped tagger weights"))
+    /// The English model: natively the shipped weights, parsed on first
+    /// use; in the browser whatever [`Tagger::install`] was given, `None`
+    /// until then.
+    pub fn english() -> Option<&'static Tagger> {
+        #[cfg(not(target_arch = "wasm32"))]
+        return Some(
+            ENGLISH.get_or_init(|| Tagger::from_bytes(WEIGHTS).expect("shipped tagger weights")),
+        );
+        #[cfg(target_arch = "wasm32")]
+        ENGLISH.get()
+    }
+
+    /// Installs the English model from the bytes of
+    /// `en_core_web_sm.safetensors` (the browser build, which does not embed
+    /// them). A second call keeps the first model.
+    pub fn install(bytes: &[u8]) -> Result<(), WeightError> {
+        if ENGLISH.get().is_none() {
+            let _ = ENGLISH.set(Tagger::from_bytes(bytes)?);
+        }
+        Ok(())
     }
 
     /// Reads weights written by scripts/spacy_export.py.

@@ -4,7 +4,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/blindspot/target
 export CARGO_TERM_COLOR ?= never
 BIN := $(CARGO_TARGET_DIR)/debug/blindspot
 
-.PHONY: serve test test-native test-browser build-web pkg bench golden lint
+.PHONY: serve test test-native test-browser build-web dist pkg bench golden lint
 
 ## Serve the playground at http://127.0.0.1:8080 (installs what it needs).
 serve:
@@ -26,6 +26,15 @@ build-web:
 test-browser: build-web
 	cargo build --bin blindspot
 	BLINDSPOT_BIN=$(BIN) node --test --test-concurrency=1 tests/browser/
+
+## The production site in dist/, ready for static hosting: release wasm with
+## simd128 (.cargo/config.toml), wasm-opt -O3 (npm binaryen, on the PATH for
+## Trunk), Trunk's loader moved out of index.html and the CSP from www/_headers
+## in a <meta> (scripts/trunk_post_build.mjs). Prints the download sizes.
+dist:
+	scripts/setup.sh serve
+	PATH="$(CURDIR)/node_modules/.bin:$$PATH" trunk build --release
+	node scripts/dist_sizes.mjs
 
 ## wasm-bindgen --target web output for JS users, in pkg/.
 pkg:

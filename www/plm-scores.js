@@ -410,7 +410,12 @@ function probsRow(label, p) {
     cell.dataset.label = k;
     cell.dataset.value = String(p[k]);
     cell.title = `${title} ${p[k].toFixed(4)}`;
-    cell.innerHTML = `<b>${k}</b> <span class="nli-bar" style="width:${(40 * p[k]).toFixed(1)}px"></span> ${p[k].toFixed(3)}`;
+    const letter = document.createElement("b");
+    letter.textContent = k;
+    const bar = document.createElement("span");
+    bar.className = "nli-bar";
+    bar.style.width = `${(40 * p[k]).toFixed(1)}px`; // CSSOM, allowed by the site's style-src 'self'
+    cell.append(letter, " ", bar, ` ${p[k].toFixed(3)}`);
     row.append(cell);
   }
   return row;

@@ -232,7 +232,11 @@ async function fetchLinked(data, andRun) {
     inspect();
     if (andRun && !$("suite-run").disabled) run();
   } catch (err) {
-    setStatus(`Could not fetch the dataset from the link (${err.message ?? err}).`, "bad");
+    // A refused address (the site's CSP, CORS, no network) is a TypeError without detail.
+    const why = err instanceof TypeError
+      ? "; the page may fetch only from this site, huggingface.co and data: links, and the server must allow it (CORS)"
+      : "";
+    setStatus(`Could not fetch the dataset from the link (${err.message ?? err}${why}).`, "bad");
   }
 }
 

@@ -1,6 +1,7 @@
 // What every browser test file sets up: the built playground (dist/) served on
 // a free loopback port, one headless Chromium (Debian's, never a download), and
-// fresh pages that collect uncaught page errors.
+// fresh pages that collect uncaught page errors and Content-Security-Policy
+// violations (every file is served with the site's headers, www/_headers).
 
 import { before, after } from "node:test";
 import { join, resolve } from "node:path";
@@ -34,6 +35,13 @@ export function playground() {
     const page = await context.newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
+    // The server sends the site's CSP (www/_headers): a violation is an error of the test.
+    page.on("console", (m) => {
+      if (m.type() === "error" && /Content Security Policy/i.test(m.text())) errors.push(`CSP: ${m.text()}`);
+    });
+    await page.addInitScript(() =>
+      addEventListener("securitypolicyviolation", (e) =>
+        console.error(`Content Security Policy violation: ${e.effectiveDirective} blocked ${e.blockedURI || "inline"}`)));
     await beforeLoad?.(page);
     await page.goto(url);
     await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });

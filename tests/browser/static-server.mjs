@@ -4,13 +4,46 @@
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize, resolve } from "node:path";
+import { gzipSync } from "node:zlib";
 
 // BLINDSPOT_DIST serves another build (benchmarks of a release build).
 export const DIST = process.env.BLINDSPOT_DIST ?? resolve(import.meta.dirname, "..", "..", "dist");
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".css": "text/css" };
 
-/** Starts the server; resolves with `{ server, url }`. */
-export function serveDist() {
+/**
+ * The headers the site's `_headers` file (www/_headers, Netlify format) sets
+ * for every path (`/*`): the tests run under the production CSP.
+ */
+export async function siteHeaders(dist = DIST) {
+  let text;
+  try {
+    text = await readFile(join(dist, "_headers"), "utf8");
+  } catch {
+    throw new Error(`${dist}/_headers is missing: build the site first (make build-web or make dist)`);
+  }
+  const headers = {};
+  let all = false;
+  for (const line of text.split("\n")) {
+    if (!line.trim() || line.trim().startsWith("#")) continue;
+    if (!/^\s/.test(line)) {
+      all = line.trim() === "/*";
+      continue;
+    }
+    const colon = line.indexOf(":");
+    if (all && colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+/**
+ * Starts the server; resolves with `{ server, url }`. With `gzip`, text and
+ * wasm go out gzip-compressed (level 9, as `scripts/dist_sizes.mjs` counts)
+ * to browsers that accept it, as a static host would send them (benchmarks
+ * of the first load).
+ */
+export async function serveDist({ gzip = false } = {}) {
+  const headers = await siteHeaders();
+  const compressed = new Map();
   const server = createServer(async (req, res) => {
     const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname));
     const file = join(DIST, path.endsWith("/") ? `${path}index.html` : path);
@@ -21,7 +54,14 @@ export function serveDist() {
       res.writeHead(404).end("not found");
       return;
     }
-    res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+    const type = TYPES[extname(file)] ?? "application/octet-stream";
+    if (gzip && type !== "application/octet-stream" && /\bgzip\b/.test(req.headers["accept-encoding"] ?? "")) {
+      if (!compressed.has(file)) compressed.set(file, gzipSync(body, { level: 9 }));
+      res.writeHead(200, { ...headers, "content-type": type, "content-encoding": "gzip" });
+      res.end(compressed.get(file));
+      return;
+    }
+    res.writeHead(200, { ...headers, "content-type": type });
     res.end(body);
   });
   return new Promise((done) =>

@@ -679,3 +679,44 @@ fn deberta_v1_folder_with_vocab_and_merges_reads_cls_text_sep() {
     assert!(logits.iter().all(|x| x.is_finite()));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_forward_pass_can_stop_at_the_layer_a_metric_reads() {
+    let ids = vec![vec![2u32, 17, 301, 45, 9, 3], vec![2, 88, 5, 3]];
+    for name in ["bert", "deberta_v2_conv", "deberta_v3"] {
+        let dir = deberta_folder(name);
+        let plm = Plm::load(
+            name,
+            ModelFiles::from_path(&dir).unwrap(),
+            &Device::flex(),
+            Precision::F32,
+        )
+        .unwrap();
+        let all = plm.forward(&ids).unwrap().hidden_states;
+        let n = plm.config.num_layers;
+        assert_eq!(all.len(), n + 1, "{name}");
+        for layer in 0..=n {
+            let upto = plm.forward_to_layer(&ids, layer).unwrap().hidden_states;
+            assert_eq!(upto.len(), layer + 1, "{name}: layers run up to {layer}");
+            let a: Vec<f32> = upto[layer].clone().into_data().try_to_vec::<f32>().unwrap();
+            let b: Vec<f32> = all[layer].clone().into_data().try_to_vec::<f32>().unwrap();
+            let diff = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                diff < 1e-6,
+                "{name}: hidden state {layer} differs by {diff}"
+            );
+        }
+        // Past the last layer it is the whole pass.
+        assert_eq!(
+            plm.forward_to_layer(&ids, n + 5)
+                .unwrap()
+                .hidden_states
+                .len(),
+            n + 1
+        );
+    }
+}

@@ -66,7 +66,7 @@ pub async fn embed(
             .iter()
             .map(|&i| encoded[i].tokens.iter().map(|t| t.id).collect())
             .collect();
-        let forward = plm.forward(&ids)?;
+        let forward = plm.forward_to_layer(&ids, layer)?;
         let (values, [_, l, w]) = read_back(forward.hidden_states[layer].clone()).await?;
         for (b, &i) in chunk.iter().enumerate() {
             let n = ids[b].len();

@@ -10,6 +10,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Tensor, activation};
 
 use super::config::{Activation, Family, Head, ModelConfig};
@@ -198,6 +199,12 @@ impl BertModel {
 
     /// Runs the encoder over a padded batch, returning every hidden state.
     pub fn forward(&self, batch: &Batch) -> EncoderOutput {
+        self.forward_layers(batch, self.layers.len())
+    }
+
+    /// Runs the embeddings and the first `layers` layers only (a metric
+    /// that reads layer 9 of 12 skips the rest): `layers + 1` hidden states.
+    pub fn forward_layers(&self, batch: &Batch, layers: usize) -> EncoderOutput {
         let e = &self.embeddings;
         let mut x = e.word_embeddings.forward(batch.ids.clone())
             + e.position_embeddings.forward(batch.positions.clone());
@@ -209,8 +216,8 @@ impl BertModel {
             x = projection.forward(x);
         }
         let bias = batch.pad_bias.clone();
-        let mut hidden_states = Vec::with_capacity(self.layers.len() + 1);
-        for layer in &self.layers {
+        let mut hidden_states = Vec::with_capacity(layers + 1);
+        for layer in self.layers.iter().take(layers) {
             hidden_states.push(x.clone());
             x = layer.forward(x, bias.clone());
         }
@@ -276,11 +283,22 @@ pub(crate) fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
 /// softmax(q kᵀ / sqrt(d) + bias) v, heads merged back to `[batch, tokens,
 /// hidden]`. `bias` broadcasts over the scores: padding for encoders, the
 /// future for causal models.
+///
+/// burn's attention op: burn-flex (the CPU, natively and in wasm) runs it
+/// fused (both products and the softmax in one pass per head, no score
+/// tensor allocated); burn-wgpu without autotune runs the same separate
+/// kernels this would.
 pub(crate) fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<3> {
     let [b, heads, l, d] = q.dims();
-    let scores = q.matmul(k.transpose()).div_scalar((d as f32).sqrt()) + bias;
-    let weights = activation::softmax(scores, 3);
-    weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
+    let out = burn::tensor::module::attention(
+        q,
+        k,
+        v,
+        None,
+        Some(bias),
+        AttentionModuleOptions::default(),
+    );
+    out.swap_dims(1, 2).reshape([b, l, heads * d])
 }
 
 /// Key renames from a family's checkpoint names to this module tree, in

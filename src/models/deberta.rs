@@ -267,6 +267,12 @@ impl DebertaModel {
     /// Runs the encoder over a padded batch: the embeddings' output then
     /// every layer's (`num_layers + 1` tensors, as transformers returns them).
     pub fn forward(&self, batch: &Batch) -> Vec<Tensor<3>> {
+        self.forward_layers(batch, self.encoder.layer.len())
+    }
+
+    /// The embeddings and the first `layers` layers only: `layers + 1`
+    /// hidden states.
+    pub fn forward_layers(&self, batch: &Batch, layers: usize) -> Vec<Tensor<3>> {
         let device = batch.ids.device();
         let [b, l] = batch.ids.dims();
         let e = &self.embeddings;
@@ -290,10 +296,10 @@ impl DebertaModel {
         let mask: Tensor<3> = Tensor::from_data(TensorData::new(mask, [b, l, 1]), &device);
         let embedded = e.layer_norm.forward(x) * mask.clone();
         let relative = self.relative(l, b, &device);
-        let mut hidden_states = Vec::with_capacity(self.encoder.layer.len() + 1);
+        let mut hidden_states = Vec::with_capacity(layers + 1);
         hidden_states.push(embedded.clone());
         let mut x = embedded.clone();
-        for (i, layer) in self.encoder.layer.iter().enumerate() {
+        for (i, layer) in self.encoder.layer.iter().take(layers).enumerate() {
             x = layer.forward(x, batch.pad_bias.clone(), relative.as_ref(), &self.settings);
             if i == 0
                 && let Some(conv) = &self.encoder.conv

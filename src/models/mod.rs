@@ -174,11 +174,32 @@ impl Plm {
         self.forward_with_types(sequences, None)
     }
 
+    /// [`Plm::forward`] up to hidden state `layer` (0 = embeddings): the
+    /// encoders (BERT family, DeBERTa) skip the layers above it, so BERTScore
+    /// at layer 17 of roberta-large runs 17 of its 24 layers. The output
+    /// holds hidden states `0..=layer` (all of them for the other networks).
+    pub fn forward_to_layer(
+        &self,
+        sequences: &[Vec<u32>],
+        layer: usize,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.run(sequences, None, Some(layer))
+    }
+
     /// [`Plm::forward`] with segment ids (text pairs for cross-encoders).
     pub fn forward_with_types(
         &self,
         sequences: &[Vec<u32>],
         types: Option<&[Vec<u32>]>,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.run(sequences, types, None)
+    }
+
+    fn run(
+        &self,
+        sequences: &[Vec<u32>],
+        types: Option<&[Vec<u32>]>,
+        up_to: Option<usize>,
     ) -> Result<ForwardOutput, ModelError> {
         let limit = self.config.max_tokens();
         if let Some(long) = sequences.iter().find(|s| s.len() > limit) {
@@ -193,13 +214,14 @@ impl Plm {
         }
         self.check_ids(sequences.iter())?;
         let batch = Batch::with_types(sequences, types, &self.config, &self.device);
+        let layers = up_to.map_or(self.config.num_layers, |l| l.min(self.config.num_layers));
         let hidden_states = match &self.network {
-            Network::Bert(m) => m.forward(&batch).hidden_states,
+            Network::Bert(m) => m.forward_layers(&batch, layers).hidden_states,
             Network::Gpt2(m) => m.forward(&batch).hidden_states,
             Network::Comet(m) => m.encoder.forward(&batch).hidden_states,
             // An encoder-decoder's hidden states are its encoder's.
             Network::Bart(m) => m.encode(&batch),
-            Network::Deberta(m) => m.forward(&batch),
+            Network::Deberta(m) => m.forward_layers(&batch, layers),
         };
         Ok(ForwardOutput {
             hidden_states,

@@ -575,3 +575,58 @@ fn hostile_files_give_one_line_errors() {
     let err = serde_json::from_str::<blindspot::stress::suite::SuiteReport>(partial).unwrap_err();
     assert!(err.to_string().contains("missing field"), "{err}");
 }
+
+#[test]
+fn the_page_engine_shares_embeddings_between_cards_without_changing_a_score() {
+    use blindspot::metrics::{EngineError, ModelSlot, ModelStore};
+    use blindspot::models::{ModelFiles, Plm, Precision};
+    use std::rc::Rc;
+    struct MiniLm(Rc<Plm>);
+    impl ModelStore for MiniLm {
+        fn model(&self, _: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+            Ok(self.0.clone())
+        }
+    }
+    let plm = Rc::new(
+        Plm::load(
+            "all-MiniLM-L6-v2",
+            ModelFiles::from_path(MINILM.as_ref()).unwrap(),
+            &burn::tensor::Device::flex(),
+            Precision::F32,
+        )
+        .unwrap(),
+    );
+    let specs = Settings::default()
+        .specs(&["bertscore-f", "moverscore"])
+        .unwrap();
+    let refs = ["The committee approved the new budget on Tuesday."];
+    // The page's engine (details on: embeddings kept) scores as a user types,
+    // one card at a time; a fresh engine without a cache scores each text alone.
+    let page = Engine::new(MiniLm(plm.clone())).with_details();
+    for hyp in [
+        "The committee approved the budget.",
+        "The committee approved the budget on",
+        "The committee approved the budget on Tuesday.",
+        "  The committee approved the budget on Tuesday.  ",
+    ] {
+        let seg = [Segment {
+            hyp,
+            refs: &refs,
+            src: None,
+        }];
+        for spec in &specs {
+            let kept =
+                futures::executor::block_on(page.score(std::slice::from_ref(spec), &seg)).unwrap();
+            let alone = futures::executor::block_on(
+                Engine::new(MiniLm(plm.clone())).score(std::slice::from_ref(spec), &seg),
+            )
+            .unwrap();
+            assert_eq!(
+                kept[0].scores[0].value,
+                alone[0].scores[0].value,
+                "{:?} on {hyp:?}",
+                spec.id()
+            );
+        }
+    }
+}

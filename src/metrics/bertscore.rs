@@ -353,38 +353,77 @@ pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> 
     }
 }
 
-/// Reference embeddings kept between calls, so that while a user edits
-/// the hypothesis each reference is embedded once, not per keystroke. Keyed
-/// by the model's load (`Plm::load_id`), so a model reloaded under the same
-/// name never meets the embeddings of the earlier load.
+/// Token embeddings kept between calls, so that while a user edits the
+/// hypothesis each reference is embedded once, not per keystroke, and a
+/// hypothesis embedded for BERTScore is not embedded again for MoverScore
+/// (same model, layer and text). References and hypotheses are kept apart,
+/// each least recently used first, so a batch of many hypotheses (an attack
+/// step) never pushes the references out. Keyed by the model's load
+/// (`Plm::load_id`), so a model reloaded under the same name never meets the
+/// embeddings of the earlier load.
 #[derive(Default)]
 pub struct EmbeddingCache {
-    /// `(load id, layer, text, embeddings)`, oldest first.
-    entries: Vec<(u64, usize, String, Rc<TokenEmbeddings>)>,
+    references: Vec<CacheEntry>,
+    hypotheses: Vec<CacheEntry>,
+}
+
+/// `(load id, layer, text, embeddings)`.
+type CacheEntry = (u64, usize, String, Rc<TokenEmbeddings>);
+
+/// What a text is to the metric: it decides which list keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A reference (kept: [`EmbeddingCache::REFERENCES`]).
+    Reference,
+    /// A hypothesis (kept: [`EmbeddingCache::HYPOTHESES`], the latest).
+    Hypothesis,
 }
 
 impl EmbeddingCache {
-    /// Entries kept (a few references at a few layers).
-    pub const CAPACITY: usize = 8;
+    /// References kept (a few references at a few layers).
+    pub const REFERENCES: usize = 8;
+    /// Hypotheses kept (the page's edited text and pinned original).
+    pub const HYPOTHESES: usize = 4;
 
-    fn get(&self, load: u64, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
-        self.entries
-            .iter()
-            .find(|(k, l, t, _)| *k == load && *l == layer && t == text)
-            .map(|e| e.3.clone())
+    /// The embeddings of `text` (as [`embed`] reads it) at `layer`, if kept
+    /// in either role.
+    pub fn get(&mut self, load: u64, layer: usize, text: &str) -> Option<Rc<TokenEmbeddings>> {
+        [&mut self.references, &mut self.hypotheses]
+            .into_iter()
+            .find_map(|list| {
+                let i = list
+                    .iter()
+                    .position(|(k, l, t, _)| *k == load && *l == layer && t == text)?;
+                let entry = list.remove(i);
+                let emb = entry.3.clone();
+                list.push(entry);
+                Some(emb)
+            })
     }
 
-    fn put(&mut self, load: u64, layer: usize, text: &str, emb: Rc<TokenEmbeddings>) {
-        self.entries
-            .retain(|(k, l, t, _)| !(*k == load && *l == layer && t == text));
-        self.entries.push((load, layer, text.to_owned(), emb));
-        let excess = self.entries.len().saturating_sub(Self::CAPACITY);
-        self.entries.drain(..excess);
+    /// Keeps the embeddings of `text` at `layer` in the list of its role.
+    pub fn put(
+        &mut self,
+        role: Role,
+        load: u64,
+        layer: usize,
+        text: &str,
+        emb: Rc<TokenEmbeddings>,
+    ) {
+        let (list, capacity) = match role {
+            Role::Reference => (&mut self.references, Self::REFERENCES),
+            Role::Hypothesis => (&mut self.hypotheses, Self::HYPOTHESES),
+        };
+        list.retain(|(k, l, t, _)| !(*k == load && *l == layer && t == text));
+        list.push((load, layer, text.to_owned(), emb));
+        let excess = list.len().saturating_sub(capacity);
+        list.drain(..excess);
     }
 
     /// Drops every entry of the load `load` (its model was unloaded).
     pub fn forget(&mut self, load: u64) {
-        self.entries.retain(|(k, ..)| *k != load);
+        self.references.retain(|(k, ..)| *k != load);
+        self.hypotheses.retain(|(k, ..)| *k != load);
     }
 }
 
@@ -401,6 +440,42 @@ pub struct SegmentScore {
     pub hyp: Rc<TokenEmbeddings>,
     /// The best reference's embeddings.
     pub reference: Rc<TokenEmbeddings>,
+}
+
+/// [`embed`] through a cache: texts embedded by an earlier call are reused,
+/// new ones kept.
+async fn embed_cached(
+    plm: &Plm,
+    texts: &[&str],
+    layer: usize,
+    cache: Option<&RefCell<EmbeddingCache>>,
+    role: Role,
+) -> Result<Vec<Rc<TokenEmbeddings>>, ModelError> {
+    let key = plm.load_id;
+    let known: Vec<Option<Rc<TokenEmbeddings>>> = texts
+        .iter()
+        .map(|t| cache.and_then(|c| c.borrow_mut().get(key, layer, t)))
+        .collect();
+    let missing: Vec<&str> = texts
+        .iter()
+        .zip(&known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(t, _)| *t)
+        .collect();
+    let mut fresh = embed(plm, &missing, layer).await?.into_iter();
+    Ok(texts
+        .iter()
+        .zip(known)
+        .map(|(text, k)| {
+            k.unwrap_or_else(|| {
+                let e = Rc::new(fresh.next().expect("one embedding per missing text"));
+                if let Some(c) = cache {
+                    c.borrow_mut().put(role, key, layer, text, e.clone());
+                }
+                e
+            })
+        })
+        .collect())
 }
 
 /// BERTScore of every hypothesis against its references, as bert_score's
@@ -433,36 +508,8 @@ pub async fn score_texts(
                 .into(),
         ));
     }
-    let hyp_emb: Vec<Rc<TokenEmbeddings>> = embed(plm, &hyp_texts, layer)
-        .await?
-        .into_iter()
-        .map(Rc::new)
-        .collect();
-    let key = plm.load_id;
-    let known: Vec<Option<Rc<TokenEmbeddings>>> = ref_texts
-        .iter()
-        .map(|t| cache.and_then(|c| c.borrow().get(key, layer, t)))
-        .collect();
-    let missing: Vec<&str> = ref_texts
-        .iter()
-        .zip(&known)
-        .filter(|(_, k)| k.is_none())
-        .map(|(t, _)| *t)
-        .collect();
-    let mut fresh = embed(plm, &missing, layer).await?.into_iter();
-    let ref_emb: Vec<Rc<TokenEmbeddings>> = ref_texts
-        .iter()
-        .zip(known)
-        .map(|(text, k)| {
-            k.unwrap_or_else(|| {
-                let e = Rc::new(fresh.next().expect("one embedding per missing reference"));
-                if let Some(c) = cache {
-                    c.borrow_mut().put(key, layer, text, e.clone());
-                }
-                e
-            })
-        })
-        .collect();
+    let hyp_emb = embed_cached(plm, &hyp_texts, layer, cache, Role::Hypothesis).await?;
+    let ref_emb = embed_cached(plm, &ref_texts, layer, cache, Role::Reference).await?;
     let weights = if idf {
         // Document frequencies count every reference as given, repeats
         // included, as bert_score's `get_idf_dict(refs)` does.

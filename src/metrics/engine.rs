@@ -777,7 +777,8 @@ impl Engine {
                 }
             }
         }
-        let scored = moverscore::score(plm, &pairs, idf, &[])
+        let cache = self.reference_cache.then_some(&self.cache);
+        let scored = moverscore::score(plm, &pairs, idf, &[], cache)
             .await
             .map_err(model_error(plm))?;
         let signature = moverscore::signature(&plm.name, idf, &plm.precision.to_string());

@@ -19,11 +19,13 @@
 //! punctuation only) the released code scores 1 (no mass moves); that is an
 //! error here instead.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use super::Signature;
+use super::bertscore::{EmbeddingCache, TokenEmbeddings};
 use crate::models::{ModelError, Plm, read_back};
 
 /// The implementation whose computation is reproduced: `moverscore_v2` as
@@ -155,15 +157,47 @@ fn weights(read: &Read, idf: Option<&HashMap<u32, f64>>, stop_words: &[&str]) ->
         .collect()
 }
 
-/// Encodes `texts` (distinct) at the last layer, in batches.
-async fn read_texts(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelError> {
+/// A read from token embeddings at the last layer that BERTScore's
+/// [`EmbeddingCache`] kept for the same text (the same ids, rows L2-normalised
+/// alike: adding 1e-30 to a norm changes no f32 norm above 1e-23).
+fn read_of(plm: &Plm, e: &TokenEmbeddings) -> Read {
+    Read {
+        ids: e.ids.clone(),
+        tokens: e
+            .ids
+            .iter()
+            .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
+            .collect(),
+        embeddings: e.rows.clone(),
+        truncated: e.truncated,
+    }
+}
+
+/// Encodes `texts` (distinct) at the last layer, in batches. With a
+/// `cache`, a text BERTScore embedded at the last layer (the page's MiniLM
+/// cards: the same keystroke) is not run again; texts with surrounding
+/// whitespace are always run (BERTScore embeds them trimmed). MoverScore
+/// only reads the cache.
+async fn read_texts(
+    plm: &Plm,
+    texts: &[&str],
+    cache: Option<&RefCell<EmbeddingCache>>,
+) -> Result<Vec<Read>, ModelError> {
+    let last_layer = plm.config.num_layers;
+    let mut out: Vec<Option<Read>> = texts
+        .iter()
+        .map(|t| {
+            let kept = cache.filter(|_| t.trim() == *t)?;
+            let e = kept.borrow_mut().get(plm.load_id, last_layer, t)?;
+            Some(read_of(plm, &e))
+        })
+        .collect();
     let encoded = texts
         .iter()
         .map(|t| plm.encode(t))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut order: Vec<usize> = (0..texts.len()).collect();
+    let mut order: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
     order.sort_by_key(|&i| encoded[i].tokens.len());
-    let mut out: Vec<Option<Read>> = (0..texts.len()).map(|_| None).collect();
     for chunk in order.chunks(BATCH) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
         let forward = plm.forward(&ids)?;
@@ -180,13 +214,12 @@ async fn read_texts(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelError> 
                 let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt() + 1e-30;
                 row.iter_mut().for_each(|x| *x /= norm);
             }
-            let tokens = ids[r]
-                .iter()
-                .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
-                .collect();
             out[i] = Some(Read {
                 ids: ids[r].clone(),
-                tokens,
+                tokens: ids[r]
+                    .iter()
+                    .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
+                    .collect(),
                 embeddings,
                 truncated: encoded[i].truncated,
             });
@@ -205,6 +238,7 @@ pub async fn score(
     pairs: &[(&str, &str)],
     idf: bool,
     stop_words: &[&str],
+    cache: Option<&RefCell<EmbeddingCache>>,
 ) -> Result<Vec<MoverScore>, ModelError> {
     let mut distinct: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -215,7 +249,7 @@ pub async fn score(
         })
     };
     let slots: Vec<(usize, usize)> = pairs.iter().map(|&(r, h)| (slot(r), slot(h))).collect();
-    let reads = read_texts(plm, &distinct).await?;
+    let reads = read_texts(plm, &distinct, cache).await?;
     let (ref_idf, hyp_idf) = if idf {
         let refs: Vec<&Read> = slots.iter().map(|s| &reads[s.0]).collect();
         let hyps: Vec<&Read> = slots.iter().map(|s| &reads[s.1]).collect();

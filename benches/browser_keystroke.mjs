@@ -43,7 +43,7 @@ const result = await page.evaluate(async () => {
   const metrics = window.wasmBindings.metricRegistry().map((m) => m.id);
   for (let i = 0; i < 200; i++) {
     const t0 = performance.now();
-    window.wasmBindings.scorePair({ hypothesis: hyp + addition.slice(0, i % 60), references: [ref], metrics });
+    window.wasmBindings.scorePair({ hypothesis: hyp + addition.slice(0, i % 60), references: ref, metrics });
     calls.push(performance.now() - t0);
   }
   return { latencies, calls };

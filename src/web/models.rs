@@ -103,6 +103,25 @@ struct ModelInfo {
     metrics: Vec<crate::metrics::MetricId>,
     backend: &'static str,
     precision: Precision,
+    /// The WebGPU warm-up pass at load ([`warm_up`]), in ms.
+    warm_up_ms: Option<f64>,
+}
+
+/// One short pass, read back, right after a WebGPU load: the first pass
+/// compiles the shaders, and this way the user's first keystroke does not
+/// wait for that. Returns how long it took.
+async fn warm_up(plm: &Plm) -> Result<f64, JsError> {
+    let start = js_sys::Date::now();
+    let ids = plm
+        .encode("Blindspot warms the model up.")
+        .map_err(js_err)?
+        .ids();
+    let out = plm.forward(&[ids]).map_err(js_err)?;
+    let last = out.hidden_states.last().cloned();
+    if let Some(last) = last {
+        read_back(last).await.map_err(js_err)?;
+    }
+    Ok(js_sys::Date::now() - start)
 }
 
 async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
@@ -165,6 +184,11 @@ pub async fn load_model(
     };
     let (device, backend) = device_for(&backend).await?;
     let plm = Plm::load(&name, files, &device, precision).map_err(js_err)?;
+    let warm_up_ms = if backend == "webgpu" {
+        Some(warm_up(&plm).await?)
+    } else {
+        None
+    };
     let handle = NEXT_HANDLE.with(|n| {
         let h = *n.borrow();
         *n.borrow_mut() = h + 1;
@@ -184,6 +208,7 @@ pub async fn load_model(
         metrics: crate::metrics::model_metrics_for(&plm.config),
         backend,
         precision,
+        warm_up_ms,
     };
     MODELS.with(|m| {
         let mut m = m.borrow_mut();
@@ -343,6 +368,78 @@ pub async fn score_model(request: JsValue) -> Result<JsValue, JsError> {
         elapsed_ms: js_sys::Date::now() - start,
     };
     to_js(&view)
+}
+
+/// Pairs scored each against its own references (`scorePairs`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PairsRequest {
+    spec: MetricSpec,
+    pairs: Vec<PairInput>,
+}
+
+/// One pair: the hypothesis, its references (blank-line separated), a source.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PairInput {
+    hypothesis: String,
+    references: String,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// The scores of [`score_pairs`], one per pair, in order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PairsView {
+    spec: MetricSpec,
+    scores: Vec<Score>,
+    signature: String,
+    elapsed_ms: f64,
+}
+
+/// Scores a list of pairs with one metric spec, each hypothesis against its
+/// own references, batched as the CLI batches a dataset:
+/// `{spec, pairs: [{hypothesis, references, source?}]}` to
+/// `{spec, scores, signature, elapsedMs}` (JS callers of the engine, the
+/// side-by-side benchmark page in benches/tjs-page). Each call stands alone:
+/// no embeddings are kept from one call to the next.
+#[wasm_bindgen(js_name = scorePairs)]
+pub async fn score_pairs(request: JsValue) -> Result<JsValue, JsError> {
+    let start = js_sys::Date::now();
+    let r: PairsRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid pairs request: {e}")))?;
+    if let Some(i) = r.pairs.iter().position(|p| p.hypothesis.trim().is_empty()) {
+        return Err(JsError::new(&format!("pair {i} has an empty hypothesis")));
+    }
+    let refs: Vec<Vec<&str>> = r
+        .pairs
+        .iter()
+        .map(|p| crate::text::references(&p.references))
+        .collect();
+    let segments: Vec<Segment> = r
+        .pairs
+        .iter()
+        .zip(&refs)
+        .map(|(p, refs)| Segment {
+            hyp: &p.hypothesis,
+            refs,
+            src: p.source.as_deref().filter(|s| !s.trim().is_empty()),
+        })
+        .collect();
+    // A fresh engine: nothing is kept between calls (a dataset's batches do
+    // not repeat texts, and a benchmark must not find earlier texts cached).
+    let column = Engine::new(PageModels)
+        .score(std::slice::from_ref(&r.spec), &segments)
+        .await
+        .map_err(js_err)?
+        .remove(0);
+    to_js(&PairsView {
+        signature: column.signature.to_string(),
+        scores: column.scores,
+        spec: column.spec,
+        elapsed_ms: js_sys::Date::now() - start,
+    })
 }
 
 /// MAUVE between two sets of texts, for the page.

@@ -440,18 +440,22 @@ function afterHistoryChange() {
   scoreNow();
 }
 
-function loadExample(id) {
-  const ex = EXAMPLES.find((e) => e.id === id);
-  if (!ex) return;
-  fields.source.value = ex.source;
-  fields.reference.value = ex.reference;
-  fields.hypothesis.value = ex.hypothesis;
+/** Puts `{source, reference, hypothesis}` in the boxes as a fresh start (no marks, no history) and pins the hypothesis. */
+function startFrom(t) {
+  fields.source.value = t.source;
+  fields.reference.value = t.reference;
+  fields.hypothesis.value = t.hypothesis;
   state.edits = [];
   state.undo = [];
   state.redo = [];
   renderDiff();
   updateHistoryButtons();
   pin();
+}
+
+function loadExample(id) {
+  const ex = EXAMPLES.find((e) => e.id === id);
+  if (ex) startFrom(ex);
 }
 
 async function checkWebGpu(wasm) {
@@ -506,16 +510,8 @@ async function main() {
   initLessons(models, wasm, {
     version: wasm.version(),
     setTexts: (t) => {
-      fields.source.value = t.source;
-      fields.reference.value = t.reference;
-      fields.hypothesis.value = t.hypothesis;
       select.value = "custom";
-      state.edits = [];
-      state.undo = [];
-      state.redo = [];
-      renderDiff();
-      updateHistoryButtons();
-      pin();
+      startFrom(t);
       fields.hypothesis.scrollIntoView({ block: "center" });
     },
     loadMiniLm,

@@ -157,17 +157,20 @@ fn weights(read: &Read, idf: Option<&HashMap<u32, f64>>, stop_words: &[&str]) ->
         .collect()
 }
 
+/// The token strings of `ids` (stop words and subword pieces are told by them).
+fn tokens_of(plm: &Plm, ids: &[u32]) -> Vec<String> {
+    ids.iter()
+        .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
+        .collect()
+}
+
 /// A read from token embeddings at the last layer that BERTScore's
 /// [`EmbeddingCache`] kept for the same text (the same ids, rows L2-normalised
 /// alike: adding 1e-30 to a norm changes no f32 norm above 1e-23).
 fn read_of(plm: &Plm, e: &TokenEmbeddings) -> Read {
     Read {
         ids: e.ids.clone(),
-        tokens: e
-            .ids
-            .iter()
-            .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
-            .collect(),
+        tokens: tokens_of(plm, &e.ids),
         embeddings: e.rows.clone(),
         truncated: e.truncated,
     }
@@ -192,14 +195,14 @@ async fn read_texts(
             Some(read_of(plm, &e))
         })
         .collect();
-    let encoded = texts
-        .iter()
-        .map(|t| plm.encode(t))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut order: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
-    order.sort_by_key(|&i| encoded[i].tokens.len());
-    for chunk in order.chunks(BATCH) {
-        let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
+    // Only texts the cache did not have are tokenized and run.
+    let mut fresh = Vec::new();
+    for (i, t) in texts.iter().enumerate().filter(|(i, _)| out[*i].is_none()) {
+        fresh.push((i, plm.encode(t)?));
+    }
+    fresh.sort_by_key(|(_, e)| e.tokens.len());
+    for chunk in fresh.chunks(BATCH) {
+        let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, e)| e.ids()).collect();
         let forward = plm.forward(&ids)?;
         let last = forward
             .hidden_states
@@ -207,21 +210,18 @@ async fn read_texts(
             .expect("a forward pass returns its layers")
             .clone();
         let (values, [_, l, h]) = read_back(last).await?;
-        for (r, &i) in chunk.iter().enumerate() {
+        for (r, (i, e)) in chunk.iter().enumerate() {
             let n = ids[r].len();
             let mut embeddings = values[r * l * h..(r * l + n) * h].to_vec();
             for row in embeddings.chunks_mut(h) {
                 let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt() + 1e-30;
                 row.iter_mut().for_each(|x| *x /= norm);
             }
-            out[i] = Some(Read {
+            out[*i] = Some(Read {
+                tokens: tokens_of(plm, &ids[r]),
                 ids: ids[r].clone(),
-                tokens: ids[r]
-                    .iter()
-                    .map(|&id| plm.tokenizer.id_to_token(id).unwrap_or_default())
-                    .collect(),
                 embeddings,
-                truncated: encoded[i].truncated,
+                truncated: e.truncated,
             });
         }
     }

@@ -508,3 +508,65 @@ fn preference_suites_built_from_wmt21_show_the_same_blind_spot() {
         assert!(m.ref_based_overall.accuracy < 0.3);
     }
 }
+
+#[test]
+fn the_bundled_preference_and_audit_samples_run_with_lexical_metrics() {
+    let sample = |kind| data::bundled_sample(kind).unwrap().text;
+    assert!(data::bundled_sample("other").is_none());
+
+    let cases = data::load_menli_csv(sample("preference")).unwrap();
+    assert!(cases.problems.is_empty(), "{:?}", cases.problems);
+    assert_eq!(cases.rows.len(), 12);
+    for c in &cases.rows {
+        assert_ne!(c.adversarial_ref_based, c.reference, "{}", c.id);
+        assert_ne!(c.paraphrase, c.reference, "{}", c.id);
+    }
+    let report = run_preference("blindspot-preference.csv", &cases.rows, &["bleu", "chrf"]);
+    assert_eq!(report.cases, 12);
+    assert_eq!(
+        report.error_types,
+        ["num", "neg", "name", "add", "drop", "pron"]
+    );
+    for m in &report.metrics {
+        assert_eq!(m.ref_based_overall.total, 12);
+        assert!(m.ref_based.iter().all(|a| a.total == 2));
+        println!(
+            "{}: ref-based {:.3}, ref-free {:.3}",
+            m.metric.id, m.ref_based_overall.accuracy, m.ref_free_overall.accuracy
+        );
+    }
+    // MENLI's finding on its own sample: a copy with one key error beats a
+    // faithful paraphrase under the lexical metrics in most cases.
+    assert!(
+        report
+            .metrics
+            .iter()
+            .all(|m| m.ref_based_overall.accuracy < 0.5)
+    );
+
+    let docs = data::load_summeval(sample("audit"));
+    assert!(docs.problems.is_empty(), "{:?}", docs.problems);
+    let specs = Settings::default().specs(LEXICAL).unwrap();
+    let report = futures::executor::block_on(blindspot::stress::audit::run_audit(
+        "blindspot-audit.jsonl",
+        &docs.rows,
+        &specs,
+        &Engine::lexical(),
+        &[],
+    ))
+    .unwrap();
+    assert_eq!((report.examples, report.systems), (24, 4));
+    assert_eq!(
+        report.dimensions,
+        ["coherence", "consistency", "fluency", "relevance"]
+    );
+    for m in &report.metrics {
+        for c in m.human.iter().chain(&m.correlates) {
+            assert!(
+                c.kendall.is_finite() && c.kendall.abs() <= 1.0,
+                "{}",
+                m.metric.id
+            );
+        }
+    }
+}

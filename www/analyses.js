@@ -118,6 +118,22 @@ export function initAnalyses(wasm, engine, registry) {
   // The core's default spec of each model-free metric (defaults follow the registry's order).
   view.lexical = registry.map((m, i) => [m, defaults[i]]).filter(([m]) => !m.model).map(([, d]) => d);
   view.engine = engine;
+  // The bundled samples (written for Blindspot), one per analysis.
+  const samples = Object.fromEntries(wasm.bundledSamples().map((s) => [s.kind, s]));
+  const useSample = () => {
+    const s = samples[$("analysis-kind").value === "prefer" ? "preference" : "audit"];
+    view.file = { name: s.file, text: wasm.bundledSample(s.kind), bundled: true };
+    $("analysis-file").value = "";
+    $("analysis-sample").title = s.about;
+    status(`${s.file} loaded: ${s.about}.`);
+    $("analysis-run").disabled = false;
+  };
+  $("analysis-sample").title = `${samples.preference.about}; or, for the audit, ${samples.audit.about}`;
+  $("analysis-sample").addEventListener("click", useSample);
+  // A bundled sample follows the analysis chosen (a file of the user's stays).
+  $("analysis-kind").addEventListener("change", () => {
+    if (view.file?.bundled) useSample();
+  });
   $("analysis-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
     if (!file) return;

@@ -291,8 +291,10 @@ export function initSuite(wasm, registry, injections) {
   const verdicts = Object.fromEntries(wasm.metricChoices().verdicts.map((v) => [v.id, v]));
   Object.assign(suite, { wasm, registry: registry.filter((m) => !m.model), injections, verdicts });
   $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
+  const sample = wasm.bundledSamples().find((s) => s.kind === "pairs");
+  $("suite-sample").title = sample.about;
   $("suite-sample").addEventListener("click", () => {
-    suite.file = { name: "blindspot-sample.jsonl", text: suite.wasm.bundledSample() };
+    suite.file = { name: sample.file, text: suite.wasm.bundledSample("pairs") };
     $("suite-format").value = "jsonl";
     inspect();
   });

@@ -140,6 +140,64 @@ crate::metrics::spec::named_enum!(
 /// a sample dataset.
 pub const BUNDLED_PAIRS: &str = include_str!("sample.jsonl");
 
+/// The preference suite's sample ([`load_menli_csv`]'s format): twelve
+/// cases written for Blindspot, two per error type (`num`, `neg`, `name`,
+/// `add`, `drop`, `pron`): a German source, an English reference, a second
+/// translation, a paraphrase of the reference and each translation with one
+/// key error.
+pub const BUNDLED_PREFERENCE: &str = include_str!("sample_menli.csv");
+
+/// The spurious-correlate audit's sample ([`load_summeval`]'s format): six
+/// short news articles written for Blindspot, two references each and four
+/// summaries (`lead`: the first two sentences, `short`: one terse sentence,
+/// `wrong`: fluent with a factual error, `abstract`: a faithful rewrite),
+/// rated 1-5 for coherence, consistency, fluency and relevance by one
+/// Blindspot author. A demonstration of the audit, not research data: its
+/// correlations say nothing about a metric beyond these 24 summaries.
+pub const BUNDLED_AUDIT: &str = include_str!("sample_summeval.jsonl");
+
+/// A dataset bundled with Blindspot, for the sections that run over one.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BundledSample {
+    /// What reads it: `pairs` (stress suites, the attack's z scale),
+    /// `preference` or `audit`.
+    pub kind: &'static str,
+    /// A file name for it (its extension tells the format).
+    pub file: &'static str,
+    /// One line on what it holds.
+    pub about: &'static str,
+    /// The file's text.
+    #[serde(skip)]
+    pub text: &'static str,
+}
+
+/// Every bundled sample, one per kind.
+pub const BUNDLED_SAMPLES: [BundledSample; 3] = [
+    BundledSample {
+        kind: "pairs",
+        file: "blindspot-sample.jsonl",
+        about: "16 translation pairs written for Blindspot (JSONL: hyp gold, ref reference)",
+        text: BUNDLED_PAIRS,
+    },
+    BundledSample {
+        kind: "preference",
+        file: "blindspot-preference.csv",
+        about: "12 MENLI-style cases written for Blindspot, 2 per error type (num, neg, name, add, drop, pron), German sources",
+        text: BUNDLED_PREFERENCE,
+    },
+    BundledSample {
+        kind: "audit",
+        file: "blindspot-audit.jsonl",
+        about: "6 short articles written for Blindspot with 4 summaries each, rated 1-5 by one Blindspot author: a demonstration, not research data",
+        text: BUNDLED_AUDIT,
+    },
+];
+
+/// The bundled sample of `kind` (`pairs`, `preference` or `audit`).
+pub fn bundled_sample(kind: &str) -> Option<&'static BundledSample> {
+    BUNDLED_SAMPLES.iter().find(|s| s.kind == kind)
+}
+
 /// Sixteen translation-like pairs written for Blindspot (two English
 /// renderings of one sentence each: `hyp` the gold text, `ref` the
 /// reference): a demo set that needs no file, and the pair set a single

@@ -78,11 +78,21 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// The bundled sample dataset (JSONL pairs written for Blindspot), for the
-/// sections that run over a dataset.
+/// A bundled sample dataset's text, for the sections that run over a
+/// dataset: `kind` is `pairs` (the default: JSONL pairs), `preference`
+/// (MENLI CSV) or `audit` (SummEval JSONL); see `bundledSamples`.
 #[wasm_bindgen(js_name = bundledSample)]
-pub fn bundled_sample() -> String {
-    crate::data::BUNDLED_PAIRS.to_owned()
+pub fn bundled_sample(kind: Option<String>) -> Result<String, JsError> {
+    let kind = kind.as_deref().unwrap_or("pairs");
+    crate::data::bundled_sample(kind)
+        .map(|s| s.text.to_owned())
+        .ok_or_else(|| JsError::new(&format!("no bundled sample of kind {kind:?}")))
+}
+
+/// The bundled samples without their texts: `[{kind, file, about}]`.
+#[wasm_bindgen(js_name = bundledSamples)]
+pub fn bundled_samples() -> Result<JsValue, JsError> {
+    to_js(&crate::data::BUNDLED_SAMPLES)
 }
 
 /// The crate version, shown in the page footer and signatures.

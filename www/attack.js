@@ -6,6 +6,8 @@
 // The result can be used as the hypothesis (pinned original kept) like an
 // injection.
 
+import { chartTools } from "./export.js";
+
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot.attack.v1";
 
@@ -121,6 +123,7 @@ function onGoalChange() {
 /** Draws the best score after each step against the queries used. */
 function plot(points, base) {
   const svg = $("attack-plot");
+  document.querySelector('.chart-tools[data-chart="attack-trajectory"]').hidden = !points.length;
   if (!points.length) {
     svg.replaceChildren();
     return;
@@ -232,6 +235,7 @@ async function run() {
 export function initAttack(modelEngine, wasm, hooks) {
   engine = modelEngine;
   page = hooks;
+  $("attack-plot").after(chartTools("attack-trajectory", () => $("attack-plot")));
   registry = wasm.attackRegistry();
   metricRegistry = wasm.metricRegistry();
   const modelFree = new Set(metricRegistry.filter((m) => !m.model).map((m) => m.id));

@@ -2,6 +2,8 @@
 // the computation in the model worker, show MAUVE, the frontier integral,
 // MAUVE* and the divergence curve. The two sets are kept across reloads.
 
+import { chartTools } from "./export.js";
+
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-mauve-v1";
 /** Sets larger than this are not saved (localStorage holds a few MB). */
@@ -107,7 +109,8 @@ function show(v) {
   const sig = document.createElement("p");
   sig.className = "signature";
   sig.textContent = v.signature;
-  out.replaceChildren(values, curveSvg(r.curve, r.mauve), note, sig);
+  const curve = curveSvg(r.curve, r.mauve);
+  out.replaceChildren(values, curve, chartTools("mauve-curve", () => curve), note, sig);
 }
 
 async function run() {

@@ -1,6 +1,8 @@
 // The sweep view's charts: SVG drawn by hand, one small multiple per metric.
 // Pure rendering: the numbers and verdicts come from the wasm core (src/stress).
 
+import { chartTools } from "./export.js";
+
 /** How verdicts are shown, from the core (src/stress: `metricChoices().verdicts`). */
 const verdicts = {};
 
@@ -61,7 +63,7 @@ export function sweepChart(info, base, points, verdict, fmt) {
   badge.className = `badge ${verdict}`;
   badge.textContent = verdicts[verdict].label.toUpperCase();
   badge.title = verdicts[verdict].description;
-  caption.append(name, badge);
+  caption.append(name, badge, chartTools(`sweep-${info.id}`, () => svg));
   figure.append(caption, svg);
   return figure;
 }

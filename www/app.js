@@ -5,8 +5,8 @@
 
 import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { initModels } from "./models.js";
-import { initPlmScores, modelSpecs } from "./plm-scores.js";
+import { initModels, isCached, loadedModels, loadModels, registrySize } from "./models.js";
+import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
 import { initAttack } from "./attack.js";
@@ -36,6 +36,7 @@ const state = {
   redo: [],
   latest: {},   // metricId -> outcome
   frame: 0,
+  modelOffer: null, // { models, cards }: a link's (or the last visit's) models, offered until loaded or dismissed
 };
 
 function loadSaved() {
@@ -46,7 +47,24 @@ function loadSaved() {
   }
 }
 
-/** The single-pair state as a URL-safe string: texts, pinned original, marked edits. */
+/**
+ * The models and model cards to carry in a link or to the next visit: the
+ * loaded ones, or while an offer to load a link's models is open, those.
+ */
+function modelState() {
+  const loaded = loadedModels();
+  const offer = state.modelOffer;
+  return {
+    m: loaded.length || !offer ? loaded : offer.models,
+    c: { ...(offer?.cards ?? {}), ...cardChoices() },
+  };
+}
+
+/**
+ * The single-pair state as a URL-safe string: texts, pinned original, marked
+ * edits, the ROUGE stemmer, the loaded models (id, backend, precision) and
+ * each model card's model and options.
+ */
 function encodePair() {
   const data = {
     s: fields.source.value,
@@ -54,6 +72,8 @@ function encodePair() {
     h: fields.hypothesis.value,
     p: state.pinned?.hypothesis ?? null,
     e: state.edits,
+    o: { stem: $("rouge-stemmer").checked },
+    ...modelState(),
   };
   let bin = "";
   for (const b of new TextEncoder().encode(JSON.stringify(data))) bin += String.fromCharCode(b);
@@ -75,6 +95,7 @@ function pairFromHash() {
 }
 
 function save() {
+  const models = modelState();
   const data = {
     source: fields.source.value,
     reference: fields.reference.value,
@@ -82,6 +103,8 @@ function save() {
     example: $("example").value,
     rougeStemmer: $("rouge-stemmer").checked,
     pinned: state.pinned,
+    models: models.m,
+    cards: models.c,
   };
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
@@ -478,6 +501,51 @@ async function checkWebGpu(wasm) {
   }
 }
 
+/** The model list of a link or a saved visit, checked: `[{id, backend, precision}]`, at most 8. */
+function modelList(value) {
+  if (!Array.isArray(value)) return [];
+  return value.filter((m) => typeof m?.id === "string" && m.id.trim()).slice(0, 8)
+    .map((m) => ({ id: m.id.trim(), backend: String(m.backend ?? "auto"), precision: String(m.precision ?? "f32") }));
+}
+
+/**
+ * Offers, in one click, the models a link (or the last visit) scored with;
+ * their cards' choices are restored as each model loads. Nothing is fetched
+ * before the click: a link must not start a download of its own.
+ */
+async function offerModels(list, cards, why) {
+  const box = $("pair-models");
+  restoreCardChoices(cards);
+  if (!list.length) return;
+  state.modelOffer = { models: list, cards: cards && typeof cards === "object" ? cards : {} };
+  const close = () => {
+    box.hidden = true;
+    state.modelOffer = null;
+    save();
+  };
+  const described = await Promise.all(list.map(async (m) => {
+    const size = registrySize(m.id);
+    const cached = await isCached(m.id).catch(() => false);
+    const precision = m.precision === "q8" ? "int8" : "fp32";
+    return `${m.id} (${precision}, ${size ?? "size unknown"}${cached ? ", in this browser's cache" : ""})`;
+  }));
+  $("pair-models-text").textContent = `${why}: ${described.join(", ")}.`;
+  box.hidden = false;
+  const load = $("pair-models-load");
+  load.onclick = async () => {
+    load.disabled = true;
+    $("pair-models-text").textContent = `Loading ${list.map((m) => m.id).join(", ")}…`;
+    const failed = await loadModels(list);
+    load.disabled = false;
+    if (failed.length) {
+      $("pair-models-text").textContent = `Could not load ${failed.join(", ")}: the language-model panel says why.`;
+    } else {
+      close();
+    }
+  };
+  $("pair-models-dismiss").onclick = close;
+}
+
 /** Loads the bundled all-MiniLM-L6-v2 through the model panel (its BERTScore card follows). */
 function loadMiniLm() {
   $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
@@ -546,9 +614,15 @@ async function main() {
     select.value = "custom";
     state.pinned = typeof shared.p === "string" ? { hypothesis: shared.p } : null;
     state.edits = Array.isArray(shared.e) ? shared.e : [];
+    if (typeof shared.o?.stem === "boolean") $("rouge-stemmer").checked = shared.o.stem;
     renderDiff();
     updatePinInfo();
+    offerModels(modelList(shared.m), shared.c, "This link scored with");
     scoreNow();
+    // Applied once: a reload keeps the edits made since (saved like any visit).
+    const rest = new URLSearchParams(location.hash.slice(1));
+    rest.delete("pair");
+    history.replaceState(null, "", `${location.pathname}${location.search}${rest.size ? `#${rest}` : ""}`);
   } else if (saved) {
     fields.source.value = saved.source ?? "";
     fields.reference.value = saved.reference ?? "";
@@ -557,6 +631,7 @@ async function main() {
     select.value = saved.example ?? "custom";
     state.pinned = saved.pinned?.hypothesis === undefined ? null : { hypothesis: saved.pinned.hypothesis };
     updatePinInfo();
+    offerModels(modelList(saved.models), saved.cards, "Your last visit used");
     scoreNow();
   } else {
     select.value = EXAMPLES[0].id;
@@ -597,7 +672,11 @@ async function main() {
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {
     if (e.detail.metrics.includes("bertscore-f")) $("add-minilm").hidden = true;
+    save();
   });
+  document.addEventListener("blindspot:model-unloaded", save);
+  // A model card's model or option changed: kept for the next visit.
+  $("score-cards").addEventListener("change", save);
   $("restore").addEventListener("click", restore);
   document.body.dataset.ready = "true";
   checkWebGpu(wasm);

@@ -228,13 +228,45 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
 }
 
 /** The panel's loaded models by registry/hub id (several can be loaded: one per metric). */
-const panel = { wasm: null, handle: null, loaded: new Map() };
+const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map() };
+
+/** What was asked for each loaded model, in load order: `[{id, backend, precision}]` (links, reloads). */
+export function loadedModels() {
+  return [...panel.asked.entries()].map(([id, a]) => ({ id, ...a }));
+}
+
+/** A model's size as the registry lists it ("90 MB"), or null for a hub id it does not list. */
+export function registrySize(id) {
+  const m = panel.wasm.modelRegistry().find((r) => r.id === id);
+  if (!m) return null;
+  return m.size_mb >= 1000 ? `${(m.size_mb / 1000).toFixed(1)} GB` : `${m.size_mb} MB`;
+}
+
+/**
+ * Loads models one after another through the panel, as if picked there:
+ * `[{id, backend, precision}]`. Resolves to the ids that failed (the panel
+ * says why).
+ */
+export async function loadModels(list) {
+  const failed = [];
+  for (const { id, backend, precision } of list) {
+    const listed = [...$("model-pick").options].some((o) => o.value === id);
+    $("model-pick").value = listed ? id : $("model-pick").value;
+    $("model-custom").value = listed ? "" : id;
+    if (["auto", "webgpu", "cpu"].includes(backend)) $("model-backend").value = backend;
+    if (["f32", "q8"].includes(precision)) $("model-precision").value = precision;
+    refreshLoadedNote();
+    if (!(await onLoad())) failed.push(id);
+  }
+  return failed;
+}
 
 function unload(id) {
   const handle = panel.loaded.get(id);
   if (handle === undefined) return;
   panel.wasm.unloadModel(handle);
   panel.loaded.delete(id);
+  panel.asked.delete(id);
   if (panel.handle === handle) panel.handle = null;
   document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
 }
@@ -275,8 +307,10 @@ async function refreshCacheNote() {
 /** The model the panel acts on: a typed hub id, else the registry pick. */
 const chosenId = () => $("model-custom").value.trim() || $("model-pick").value;
 
+/** Loads the model the panel shows; resolves to whether it loaded. */
 async function onLoad() {
   const id = chosenId();
+  const asked = { backend: $("model-backend").value, precision: $("model-precision").value };
   const bar = $("model-progress");
   $("model-load").disabled = true;
   bar.hidden = false;
@@ -300,6 +334,7 @@ async function onLoad() {
     });
     panel.handle = info.handle;
     panel.loaded.set(id, info.handle);
+    panel.asked.set(id, asked);
     const where = info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU";
     const why = info.fallback ? ` (WebGPU unavailable: ${info.fallback})` : "";
     const from = info.fromCache ? "from the browser cache" : `from ${info.where}`;
@@ -311,8 +346,10 @@ async function onLoad() {
     document.body.dataset.modelBackend = info.backend;
     $("model-probe-run").disabled = false;
     document.dispatchEvent(new CustomEvent("blindspot:model", { detail: info }));
+    return true;
   } catch (err) {
     status(String(err.message ?? err), "bad");
+    return false;
   } finally {
     bar.hidden = true;
     $("model-load").disabled = false;

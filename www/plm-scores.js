@@ -12,6 +12,8 @@
 // so typing stays smooth: each card runs one pass at a time, and when it ends
 // only the newest text is scored (stale results are never shown).
 
+import { chartTools } from "./export.js";
+
 const $ = (id) => document.getElementById(id);
 
 /** Loaded models by handle (infos from models.js's "blindspot:model" event). */
@@ -339,7 +341,7 @@ function heatmap(v) {
   const note = document.createElement("p");
   note.className = "muted";
   note.textContent = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
-  wrap.append(note);
+  wrap.append(note, chartTools("bertscore-heatmap", () => wrap.querySelector("svg")));
 }
 
 // --- Perplexities --------------------------------------------------------
@@ -486,7 +488,7 @@ function drawMoverScore(el, v, scored, base) {
   const note = document.createElement("p");
   note.className = "muted";
   note.textContent = `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
-  wrap.append(note);
+  wrap.append(note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
   el.querySelector('[data-role="detail"]').replaceChildren(wrap);
 }
 
@@ -540,6 +542,7 @@ export function initPlmScores(modelEngine, wasm, pinned) {
       if (model.metrics.includes(CARDS[slot].needs)) runs[slot].handle = model.handle;
     }
     refreshCards();
+    applyWanted(false);
     scoreAll();
   });
   document.addEventListener("blindspot:model-unloaded", (e) => {
@@ -558,6 +561,57 @@ export function initPlmScores(modelEngine, wasm, pinned) {
     announced = key;
     scoreAll();
   });
+}
+
+/** Card choices from a link or the last visit, applied once their model is loaded. */
+let wanted = {};
+
+/**
+ * The cards' choices, for links and reloads: per card, the model's name and
+ * each option control's value (`{slot: {model, options: {role: value}}}`).
+ */
+export function cardChoices() {
+  const out = {};
+  for (const slot of Object.keys(CARDS)) {
+    const el = document.querySelector(`.card[data-metric="${slot}"]`);
+    const model = models.get(runs[slot].handle);
+    if (!el || !model) continue;
+    const options = {};
+    for (const c of el.querySelectorAll('[data-role="options"] [data-role]')) {
+      options[c.dataset.role] = c.type === "checkbox" ? c.checked : c.value;
+    }
+    out[slot] = { model: model.name, options };
+  }
+  return out;
+}
+
+/** Applies what `wanted` asks of the cards whose model is loaded now (the rest waits). */
+function applyWanted(rescore = true) {
+  for (const [slot, want] of Object.entries(wanted)) {
+    const el = document.querySelector(`.card[data-metric="${slot}"]`);
+    const model = el && capable(slot).find((m) => m.name === want.model);
+    if (!model) continue;
+    runs[slot].handle = model.handle;
+    el.querySelector('[data-role="model"]').value = String(model.handle);
+    for (const [role, value] of Object.entries(want.options ?? {})) {
+      const c = el.querySelector(`[data-role="options"] [data-role="${role}"]`);
+      if (!c) continue;
+      if (c.type === "checkbox") c.checked = Boolean(value);
+      else if ([...c.options].some((o) => o.value === value)) c.value = value;
+    }
+    showBackend(slot);
+    delete wanted[slot];
+    if (rescore) score(slot);
+  }
+}
+
+/** Restores cards' choices (from `cardChoices`) now or when their models load. */
+export function restoreCardChoices(choices) {
+  wanted = {};
+  for (const [slot, want] of Object.entries(choices && typeof choices === "object" ? choices : {})) {
+    if (Object.hasOwn(CARDS, slot) && typeof want?.model === "string") wanted[slot] = want;
+  }
+  applyWanted();
 }
 
 /**

@@ -135,7 +135,7 @@ test("a step's link opens it, arrows move between steps, presentation mode fits 
   await context.close();
 });
 
-test("the single-pair state round-trips through its link; the bundled MiniLM is one click away", async () => {
+test("the single-pair state round-trips through its link, models and card options included; the bundled MiniLM is one click away", async () => {
   const { context, page, errors } = await openPage({ clearStorage: true });
   await page.selectOption("#example", "custom");
   await page.fill("#source", "Der Zug hatte zwei Stunden Verspätung.");
@@ -173,6 +173,45 @@ test("the single-pair state round-trips through its link; the bundled MiniLM is 
   await page.click("#add-minilm");
   await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
   assert.equal(await page.isVisible("#add-minilm"), false);
-  assert.deepEqual([...errors, ...otherErrors], []);
+  // Its heatmap saves as SVG or PNG.
+  assert.equal(await page.isVisible('#bertscore-heatmap .chart-tools button[data-export="png"]'), true);
+
+  // The link also carries the models (id, backend, precision), each card's
+  // options and the ROUGE stemmer; the models load only on a click.
+  const value = (p) => p.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw");
+  const plain = await value(page);
+  await page.check('.card[data-metric="bertscore"] [data-role="rescale"]');
+  await page.waitForFunction((before) =>
+    document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw !== before, plain);
+  const rescaled = await value(page);
+  await page.check("#rouge-stemmer");
+  await page.click("#copy-link");
+  const link = await page.getAttribute("#copy-link", "data-url");
+  const { context: third, page: linked, errors: linkedErrors } = await openPage({ clearStorage: true });
+  await linked.goto(link);
+  await linked.reload();
+  await linked.waitForSelector("body[data-ready=true]");
+  await linked.waitForSelector("#pair-models:not([hidden])");
+  assert.match(await linked.textContent("#pair-models-text"),
+    /^This link scored with: sentence-transformers\/all-MiniLM-L6-v2 \(fp32, [\d.]+ MB/);
+  assert.equal(await linked.isChecked("#rouge-stemmer"), true);
+  assert.equal(await linked.locator('.card[data-metric="bertscore"]').count(), 0, "nothing loads before the click");
+  assert.doesNotMatch(linked.url(), /#pair=/, "the link is applied once: a reload keeps later edits");
+  await linked.click("#pair-models-load");
+  await linked.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  assert.equal(await linked.isChecked('.card[data-metric="bertscore"] [data-role="rescale"]'), true);
+  assert.equal(await linked.getAttribute('.card[data-metric="bertscore"]', "data-backend"), "cpu");
+  await linked.waitForFunction((want) =>
+    document.querySelector('.card[data-metric="bertscore"] [data-role="value"]').dataset.raw === want, rescaled);
+  assert.equal(await linked.isHidden("#pair-models"), true);
+  // A reload offers the models of the last visit again, with the card's options.
+  await linked.reload();
+  await linked.waitForSelector("#pair-models:not([hidden])");
+  assert.match(await linked.textContent("#pair-models-text"), /^Your last visit used: sentence-transformers\/all-MiniLM-L6-v2/);
+  await linked.click("#pair-models-load");
+  await linked.waitForFunction((want) =>
+    document.querySelector('.card[data-metric="bertscore"] [data-role="value"]')?.dataset.raw === want, rescaled, { timeout: 120_000 });
+  assert.deepEqual([...errors, ...otherErrors, ...linkedErrors], []);
+  await third.close();
   await context.close();
 });

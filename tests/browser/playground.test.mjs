@@ -243,6 +243,24 @@ test("a sweep plots every metric against the noise ratio with a rank-rule badge"
     assert.ok(label.includes(`noise ${native.toFixed(2)}`), `${label} lacks ${native}`);
   }
   await page.screenshot({ path: join(ARTIFACTS, "playground-sweep.png"), fullPage: true });
+  // Each chart saves as SVG (styles written onto it) and as PNG (twice its size).
+  const fig = page.locator('#sweep figure[data-metric="bleu"]');
+  const saved = async (kind) => {
+    const [download] = await Promise.all([page.waitForEvent("download"), fig.locator(`button[data-export="${kind}"]`).click()]);
+    assert.equal(download.suggestedFilename(), `blindspot-sweep-bleu.${kind}`);
+    return readFileSync(await download.path());
+  };
+  const svg = (await saved("svg")).toString("utf8");
+  assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.equal((svg.match(/<circle /g) ?? []).length, 6);
+  assert.equal((svg.match(/<text /g) ?? []).length, 4);
+  // The curve's stroke comes from the stylesheet: it must be written onto the file.
+  assert.match(svg, /<polyline [^>]*stroke="rgb\(/);
+  const png = await saved("png");
+  assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47], "PNG signature");
+  const box = await fig.locator("svg").boundingBox();
+  assert.equal(png.readUInt32BE(16), Math.round(2 * Math.round(box.width)), "PNG width: twice the chart's");
+  assert.equal(png.readUInt32BE(20), Math.round(2 * Math.round(box.height)));
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -359,6 +377,45 @@ test("the preference suite and the audit run in the page with the CLI's numbers"
   assert.equal(await page.locator("#analysis-result tbody tr").count(), 5);
   assert.ok((await page.locator("#analysis-result td.flag").count()) > 0, "some correlate is flagged");
   await page.screenshot({ path: join(ARTIFACTS, "playground-analyses.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the preference suite and the audit run on bundled samples, with the CLI's numbers", async () => {
+  const { context, page, errors } = await openPage();
+  const done = () => page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120000 });
+  const cli = async (kind, args) => {
+    const file = join(ARTIFACTS, kind === "preference" ? "bundled-preference.csv" : "bundled-audit.jsonl");
+    writeFileSync(file, await page.evaluate((k) => window.wasmBindings.bundledSample(k), kind));
+    const out = join(ARTIFACTS, `bundled-${kind}-cli.json`);
+    execFileSync(CLI, [...args, file, "--out", out], { stdio: ["ignore", "ignore", "ignore"] });
+    return JSON.parse(readFileSync(out, "utf8"));
+  };
+  await page.selectOption("#analysis-kind", "prefer");
+  await page.click("#analysis-sample");
+  assert.match(await page.textContent("#analysis-status"), /^blindspot-preference\.csv loaded: 12 MENLI-style cases/);
+  await page.click("#analysis-run");
+  await done();
+  const prefer = await cli("preference", ["prefer", "--menli"]);
+  assert.equal(prefer.cases, 12);
+  // Every cell of the reference-based table, per error type and overall.
+  const refBased = page.locator("#analysis-result table").first();
+  for (const [k, error] of [...prefer.error_types.entries(), [-1, "all"]]) {
+    const cells = await refBased.locator(`tr[data-error="${error}"] td`).allTextContents();
+    const want = prefer.metrics.map((m) => `${(100 * (k < 0 ? m.ref_based_overall : m.ref_based[k]).accuracy).toFixed(1)}%`);
+    assert.deepEqual(cells, [error, ...want]);
+  }
+  // The bundled file follows the analysis chosen.
+  await page.selectOption("#analysis-kind", "audit");
+  assert.match(await page.textContent("#analysis-status"), /^blindspot-audit\.jsonl loaded: 6 short articles/);
+  await page.click("#analysis-run");
+  await done();
+  const audit = await cli("audit", ["audit", "--summeval"]);
+  assert.match(await page.textContent("#analysis-result p"), /^24 summaries from 4 systems/);
+  for (const m of audit.metrics) {
+    const cells = await page.locator(`#analysis-result tr[data-metric="${m.metric.id}"] td`).allTextContents();
+    assert.deepEqual(cells.slice(1, 1 + m.human.length), m.human.map((h) => h.kendall.toFixed(3)), m.metric.id);
+  }
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -16,6 +16,8 @@ let page = null;
 let registry = null;
 let metricRegistry = [];
 let lexicalDefaults = [];
+/** The attack plot's SVG/PNG buttons (shown once it has points). */
+let plotTools = null;
 let modelSpecs = () => [];
 const loaded = new Map(); // handle -> model info
 let running = false;
@@ -123,7 +125,7 @@ function onGoalChange() {
 /** Draws the best score after each step against the queries used. */
 function plot(points, base) {
   const svg = $("attack-plot");
-  document.querySelector('.chart-tools[data-chart="attack-trajectory"]').hidden = !points.length;
+  plotTools.hidden = !points.length;
   if (!points.length) {
     svg.replaceChildren();
     return;
@@ -235,7 +237,8 @@ async function run() {
 export function initAttack(modelEngine, wasm, hooks) {
   engine = modelEngine;
   page = hooks;
-  $("attack-plot").after(chartTools("attack-trajectory", () => $("attack-plot")));
+  plotTools = chartTools("attack-trajectory", () => $("attack-plot"));
+  $("attack-plot").after(plotTools);
   registry = wasm.attackRegistry();
   metricRegistry = wasm.metricRegistry();
   const modelFree = new Set(metricRegistry.filter((m) => !m.model).map((m) => m.id));

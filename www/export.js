@@ -1,4 +1,5 @@
-// Charts saved as files: every chart of the page (sweep curves, the suite's
+// Files the page saves (one download helper for all of them), and charts
+// saved as files: every chart of the page (sweep curves, the suite's
 // figures, the attack's trajectory, the BERTScore and MoverScore heatmaps,
 // MAUVE's divergence curve) is an SVG drawn from the core's numbers; its
 // "SVG" and "PNG" buttons save exactly what is on screen. The page's
@@ -29,15 +30,18 @@ export function standaloneSvg(svg) {
   const copy = svg.cloneNode(true);
   const from = [svg, ...svg.querySelectorAll("*")];
   const to = [copy, ...copy.querySelectorAll("*")];
+  const styles = new Map(from.map((el) => [el, getComputedStyle(el)]));
   from.forEach((el, i) => {
-    const style = getComputedStyle(el);
+    const style = styles.get(el);
     if (style.display === "none" || style.visibility === "hidden") {
       to[i].setAttribute("display", "none");
       return;
     }
+    // A value the element inherits from its parent in the copy is not written again.
+    const parent = el === svg ? null : styles.get(el.parentElement);
     for (const p of PROPS) {
       const v = style.getPropertyValue(p);
-      if (v) to[i].setAttribute(p, v);
+      if (v && (p === "opacity" ? v !== "1" : v !== parent?.getPropertyValue(p))) to[i].setAttribute(p, v);
     }
   });
   copy.setAttribute("xmlns", SVG_NS);
@@ -73,7 +77,8 @@ export async function chartPng(svg, scale = 2) {
   }
 }
 
-function download(blob, name) {
+/** Saves `blob` as a file named `name` (the browser's download). */
+export function download(blob, name) {
   const url = URL.createObjectURL(blob);
   const a = document.createElement("a");
   a.href = url;

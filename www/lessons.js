@@ -5,6 +5,8 @@
 // Each step has its own link (#lesson=ID&step=N); arrows move between steps
 // and "Present" shows one step per screen in large type.
 
+import { download } from "./export.js";
+
 const $ = (id) => document.getElementById(id);
 
 let engine = null;
@@ -205,11 +207,8 @@ export function initLessons(modelEngine, wasm, pageHooks) {
       action: s.action,
       ...lastResult.result,
     };
-    const a = document.createElement("a");
-    a.href = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
-    a.download = `blindspot-lesson-${l.id}-step-${lastResult.at.step + 1}.json`;
-    a.click();
-    setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+    download(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }),
+      `blindspot-lesson-${l.id}-step-${lastResult.at.step + 1}.json`);
   });
   $("lesson-present").addEventListener("click", () => setPresenting(!document.body.classList.contains("presenting")));
   document.addEventListener("keydown", (e) => {

@@ -235,11 +235,13 @@ export function loadedModels() {
   return [...panel.asked.entries()].map(([id, a]) => ({ id, ...a }));
 }
 
-/** A model's size as the registry lists it ("90 MB"), or null for a hub id it does not list. */
+/** A registry size in MB as people read it: "90.9 MB", "1.4 GB". */
+const sizeText = (mb) => (mb >= 1000 ? `${(mb / 1000).toFixed(1)} GB` : `${mb} MB`);
+
+/** A model's size as the registry lists it ("90.9 MB"), or null for a hub id it does not list. */
 export function registrySize(id) {
   const m = panel.wasm.modelRegistry().find((r) => r.id === id);
-  if (!m) return null;
-  return m.size_mb >= 1000 ? `${(m.size_mb / 1000).toFixed(1)} GB` : `${m.size_mb} MB`;
+  return m ? sizeText(m.size_mb) : null;
 }
 
 /**
@@ -293,7 +295,7 @@ function refreshSizeWarning() {
   const m = panel.wasm.modelRegistry().find((r) => r.id === chosenId());
   const el = $("model-size-warning");
   el.hidden = !(m && m.size_mb >= LARGE_MB);
-  if (!el.hidden) el.textContent = `${m.id} is a large download (about ${(m.size_mb / 1000).toFixed(1)} GB) and needs about as much memory: a smaller model scores far faster in a browser.`;
+  if (!el.hidden) el.textContent = `${m.id} is a large download (about ${sizeText(m.size_mb)}) and needs about as much memory: a smaller model scores far faster in a browser.`;
 }
 
 async function refreshCacheNote() {
@@ -380,7 +382,7 @@ export async function initModels(wasm) {
   panel.wasm = wasm;
   const pick = $("model-pick");
   for (const m of wasm.modelRegistry()) {
-    const opt = new Option(`${m.id} (${m.size_mb >= 1000 ? (m.size_mb / 1000).toFixed(1) + " GB" : m.size_mb + " MB"}, ${m.licence}; ${m.metrics.join(", ")})`, m.id);
+    const opt = new Option(`${m.id} (${sizeText(m.size_mb)}, ${m.licence}; ${m.metrics.join(", ")})`, m.id);
     pick.append(opt);
   }
   pick.addEventListener("change", () => {

@@ -4,6 +4,7 @@
 // runner as `blindspot stress`.
 
 import { sweepChart } from "./sweep.js";
+import { download as save } from "./export.js";
 
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
@@ -200,13 +201,7 @@ function showCurve(test, k) {
   $("suite-curves").replaceChildren(figure, note);
 }
 
-function download(name, type, text) {
-  const a = document.createElement("a");
-  a.href = URL.createObjectURL(new Blob([text], { type }));
-  a.download = name;
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
-}
+const download = (name, type, text) => save(new Blob([text], { type }), name);
 
 /** The suite's configuration as URL hash parameters (the dataset travels as a URL, if it has one). */
 function configToHash() {

@@ -321,7 +321,8 @@ fn metrics_lists_the_registry_as_json() {
             "bartscore-r",
             "bartscore-f",
             "bartscore-faithful",
-            "moverscore"
+            "moverscore",
+            "moverscore-v1"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

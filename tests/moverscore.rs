@@ -1,7 +1,10 @@
 //! MoverScore against moverscore_v2's `word_mover_score` steps (run by
 //! scripts/moverscore_parity.py on a tiny random DistilBERT with pyemd):
 //! 45 pairs with and without idf, through the engine and the CLI; the exact
-//! EMD against pyemd; the transport plan; the inputs it refuses.
+//! EMD against pyemd; the transport plan; the inputs it refuses. MoverScore
+//! v1 against `moverscore.word_mover_score`'s steps
+//! (scripts/moverscore_v1_parity.py, a tiny 6-layer BERT-MNLI-shaped
+//! classifier): 36 pairs, n-grams 1 and 2, idf, stop words, the CLI.
 
 mod common;
 
@@ -10,7 +13,7 @@ use std::process::Command;
 use std::rc::Rc;
 
 use blindspot::metrics::engine::{Detail, Engine, EngineError, ModelStore};
-use blindspot::metrics::moverscore::emd;
+use blindspot::metrics::moverscore::{self, Version, emd, emd_hat};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::{ModelFiles, Plm, Precision};
 use burn::tensor::Device;
@@ -63,6 +66,14 @@ fn pairs(g: &Value) -> Vec<(String, String)> {
 }
 
 fn column(engine: &Engine, pairs: &[(String, String)], idf: bool) -> Result<Column, EngineError> {
+    column_of(engine, pairs, spec(idf))
+}
+
+fn column_of(
+    engine: &Engine,
+    pairs: &[(String, String)],
+    spec: MetricSpec,
+) -> Result<Column, EngineError> {
     let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p.0.as_str()]).collect();
     let segments: Vec<Segment> = pairs
         .iter()
@@ -73,7 +84,7 @@ fn column(engine: &Engine, pairs: &[(String, String)], idf: bool) -> Result<Colu
             src: None,
         })
         .collect();
-    Ok(block_on(engine.score(&[spec(idf)], &segments))?.remove(0))
+    Ok(block_on(engine.score(&[spec], &segments))?.remove(0))
 }
 
 fn golden(g: &Value, key: &str) -> Vec<f64> {
@@ -307,5 +318,321 @@ fn cli_scores_moverscore_with_idf_over_the_file() {
             want[i]
         );
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// --- MoverScore v1 -----------------------------------------------------------
+
+fn v1_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moverscore/tiny-bert-mnli")
+}
+
+fn v1_spec(idf: bool, ngram: usize) -> MetricSpec {
+    MetricSpec::MoverScoreV1 {
+        model: None,
+        idf,
+        ngram,
+    }
+}
+
+/// The v1 golden pairs: WMT21 segments named by line, and texts written here.
+fn v1_pairs(g: &Value) -> Vec<(String, String)> {
+    g["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| match p.get("ref_text") {
+            Some(r) => (
+                r.as_str().unwrap().to_owned(),
+                p["hyp_text"].as_str().unwrap().to_owned(),
+            ),
+            None => {
+                let rows = common::rows(p["file"].as_str().unwrap());
+                let row = &rows[p["line"].as_u64().unwrap() as usize - 1];
+                (
+                    common::field(row, p["ref"].as_str().unwrap()),
+                    common::field(row, p["hyp"].as_str().unwrap()),
+                )
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn emd_hat_charges_the_extra_mass_at_the_penalty() {
+    // 0.6 moves into b's 1.0 at the cheapest bins; 0.4 extra at penalty 5.
+    let t = emd_hat(&[0.6], &[0.5, 0.5], &[1.0, 3.0], 5.0).unwrap();
+    assert!(
+        (t.cost - (0.5 + 0.1 * 3.0 + 0.4 * 5.0)).abs() < 1e-12,
+        "{}",
+        t.cost
+    );
+    assert_eq!(t.flow.len(), 2);
+    assert!((t.flow[0] - 0.5).abs() < 1e-12 && (t.flow[1] - 0.1).abs() < 1e-12);
+    // The larger side may be either.
+    let t = emd_hat(&[0.5, 0.5], &[0.6], &[1.0, 3.0], 5.0).unwrap();
+    assert!(
+        (t.cost - (0.5 + 0.1 * 3.0 + 0.4 * 5.0)).abs() < 1e-12,
+        "{}",
+        t.cost
+    );
+    // Equal totals: the plain EMD.
+    let (a, b, c) = ([0.25, 0.75], [0.5, 0.5], [0.0, 2.0, 1.0, 0.5]);
+    let hat = emd_hat(&a, &b, &c, 9.0).unwrap();
+    assert!((hat.cost - emd(&a, &b, &c).unwrap().cost).abs() < 1e-12);
+}
+
+#[test]
+fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
+    let g = common::golden("moverscore_v1.json");
+    let pairs = v1_pairs(&g);
+    assert_eq!(pairs.len(), 36);
+    let plm = Rc::new(
+        Plm::load(
+            "tiny-bert-mnli",
+            ModelFiles::from_path(&v1_fixture()).unwrap(),
+            &Device::flex(),
+            Precision::F32,
+        )
+        .unwrap(),
+    );
+    let engine = Engine::new(One(plm.clone())).with_details();
+    for ngram in [1, 2] {
+        for (idf, key) in [(true, "idf"), (false, "uniform")] {
+            let col = column_of(&engine, &pairs, v1_spec(idf, ngram)).unwrap();
+            // Exact transport with float64 distances, and the released
+            // float32 arithmetic with pyemd's FastEMD (rounded to millionths).
+            let key = format!("{key}_n{ngram}");
+            let exact = max_deviation(&col.values(), &golden(&g, &format!("{key}_exact")));
+            let released = max_deviation(&col.values(), &golden(&g, &key));
+            println!(
+                "moverscore-v1 {key}: max deviation {exact:.2e} (exact), {released:.2e} (released)"
+            );
+            assert!(
+                exact <= TOLERANCE && released <= TOLERANCE,
+                "{key}: {exact:e} {released:e}"
+            );
+            let sig = col.signature.to_string();
+            assert!(
+                sig.starts_with(&format!(
+                    "moverscore-v1|model:tiny-bert-mnli|layer:last5-min+mean+max|idf:{}|removed:subwords+punct|ngram:{ngram}|conventions:moverscore-v1-1.0.3",
+                    if idf { "yes" } else { "no" }
+                )),
+                "{sig}"
+            );
+            // The plan is over windows of kept tokens; each side's masses sum
+            // to S / (S + 1e-5), as the released code divides them.
+            let Detail::Flow {
+                ref_tokens,
+                ref_mass,
+                hyp_mass,
+                flow,
+                ..
+            } = &col.details[0]
+            else {
+                panic!("MoverScore details are its transport plan");
+            };
+            assert!(ref_tokens.iter().all(|t| !t.contains("##") && t != "."));
+            assert_eq!(
+                ref_tokens.iter().all(|t| t.split(' ').count() == ngram),
+                true,
+                "{ref_tokens:?}"
+            );
+            let total = ref_mass.iter().sum::<f64>();
+            assert!(total < 1.0 && total > 1.0 - 1e-5, "{total}");
+            assert_eq!(flow.len(), ref_mass.len() * hyp_mass.len());
+        }
+    }
+    // "Airport!" keeps 3 tokens ([CLS] a [SEP]: "##irport" and "!" go), so
+    // its one window of 4 is all of them.
+    let col = column_of(&engine, &pairs, v1_spec(false, 4)).unwrap();
+    let dev = max_deviation(&col.values(), &golden(&g, "uniform_n4_exact"));
+    assert!(dev <= TOLERANCE, "windows of 4: {dev:e}");
+    let Detail::Flow { hyp_tokens, .. } = &col.details[33] else {
+        panic!("MoverScore details are its transport plan")
+    };
+    assert_eq!(hyp_tokens, &["[CLS] a [SEP]"]);
+    // Stop words are dropped before the windows.
+    let g_stop: Vec<&str> = g["stop_words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let refs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(r, h)| (r.as_str(), h.as_str()))
+        .collect();
+    let scored = block_on(moverscore::score(
+        &plm,
+        &refs,
+        Version::V1 { ngram: 1 },
+        false,
+        &g_stop,
+        None,
+    ))
+    .unwrap();
+    let values: Vec<f64> = scored.iter().map(|s| s.value).collect();
+    let dev = max_deviation(&values, &golden(&g, "uniform_n1_stop_exact"));
+    assert!(dev <= TOLERANCE, "stop words: {dev:e}");
+    assert!(
+        scored[0]
+            .ref_tokens
+            .iter()
+            .all(|t| !g_stop.contains(&t.as_str()))
+    );
+}
+
+#[test]
+fn v1_is_refused_without_weight_or_with_a_zero_ngram() {
+    let plm = Plm::load(
+        "tiny-bert-mnli",
+        ModelFiles::from_path(&v1_fixture()).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let engine = Engine::new(One(Rc::new(plm)));
+    let pairs = [("the cat sat".to_owned(), "a cat sat".to_owned())];
+    let e = column_of(&engine, &pairs, v1_spec(true, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("idf 0") && e.contains("reference"), "{e}");
+    let e = v1_spec(false, 0).validate().unwrap_err().to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    let v = column_of(&engine, &pairs, v1_spec(false, 3))
+        .unwrap()
+        .values()[0];
+    assert!(v.is_finite() && v < 1.0, "{v}");
+}
+
+#[test]
+fn cli_scores_moverscore_v1_bigrams_with_idf() {
+    let g = common::golden("moverscore_v1.json");
+    let pairs = v1_pairs(&g);
+    let dir = std::env::temp_dir().join(format!("blindspot-mover-v1-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("pairs.jsonl");
+    let lines: String = pairs
+        .iter()
+        .map(|(r, h)| format!("{}\n", serde_json::json!({ "ref": r, "hyp": h })))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args([
+            "score",
+            "--input",
+            input.to_str().unwrap(),
+            "--format",
+            "jsonl",
+        ])
+        .args([
+            "--idf",
+            "--moverscore-ngram",
+            "2",
+            "--metrics",
+            "moverscore-v1",
+        ])
+        .args([
+            "--model",
+            &format!("moverscore-v1={}", v1_fixture().display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &Value| v.get("pair").is_some())
+        .collect();
+    let ours: Vec<f64> = rows
+        .iter()
+        .map(|r| r["moverscore-v1"].as_f64().unwrap())
+        .collect();
+    let dev = max_deviation(&ours, &golden(&g, "idf_n2_exact"));
+    assert!(dev <= TOLERANCE, "{dev:e}");
+    let out = Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args([
+            "score",
+            "--input",
+            input.to_str().unwrap(),
+            "--format",
+            "jsonl",
+        ])
+        .args(["--moverscore-ngram", "0", "--metrics", "moverscore-v1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_folder_with_vocab_txt_instead_of_tokenizer_json_reads_alike() {
+    // The tiny BERT-MNLI folder with its WordPiece vocabulary as vocab.txt
+    // (one token per line, the id is the line), as older BERT repositories
+    // and the authors' MNLI_BERT.zip hold it, instead of tokenizer.json.
+    let dir = std::env::temp_dir().join(format!("blindspot-vocab-txt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(v1_fixture().join(f), dir.join(f)).unwrap();
+    }
+    let tokenizer: Value = serde_json::from_str(
+        &std::fs::read_to_string(v1_fixture().join("tokenizer.json")).unwrap(),
+    )
+    .unwrap();
+    let mut vocab: Vec<(&str, u64)> = tokenizer["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(t, id)| (t.as_str(), id.as_u64().unwrap()))
+        .collect();
+    vocab.sort_by_key(|v| v.1);
+    assert!(vocab.iter().enumerate().all(|(i, v)| v.1 == i as u64));
+    let lines: String = vocab.iter().map(|(t, _)| format!("{t}\n")).collect();
+    std::fs::write(dir.join("vocab.txt"), lines).unwrap();
+    let load = |path: &std::path::Path| {
+        Plm::load(
+            "tiny-bert-mnli",
+            ModelFiles::from_path(path).unwrap(),
+            &Device::flex(),
+            Precision::F32,
+        )
+        .unwrap()
+    };
+    let (json, txt) = (load(&v1_fixture()), load(&dir));
+    let g = common::golden("moverscore_v1.json");
+    let pairs = v1_pairs(&g);
+    let long = "x".repeat(120);
+    let edge = [
+        "Ünïcödé STRASSE, naïve café",
+        "中文 text with 漢字",
+        "  spaced\ttabs\n and\u{00a0}nbsp ",
+        "don't stop-words (e.g. U.S.A.)",
+        "",
+        long.as_str(),
+    ];
+    let texts = pairs
+        .iter()
+        .flat_map(|(r, h)| [r.as_str(), h.as_str()])
+        .chain(edge);
+    for text in texts {
+        let (a, b) = (json.encode(text).unwrap(), txt.encode(text).unwrap());
+        assert_eq!(a.ids(), b.ids(), "{text:?}");
+        assert_eq!(a.truncated, b.truncated, "{text:?}");
+    }
+    // Typed special tokens are special, as BertTokenizerFast reads them.
+    let typed = txt.encode("[MASK] here").unwrap().ids();
+    assert_eq!(typed[1], txt.tokenizer.token_id("[MASK]").unwrap());
+    // And the metric reads both folders alike.
+    let score = |plm: Plm| {
+        column_of(&Engine::new(One(Rc::new(plm))), &pairs, v1_spec(true, 1))
+            .unwrap()
+            .values()
+    };
+    assert_eq!(score(json), score(txt));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -566,7 +566,14 @@ fn deberta_runs_menli_bertscore_and_int8_and_refuses_what_it_cannot() {
             .iter()
             .map(|m| m.as_str())
             .collect::<Vec<_>>(),
-        ["menli"]
+        [
+            "bertscore-p",
+            "bertscore-r",
+            "bertscore-f",
+            "menli",
+            "moverscore",
+            "moverscore-v1"
+        ]
     );
     let refs = ["The committee approved the budget on Tuesday."];
     let segments = [

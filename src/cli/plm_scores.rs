@@ -56,6 +56,9 @@ pub struct PlmArgs {
     /// Weight of the NLI score in the combination (default: the task's, MT 0.2, summarisation 0.8).
     #[arg(long)]
     pub menli_weight: Option<f64>,
+    /// MoverScore v1: kept tokens per window (1: the paper's MoverScore, 2: its bigram variant).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub moverscore_ngram: Option<u16>,
 }
 
 impl PlmArgs {
@@ -83,6 +86,7 @@ impl PlmArgs {
             menli_direction: self.menli_direction,
             menli_combine: self.menli_combine,
             menli_weight: self.menli_weight,
+            moverscore_ngram: self.moverscore_ngram.map(usize::from),
         }
     }
 

@@ -354,7 +354,15 @@ impl Engine {
                 }
                 MetricSpec::MoverScore { model, idf } => {
                     let plm = self.store.model(ModelSlot::MoverScore, model.as_deref())?;
-                    self.moverscore(spec, &plm, *idf, segments).await
+                    self.moverscore(spec, &plm, moverscore::Version::V2, *idf, segments)
+                        .await
+                }
+                MetricSpec::MoverScoreV1 { model, idf, ngram } => {
+                    let plm = self
+                        .store
+                        .model(ModelSlot::MoverScoreV1, model.as_deref())?;
+                    let version = moverscore::Version::V1 { ngram: *ngram };
+                    self.moverscore(spec, &plm, version, *idf, segments).await
                 }
                 MetricSpec::BartScore(b) => Ok(self
                     .bartscore(&b.pass_key(), &[b.part], segments)
@@ -748,6 +756,7 @@ impl Engine {
         &self,
         spec: &MetricSpec,
         plm: &Plm,
+        version: moverscore::Version,
         idf: bool,
         segments: &[Segment<'_>],
     ) -> Result<Column, EngineError> {
@@ -768,7 +777,7 @@ impl Engine {
                         metric: id,
                         message: format!(
                             "segment {} has {} references; MoverScore scores against one \
-                             (moverscore_v2 has no multi-reference mode): score each reference \
+                             (the released code has no multi-reference mode): score each reference \
                              separately",
                             i + 1,
                             many.len()
@@ -778,10 +787,10 @@ impl Engine {
             }
         }
         let cache = self.reference_cache.then_some(&self.cache);
-        let scored = moverscore::score(plm, &pairs, idf, &[], cache)
+        let scored = moverscore::score(plm, &pairs, version, idf, &[], cache)
             .await
             .map_err(model_error(plm))?;
-        let signature = moverscore::signature(&plm.name, idf, &plm.precision.to_string());
+        let signature = moverscore::signature(version, &plm.name, idf, &plm.precision.to_string());
         let scores = scored
             .iter()
             .map(|s| Score {

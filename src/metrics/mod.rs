@@ -345,6 +345,15 @@ mod models_info {
         ModelKind::Encoder,
         ModelSlot::MoverScore,
     );
+    pub static MOVERSCORE_V1: MetricInfo = model(
+        "moverscore-v1",
+        "MoverScore v1",
+        "MoverScore as the paper computes it (moverscore.py): the last 5 layers' min, mean and max per token, n-grams of kept tokens, squared distances",
+        true,
+        Scale::Unit,
+        ModelKind::Encoder,
+        ModelSlot::MoverScoreV1,
+    );
     pub static BARTSCORE_FAITHFUL: MetricInfo = MetricInfo {
         needs_source: true,
         ..model(
@@ -376,12 +385,14 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
                     .iter()
                     .any(|l| l.to_lowercase().starts_with(p))
             };
+            // A classifier's encoder is an encoder too: bert_score's
+            // recommended model and MoverScore v1's are MNLI classifiers.
             if has("entail") && has("neutral") && has("contradict") {
-                vec![ModelKind::Nli]
+                vec![ModelKind::Nli, ModelKind::Encoder]
             } else if bleurt::is_bleurt(config) {
                 vec![ModelKind::Bleurt]
             } else {
-                vec![]
+                vec![ModelKind::Encoder]
             }
         }
     }

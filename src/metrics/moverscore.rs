@@ -1,7 +1,9 @@
-//! MoverScore (Zhao et al. 2019) as AIPHES/emnlp19-moverscore's
-//! `moverscore_v2.word_mover_score` computes it in the PyPI release
-//! (`moverscore` 1.0.3; its default encoder is distilbert-base-uncased; any
-//! encoder runs here):
+//! MoverScore (Zhao et al. 2019) as AIPHES/emnlp19-moverscore computes it
+//! in the PyPI release (`moverscore` 1.0.3), in both of its versions; any
+//! encoder runs here.
+//!
+//! [`Version::V2`], `moverscore_v2.word_mover_score` (its default encoder is
+//! distilbert-base-uncased):
 //!
 //! - each text is `[CLS]` + its tokens (cut at the model's limit) + `[SEP]`,
 //!   read at the encoder's last layer;
@@ -14,10 +16,29 @@
 //! - the score is 1 − the Earth mover's distance between the two weighted
 //!   sets (the optimal transport cost), solved exactly.
 //!
-//! v2 accepts an `n_gram` argument but never reads it: unigrams it is. Where
-//! every weight of a side is 0 (an idf over one text, a hypothesis of
-//! punctuation only) the released code scores 1 (no mass moves); that is an
-//! error here instead.
+//! v2 accepts an `n_gram` argument but never reads it: unigrams it is.
+//!
+//! [`Version::V1`], `moverscore.word_mover_score` (the paper's metric, on its
+//! authors' BERT fine-tuned on MNLI), differs in every step after the
+//! tokenizer:
+//!
+//! - every layer's output is L2-normalised, and a token's vector is the
+//!   element-wise minimum, mean and maximum over the last 5 layers,
+//!   concatenated (3 × hidden);
+//! - removed tokens are dropped, not weighed 0; the kept ones are grouped in
+//!   windows of `ngram` consecutive kept tokens (stride 1; a single window of
+//!   all of them when there are fewer), each the idf-weighted mean of its
+//!   vectors (`idf / (Σ idf + 1e-5)`) weighing the sum of its idf;
+//! - the windows are normalised (`norm + 1e-6`) and the cost is the SQUARED
+//!   Euclidean distance (its `pairwise_distances` takes no root);
+//! - each side's weights are divided by their sum + 1e-5, so the totals
+//!   differ slightly, and pyemd's `emd` is FastEMD's EMD-hat: the smaller
+//!   total moves at least cost and the difference is charged at the largest
+//!   distance between any two windows (of either text).
+//!
+//! Where every weight of a side is 0 (an idf over one text, a hypothesis of
+//! punctuation only) the released code scores 1 (v2: no mass moves) or
+//! something arbitrary (v1); that is an error here instead.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,11 +48,32 @@ use microlp::{ComparisonOp, OptimizationDirection, Problem};
 use super::Signature;
 use super::bertscore::{EmbeddingCache, TokenEmbeddings};
 use crate::models::{ModelError, Plm, read_back};
+use burn::tensor::Tensor;
 
 /// The implementation whose computation is reproduced: `moverscore_v2` as
 /// released on PyPI (1.0.3), whose score is 1 − cost (the GitHub master has
 /// since changed it to 1 / (1 + cost)).
 pub const CONVENTIONS: &str = "moverscore-v2-1.0.3";
+
+/// v1's: `moverscore.py` as released on PyPI (1.0.3).
+pub const CONVENTIONS_V1: &str = "moverscore-v1-1.0.3";
+
+/// The layers v1 reads: the last 5 of the encoder's.
+pub const V1_LAYERS: usize = 5;
+
+/// Which released MoverScore is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// `moverscore.py`: the last 5 layers' min, mean and max, windows of
+    /// `ngram` kept tokens, squared distances.
+    V1 {
+        /// Tokens per window (the released default and the paper's
+        /// MoverScore is 1; the paper also reports 2).
+        ngram: usize,
+    },
+    /// `moverscore_v2.py`: the last layer, Euclidean distances.
+    V2,
+}
 
 /// Texts per encoder pass.
 pub const BATCH: usize = 32;
@@ -74,6 +116,26 @@ pub struct Transport {
 /// the linear program; one column constraint is dropped, since with equal
 /// totals it follows from the others (rounding cannot make it infeasible).
 pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
+    transport(a, b, cost, true)
+}
+
+/// pyemd's `emd`, which is FastEMD's EMD-hat (Pele and Werman): where the
+/// totals of `a` and `b` differ, the smaller total moves at least cost into
+/// the other side's bins (none over its mass), and the difference is
+/// charged at `penalty` (pyemd's default: the largest entry of its distance
+/// matrix). With equal totals it is [`emd`]. Solved exactly; FastEMD itself
+/// rounds masses and costs to millionths of their largest value first.
+pub fn emd_hat(a: &[f64], b: &[f64], cost: &[f64], penalty: f64) -> Result<Transport, String> {
+    let (sa, sb) = (a.iter().sum::<f64>(), b.iter().sum::<f64>());
+    let mut t = transport(a, b, cost, (sa - sb).abs() <= 1e-15 * sa.max(sb))?;
+    t.cost += (sa - sb).abs() * penalty;
+    Ok(t)
+}
+
+/// The least-cost flow from `a` to `b`: with `equal` totals every bin is
+/// filled exactly; otherwise the smaller side's bins are emptied exactly and
+/// the larger side's receive at most their mass.
+fn transport(a: &[f64], b: &[f64], cost: &[f64], equal: bool) -> Result<Transport, String> {
     let (n, m) = (a.len(), b.len());
     assert_eq!(cost.len(), n * m, "cost is [a, b]");
     let rows: Vec<usize> = (0..n).filter(|&i| a[i] > 0.0).collect();
@@ -82,6 +144,14 @@ pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
     if rows.is_empty() || cols.is_empty() {
         return Err("one side has no mass to move".into());
     }
+    let a_smaller = a.iter().sum::<f64>() <= b.iter().sum::<f64>();
+    let (row_op, col_op, col_count) = if equal {
+        (ComparisonOp::Eq, ComparisonOp::Eq, cols.len() - 1)
+    } else if a_smaller {
+        (ComparisonOp::Eq, ComparisonOp::Le, cols.len())
+    } else {
+        (ComparisonOp::Le, ComparisonOp::Eq, cols.len())
+    };
     let mut problem = Problem::new(OptimizationDirection::Minimize);
     let vars: Vec<Vec<_>> = rows
         .iter()
@@ -93,11 +163,11 @@ pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
         .collect();
     for (r, &i) in rows.iter().enumerate() {
         let terms: Vec<_> = vars[r].iter().map(|&v| (v, 1.0)).collect();
-        problem.add_constraint(terms.as_slice(), ComparisonOp::Eq, a[i]);
+        problem.add_constraint(terms.as_slice(), row_op, a[i]);
     }
-    for (c, &j) in cols.iter().enumerate().take(cols.len() - 1) {
+    for (c, &j) in cols.iter().enumerate().take(col_count) {
         let terms: Vec<_> = vars.iter().map(|row| (row[c], 1.0)).collect();
-        problem.add_constraint(terms.as_slice(), ComparisonOp::Eq, b[j]);
+        problem.add_constraint(terms.as_slice(), col_op, b[j]);
     }
     let solution = problem
         .solve()
@@ -113,11 +183,13 @@ pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
     Ok(Transport { cost: total, flow })
 }
 
-/// A text as MoverScore reads it: tokens, last-layer embeddings, cut or not.
+/// A text as MoverScore reads it: tokens, their vectors, cut or not.
 struct Read {
     ids: Vec<u32>,
     tokens: Vec<String>,
-    /// `[tokens, hidden]`, L2-normalised (as `raw.div_(norm + 1e-30)`).
+    /// v2: `[tokens, hidden]` at the last layer, L2-normalised (as
+    /// `raw.div_(norm + 1e-30)`); v1: `[tokens, 3 × hidden]`, the min, mean
+    /// and max over the last 5 L2-normalised layers.
     embeddings: Vec<f32>,
     truncated: bool,
 }
@@ -139,19 +211,29 @@ fn idf_dictionary(texts: &[&Read]) -> HashMap<u32, f64> {
         .collect()
 }
 
+/// Whether a token is removed: a subword piece, a single punctuation
+/// character or a stop word.
+fn removed(token: &str, stop_words: &[&str]) -> bool {
+    token.contains("##")
+        || (token.chars().count() == 1 && PUNCTUATION.contains(token))
+        || stop_words.contains(&token)
+}
+
+/// A token's idf (or 1 without idf).
+fn idf_of(id: u32, idf: Option<&HashMap<u32, f64>>) -> f64 {
+    idf.map_or(1.0, |d| d.get(&id).copied().unwrap_or(0.0))
+}
+
 /// Token weights: idf (or 1), 0 for subword pieces, punctuation and stop words.
 fn weights(read: &Read, idf: Option<&HashMap<u32, f64>>, stop_words: &[&str]) -> Vec<f64> {
     read.ids
         .iter()
         .zip(&read.tokens)
-        .map(|(id, token)| {
-            let removed = token.contains("##")
-                || (token.chars().count() == 1 && PUNCTUATION.contains(token.as_str()))
-                || stop_words.contains(&token.as_str());
-            if removed {
+        .map(|(&id, token)| {
+            if removed(token, stop_words) {
                 0.0
             } else {
-                idf.map_or(1.0, |d| d.get(id).copied().unwrap_or(0.0))
+                idf_of(id, idf)
             }
         })
         .collect()
@@ -231,11 +313,61 @@ async fn read_texts(
         .collect())
 }
 
-/// Scores `(reference, hypothesis)` pairs. With `idf`, weights come from
-/// the references and the hypotheses of this set, each side its own.
+/// Encodes `texts` (distinct) as v1 reads them, in batches: each of the
+/// last [`V1_LAYERS`] layers L2-normalised, then their element-wise min,
+/// mean and max concatenated (on the model's device).
+async fn read_texts_v1(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelError> {
+    let last = plm.config.num_layers;
+    // The layers' outputs, not the embeddings (pytorch_pretrained_bert's
+    // `output_all_encoded_layers`), of which v1 takes `[-5:]`.
+    let first = (last + 1).saturating_sub(V1_LAYERS).max(1);
+    let mut fresh = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        fresh.push((i, plm.encode(t)?));
+    }
+    fresh.sort_by_key(|(_, e)| e.tokens.len());
+    let mut out: Vec<Option<Read>> = texts.iter().map(|_| None).collect();
+    for chunk in fresh.chunks(BATCH) {
+        let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, e)| e.ids()).collect();
+        let forward = plm.forward(&ids)?;
+        let layers: Vec<Tensor<3>> = forward.hidden_states[first..=last]
+            .iter()
+            .map(|t| t.clone() / t.clone().powi_scalar(2).sum_dim(2).sqrt())
+            .collect();
+        let [b, l, h] = layers[0].dims();
+        let stacked = Tensor::stack::<4>(layers, 0);
+        let features = Tensor::cat(
+            vec![
+                stacked.clone().min_dim(0).reshape([b, l, h]),
+                stacked.clone().mean_dim(0).reshape([b, l, h]),
+                stacked.max_dim(0).reshape([b, l, h]),
+            ],
+            2,
+        );
+        let (values, [_, l, w]) = read_back(features).await?;
+        for (r, (i, e)) in chunk.iter().enumerate() {
+            let n = ids[r].len();
+            out[*i] = Some(Read {
+                tokens: tokens_of(plm, &ids[r]),
+                ids: ids[r].clone(),
+                embeddings: values[r * l * w..(r * l + n) * w].to_vec(),
+                truncated: e.truncated,
+            });
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every text read"))
+        .collect())
+}
+
+/// Scores `(reference, hypothesis)` pairs with MoverScore `version`. With
+/// `idf`, weights come from the references and the hypotheses of this set,
+/// each side its own. The `cache` (v2 only) lends last-layer embeddings.
 pub async fn score(
     plm: &Plm,
     pairs: &[(&str, &str)],
+    version: Version,
     idf: bool,
     stop_words: &[&str],
     cache: Option<&RefCell<EmbeddingCache>>,
@@ -249,7 +381,10 @@ pub async fn score(
         })
     };
     let slots: Vec<(usize, usize)> = pairs.iter().map(|&(r, h)| (slot(r), slot(h))).collect();
-    let reads = read_texts(plm, &distinct, cache).await?;
+    let reads = match version {
+        Version::V2 => read_texts(plm, &distinct, cache).await?,
+        Version::V1 { .. } => read_texts_v1(plm, &distinct).await?,
+    };
     let (ref_idf, hyp_idf) = if idf {
         let refs: Vec<&Read> = slots.iter().map(|s| &reads[s.0]).collect();
         let hyps: Vec<&Read> = slots.iter().map(|s| &reads[s.1]).collect();
@@ -257,65 +392,193 @@ pub async fn score(
     } else {
         (None, None)
     };
-    let h = plm.config.hidden_size;
-    let mut out = Vec::with_capacity(pairs.len());
-    for (k, &(r, y)) in slots.iter().enumerate() {
-        let (reference, hypothesis) = (&reads[r], &reads[y]);
-        let mass = |read: &Read, dict: Option<&HashMap<u32, f64>>, side: &str| {
-            let w = weights(read, dict, stop_words);
-            let total: f64 = w.iter().sum();
-            if total <= 0.0 {
-                return Err(ModelError::Unsupported(format!(
-                    "pair {}: no {side} token carries weight (all are subword pieces, \
-                     punctuation or stop words{}), so MoverScore has nothing to compare",
-                    k + 1,
-                    if idf {
-                        ", or occur in every text of the set, which gives idf 0"
-                    } else {
-                        ""
-                    }
-                )));
-            }
-            Ok(w.into_iter().map(|x| x / total).collect::<Vec<f64>>())
-        };
-        let a = mass(reference, ref_idf.as_ref(), "reference")?;
-        let b = mass(hypothesis, hyp_idf.as_ref(), "hypothesis")?;
-        let (n, m) = (a.len(), b.len());
-        let mut cost = vec![0.0; n * m];
-        for i in 0..n {
-            let x = &reference.embeddings[i * h..(i + 1) * h];
-            for j in 0..m {
-                let y = &hypothesis.embeddings[j * h..(j + 1) * h];
-                let squared: f64 = x.iter().zip(y).map(|(p, q)| f64::from(p - q).powi(2)).sum();
-                cost[i * m + j] = squared.max(1e-30).sqrt();
-            }
-        }
-        let plan = emd(&a, &b, &cost)
-            .map_err(|e| ModelError::Unsupported(format!("pair {}: {e}", k + 1)))?;
-        out.push(MoverScore {
-            value: 1.0 - plan.cost,
-            ref_tokens: reference.tokens.clone(),
-            hyp_tokens: hypothesis.tokens.clone(),
-            ref_mass: a,
-            hyp_mass: b,
-            flow: plan.flow,
-            truncated: reference.truncated || hypothesis.truncated,
-        });
-    }
-    Ok(out)
+    slots
+        .iter()
+        .enumerate()
+        .map(|(k, &(r, y))| {
+            let reference = Side {
+                read: &reads[r],
+                idf: ref_idf.as_ref(),
+                name: "reference",
+            };
+            let hypothesis = Side {
+                read: &reads[y],
+                idf: hyp_idf.as_ref(),
+                name: "hypothesis",
+            };
+            let pair = match version {
+                Version::V2 => pair_v2(&reference, &hypothesis, plm.config.hidden_size, stop_words),
+                Version::V1 { ngram } => pair_v1(&reference, &hypothesis, ngram, stop_words),
+            };
+            pair.map_err(|e| {
+                let hint = if idf {
+                    ", or occur in every text of the set, which gives idf 0"
+                } else {
+                    ""
+                };
+                ModelError::Unsupported(match e {
+                    PairError::NoWeight(side) => format!(
+                        "pair {}: no {side} token carries weight (all are subword pieces, \
+                         punctuation or stop words{hint}), so MoverScore has nothing to compare",
+                        k + 1,
+                    ),
+                    PairError::Transport(e) => format!("pair {}: {e}", k + 1),
+                })
+            })
+        })
+        .collect()
 }
 
-/// The signature of MoverScore from `model` at `precision`.
-pub fn signature(model: &str, idf: bool, precision: &str) -> Signature {
-    Signature::new("moverscore")
-        .with("model", model)
-        .with("layer", "last")
-        .flag("idf", idf)
-        .with("removed", "subwords+punct")
-        .with("ngram", 1)
-        .with("conventions", CONVENTIONS)
-        .with("precision", precision)
-        .versioned()
+/// One text of a pair with its side's idf.
+struct Side<'a> {
+    read: &'a Read,
+    idf: Option<&'a HashMap<u32, f64>>,
+    name: &'static str,
+}
+
+/// Why a pair has no score.
+enum PairError {
+    /// No token of this side carries weight.
+    NoWeight(&'static str),
+    /// The transport problem failed.
+    Transport(String),
+}
+
+/// Weights divided by their sum plus `epsilon`, or the side's error when
+/// nothing weighs.
+fn normalised(w: Vec<f64>, epsilon: f64, side: &Side) -> Result<Vec<f64>, PairError> {
+    let total: f64 = w.iter().sum();
+    if total <= 0.0 {
+        return Err(PairError::NoWeight(side.name));
+    }
+    Ok(w.into_iter().map(|x| x / (total + epsilon)).collect())
+}
+
+/// v2: every token a point (removed ones weigh 0), Euclidean costs.
+fn pair_v2(
+    reference: &Side,
+    hypothesis: &Side,
+    h: usize,
+    stop_words: &[&str],
+) -> Result<MoverScore, PairError> {
+    let mass = |side: &Side| normalised(weights(side.read, side.idf, stop_words), 0.0, side);
+    let (a, b) = (mass(reference)?, mass(hypothesis)?);
+    let (x, y) = (reference.read, hypothesis.read);
+    let (n, m) = (a.len(), b.len());
+    let mut cost = vec![0.0; n * m];
+    for i in 0..n {
+        let p = &x.embeddings[i * h..(i + 1) * h];
+        for j in 0..m {
+            let q = &y.embeddings[j * h..(j + 1) * h];
+            let squared: f64 = p.iter().zip(q).map(|(p, q)| f64::from(p - q).powi(2)).sum();
+            cost[i * m + j] = squared.max(1e-30).sqrt();
+        }
+    }
+    let plan = emd(&a, &b, &cost).map_err(PairError::Transport)?;
+    Ok(MoverScore {
+        value: 1.0 - plan.cost,
+        ref_tokens: x.tokens.clone(),
+        hyp_tokens: y.tokens.clone(),
+        ref_mass: a,
+        hyp_mass: b,
+        flow: plan.flow,
+        truncated: x.truncated || y.truncated,
+    })
+}
+
+/// v1's windows of one text: labels, weights (Σ idf) and vectors
+/// `[windows, 3 × hidden]` normalised as `raw.div_(norm + 1e-6)`.
+fn windows(side: &Side, ngram: usize, stop_words: &[&str]) -> (Vec<String>, Vec<f64>, Vec<f64>) {
+    let read = side.read;
+    let width = read.embeddings.len() / read.ids.len().max(1);
+    let kept: Vec<usize> = (0..read.ids.len())
+        .filter(|&k| !removed(&read.tokens[k], stop_words))
+        .collect();
+    // The released code keeps idf in a float32 tensor.
+    let idf: Vec<f32> = read
+        .ids
+        .iter()
+        .map(|&id| idf_of(id, side.idf) as f32)
+        .collect();
+    let n = ngram.min(kept.len()).max(1);
+    let (mut labels, mut weight, mut vectors) = (Vec::new(), Vec::new(), Vec::new());
+    for window in kept.windows(n) {
+        let sum: f32 = window.iter().map(|&k| idf[k]).sum();
+        let mut v = vec![0f32; width];
+        for &k in window {
+            let scale = idf[k] / (sum + 1e-5);
+            let e = &read.embeddings[k * width..(k + 1) * width];
+            v.iter_mut().zip(e).for_each(|(v, e)| *v += scale * e);
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt() + 1e-6;
+        vectors.extend(v.iter().map(|x| f64::from(x / norm)));
+        weight.push(f64::from(sum));
+        labels.push(
+            window
+                .iter()
+                .map(|&k| read.tokens[k].as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
+    (labels, weight, vectors)
+}
+
+/// v1: windows of kept tokens, squared distances, pyemd's EMD-hat.
+fn pair_v1(
+    reference: &Side,
+    hypothesis: &Side,
+    ngram: usize,
+    stop_words: &[&str],
+) -> Result<MoverScore, PairError> {
+    let (ref_labels, ref_weight, x) = windows(reference, ngram, stop_words);
+    let (hyp_labels, hyp_weight, y) = windows(hypothesis, ngram, stop_words);
+    let a = normalised(ref_weight, 1e-5, reference)?;
+    let b = normalised(hyp_weight, 1e-5, hypothesis)?;
+    let w = x.len() / a.len();
+    let squared = |p: &[f64], q: &[f64]| p.iter().zip(q).map(|(p, q)| (p - q).powi(2)).sum::<f64>();
+    let (xs, ys): (Vec<&[f64]>, Vec<&[f64]>) = (x.chunks(w).collect(), y.chunks(w).collect());
+    let cost: Vec<f64> = xs
+        .iter()
+        .flat_map(|p| ys.iter().map(|q| squared(p, q)))
+        .collect();
+    // pyemd's penalty: the largest distance in its matrix over both texts' windows.
+    let all: Vec<&[f64]> = xs.iter().chain(&ys).copied().collect();
+    let largest = all
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| all[i + 1..].iter().map(|q| squared(p, q)))
+        .fold(0.0, f64::max);
+    let plan = emd_hat(&a, &b, &cost, largest).map_err(PairError::Transport)?;
+    Ok(MoverScore {
+        value: 1.0 - plan.cost,
+        ref_tokens: ref_labels,
+        hyp_tokens: hyp_labels,
+        ref_mass: a,
+        hyp_mass: b,
+        flow: plan.flow,
+        truncated: reference.read.truncated || hypothesis.read.truncated,
+    })
+}
+
+/// The signature of MoverScore `version` from `model` at `precision`.
+pub fn signature(version: Version, model: &str, idf: bool, precision: &str) -> Signature {
+    let (layer, ngram, conventions) = match version {
+        Version::V2 => ("last", 1, CONVENTIONS),
+        Version::V1 { ngram } => ("last5-min+mean+max", ngram, CONVENTIONS_V1),
+    };
+    Signature::new(match version {
+        Version::V2 => "moverscore",
+        Version::V1 { .. } => "moverscore-v1",
+    })
+    .with("model", model)
+    .with("layer", layer)
+    .flag("idf", idf)
+    .with("removed", "subwords+punct")
+    .with("ngram", ngram)
+    .with("conventions", conventions)
+    .with("precision", precision)
+    .versioned()
 }
 
 #[cfg(test)]

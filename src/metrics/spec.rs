@@ -129,6 +129,8 @@ pub enum MetricId {
     BartScoreFaithful,
     /// MoverScore (v2): 1 − the Earth mover's distance of token embeddings.
     MoverScore,
+    /// MoverScore v1: the paper's, on the last 5 layers, with n-grams.
+    MoverScoreV1,
 }
 
 named_enum!(
@@ -154,6 +156,7 @@ named_enum!(
         (BartScoreF, "bartscore-f"),
         (BartScoreFaithful, "bartscore-faithful"),
         (MoverScore, "moverscore"),
+        (MoverScoreV1, "moverscore-v1"),
     ]
 );
 
@@ -181,6 +184,7 @@ impl MetricId {
             MetricId::BartScoreF => &m::BARTSCORE_F,
             MetricId::BartScoreFaithful => &m::BARTSCORE_FAITHFUL,
             MetricId::MoverScore => &m::MOVERSCORE,
+            MetricId::MoverScoreV1 => &m::MOVERSCORE_V1,
         }
     }
 
@@ -214,6 +218,8 @@ pub enum ModelSlot {
     BartScore,
     /// MoverScore's encoder.
     MoverScore,
+    /// MoverScore v1's encoder (the paper's: BERT fine-tuned on MNLI).
+    MoverScoreV1,
 }
 
 named_enum!(
@@ -230,6 +236,7 @@ named_enum!(
         (Bleurt, "bleurt"),
         (BartScore, "bartscore"),
         (MoverScore, "moverscore"),
+        (MoverScoreV1, "moverscore-v1"),
     ]
 );
 
@@ -467,6 +474,23 @@ pub enum MetricSpec {
         #[serde(default)]
         idf: bool,
     },
+    /// MoverScore v1 (`moverscore.py`): the last 5 layers, n-grams of kept tokens.
+    #[serde(rename = "moverscore-v1")]
+    MoverScoreV1 {
+        /// Model (see [`BertScoreSpec::model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// idf weights over the set (references and hypotheses separately).
+        #[serde(default)]
+        idf: bool,
+        /// Kept tokens per window (1: the paper's MoverScore; 2: its bigram variant).
+        #[serde(default = "one")]
+        ngram: usize,
+    },
+}
+
+fn one() -> usize {
+    1
 }
 
 impl MetricSpec {
@@ -501,6 +525,7 @@ impl MetricSpec {
                 BartPart::Faithful => MetricId::BartScoreFaithful,
             },
             MetricSpec::MoverScore { .. } => MetricId::MoverScore,
+            MetricSpec::MoverScoreV1 { .. } => MetricId::MoverScoreV1,
         }
     }
 
@@ -535,6 +560,9 @@ impl MetricSpec {
             MetricSpec::Bleurt { model } => Some((ModelSlot::Bleurt, model.as_deref())),
             MetricSpec::BartScore(b) => Some((ModelSlot::BartScore, b.model.as_deref())),
             MetricSpec::MoverScore { model, .. } => Some((ModelSlot::MoverScore, model.as_deref())),
+            MetricSpec::MoverScoreV1 { model, .. } => {
+                Some((ModelSlot::MoverScoreV1, model.as_deref()))
+            }
             _ => None,
         }
     }
@@ -545,7 +573,8 @@ impl MetricSpec {
     pub fn whole_set(&self) -> Option<&'static str> {
         match self {
             MetricSpec::BertScore(b) if b.idf => Some("BERTScore's idf weights"),
-            MetricSpec::MoverScore { idf: true, .. } => Some("MoverScore's idf weights"),
+            MetricSpec::MoverScore { idf: true, .. }
+            | MetricSpec::MoverScoreV1 { idf: true, .. } => Some("MoverScore's idf weights"),
             MetricSpec::Menli(m) if m.combine.is_some() => Some("MENLI's min-max combination"),
             _ => None,
         }
@@ -553,6 +582,11 @@ impl MetricSpec {
 
     /// Checks what can be checked before any model is loaded.
     pub fn validate(&self) -> Result<(), SpecError> {
+        if let MetricSpec::MoverScoreV1 { ngram: 0, .. } = self {
+            return Err(SpecError(
+                "MoverScore v1's n-gram must be at least 1 (1: the paper's MoverScore)".into(),
+            ));
+        }
         if let MetricSpec::Menli(m) = self {
             m.setup()?;
             if let Some(other) = &m.combine {
@@ -594,6 +628,8 @@ pub struct Settings {
     pub menli_combine: Option<MetricId>,
     /// MENLI's weight in the combination.
     pub menli_weight: Option<f64>,
+    /// MoverScore v1's n-gram (default 1).
+    pub moverscore_ngram: Option<usize>,
 }
 
 impl Settings {
@@ -668,6 +704,11 @@ impl Settings {
                 model: self.model(ModelSlot::MoverScore),
                 idf: self.idf,
             },
+            MetricId::MoverScoreV1 => MetricSpec::MoverScoreV1 {
+                model: self.model(ModelSlot::MoverScoreV1),
+                idf: self.idf,
+                ngram: self.moverscore_ngram.unwrap_or(1),
+            },
         }
     }
 
@@ -712,7 +753,8 @@ mod tests {
             err.to_string(),
             "unknown metric 'bleurt-21' (known: bleu, chrf, rouge1, rouge2, rougeL, bertscore-p, \
              bertscore-r, bertscore-f, gpt-ppl, mlm-ppl, menli, comet, comet-qe, bleurt, \
-             bartscore-p, bartscore-r, bartscore-f, bartscore-faithful, moverscore)"
+             bartscore-p, bartscore-r, bartscore-f, bartscore-faithful, moverscore, \
+             moverscore-v1)"
         );
     }
 

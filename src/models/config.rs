@@ -269,7 +269,14 @@ impl ModelConfig {
             "gpt2" => Family::Gpt2,
             "bart" => Family::Bart,
             "deberta" | "deberta-v2" => Family::Deberta,
-            "" => return Err(ModelError::Config("config.json has no model_type".into())),
+            "" => {
+                return Err(ModelError::Config(
+                    "config.json has no model_type (a checkpoint saved before transformers, \
+                     such as pytorch_pretrained_bert's: add \"model_type\": \"bert\" and its \
+                     class under \"architectures\", e.g. [\"BertForSequenceClassification\"])"
+                        .into(),
+                ));
+            }
             other => {
                 return Err(ModelError::Unsupported(format!(
                     "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \

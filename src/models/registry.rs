@@ -69,7 +69,7 @@ pub fn models() -> Vec<RegistryModel> {
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
-/// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`).
+/// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`, `moverscore-v1`).
 pub fn default_for(metric: &str) -> Option<RegistryModel> {
     models()
         .into_iter()
@@ -100,6 +100,7 @@ mod tests {
             "bleurt",
             "bartscore",
             "moverscore",
+            "moverscore-v1",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }

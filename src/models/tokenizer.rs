@@ -143,6 +143,69 @@ impl LmTokenizer {
         Ok(tok)
     }
 
+    /// BERT's WordPiece from a repository's `vocab.txt` (one token per line,
+    /// ids by line; for repositories without a `tokenizer.json`, such as
+    /// older BERT fine-tunes), as `BertTokenizerFast` converts it: BERT's
+    /// normaliser (text cleaned, CJK characters split, accents stripped and
+    /// text lowercased when `lowercase`), BERT's pre-tokenizer, WordPiece
+    /// with `##` continuations (words over 100 characters become `[UNK]`),
+    /// `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`, segment 1 from B on)
+    /// and `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]` as special tokens.
+    pub fn bert_wordpiece(vocab_txt: &str, lowercase: bool) -> Result<Self, TokenizerError> {
+        use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+        use tokenizers::models::wordpiece::WordPiece;
+        use tokenizers::normalizers::bert::BertNormalizer;
+        use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+        let mut vocab = std::collections::HashMap::<String, u32>::new();
+        for (id, line) in vocab_txt.lines().enumerate() {
+            // Python's BertTokenizer strips each line's end; a repeated
+            // token keeps its last line, as its dictionary does.
+            vocab.insert(line.trim_end().to_owned(), id as u32);
+        }
+        let wordpiece = WordPiece::builder()
+            .vocab(
+                vocab
+                    .into_iter()
+                    .collect::<tokenizers::models::bpe::Vocab>(),
+            )
+            .unk_token("[UNK]".into())
+            .continuing_subword_prefix("##".into())
+            .max_input_chars_per_word(100)
+            .build()
+            .map_err(err)?;
+        let mut inner = Tokenizer::new(wordpiece);
+        inner
+            .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+            .map_err(err)?;
+        inner.with_pre_tokenizer(Some(BertPreTokenizer));
+        inner.with_decoder(Some(WordPieceDecoder::default()));
+        let id = |t: &str| {
+            inner
+                .token_to_id(t)
+                .ok_or_else(|| TokenizerError(format!("vocab.txt has no {t}")))
+        };
+        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        let template = TemplateProcessing::builder()
+            .try_single("[CLS]:0 $A:0 [SEP]:0")
+            .map_err(err)?
+            .try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
+            .map_err(err)?
+            .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
+            .build()
+            .map_err(err)?;
+        inner.with_post_processor(Some(template));
+        let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+            .into_iter()
+            .filter(|t| inner.token_to_id(t).is_some())
+            .map(|t| AddedToken::from(t, true))
+            .collect::<Vec<_>>();
+        inner.add_special_tokens(specials).map_err(err)?;
+        Ok(Self {
+            inner,
+            name: "vocab.txt".into(),
+        })
+    }
+
     /// DeBERTa v1's byte-level BPE from `vocab.json` and `merges.txt`, as
     /// `DebertaTokenizerFast` builds it: GPT-2's pipeline with `[CLS] A [SEP]`
     /// (pairs `[CLS] A [SEP] B [SEP]`, segment 1 from B on) and `[PAD]`,

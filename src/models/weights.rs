@@ -191,6 +191,18 @@ impl ModelFiles {
             }
             .map_err(|e| ModelError::Config(format!("vocab.json and merges.txt: {e}")))?;
             Some(tok.to_json()?.into_bytes())
+        } else if path.join("vocab.txt").is_file() && !spm.is_file() {
+            let vocab_txt = String::from_utf8(read(&path.join("vocab.txt"))?)
+                .map_err(|_| ModelError::Config("vocab.txt is not UTF-8".into()))?;
+            // BertTokenizer lowercases unless tokenizer_config.json says otherwise.
+            let lowercase = std::fs::read_to_string(path.join("tokenizer_config.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|c| c.get("do_lower_case").and_then(|v| v.as_bool()))
+                .unwrap_or(true);
+            let tok = LmTokenizer::bert_wordpiece(&vocab_txt, lowercase)
+                .map_err(|e| ModelError::Config(format!("vocab.txt: {e}")))?;
+            Some(tok.to_json()?.into_bytes())
         } else if spm.is_file() {
             let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();
             Some(sentencepiece_tokenizer_json(

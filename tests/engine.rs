@@ -190,8 +190,21 @@ fn prefer_with_model_metrics_equals_score_on_the_same_pairs() {
     let (csv, cases) = menli_subset(&dir, 2);
     assert_eq!(cases.len(), 24);
     let menli = format!("menli={}", fixture("roberta_cls").display());
-    let models = ["--model-dir", MINILM, "--model", &menli];
-    let metrics = "bleu,bertscore-f,menli";
+    let mover = format!(
+        "moverscore-v1={}/tests/fixtures/moverscore/tiny-bert-mnli",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let models = [
+        "--model-dir",
+        MINILM,
+        "--model",
+        &menli,
+        "--model",
+        &mover,
+        "--moverscore-ngram",
+        "2",
+    ];
+    let metrics = "bleu,bertscore-f,menli,moverscore-v1";
     let mut args = vec![
         "prefer",
         "--menli",

@@ -41,7 +41,7 @@ const ABOUT = {
   comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
   "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
   bleurt: "A BERT-style encoder fine-tuned on human judgements reads the reference and the hypothesis together, as one input, and outputs one number. Higher is better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of the reference), but the scale is not bounded. The source box is ignored.",
-  moverscore: "Each text's tokens become points (the encoder's last layer, normalised); MoverScore is 1 minus the least total distance needed to move the reference's tokens onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. Subword pieces and punctuation carry no weight; [CLS] and [SEP] do, as in the released code (moverscore_v2). Here every token weighs the same: idf needs a set of texts (the CLI's --idf).",
+  moverscore: "Each text's tokens become points in the encoder's space; MoverScore is 1 minus the least total cost of moving the reference's points onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. v2 (moverscore_v2): the last layer and Euclidean costs; subword pieces and punctuation weigh nothing, [CLS] and [SEP] count, as in the released code. v1 (the paper's moverscore.py, made for a BERT fine-tuned on MNLI): each token is the min, mean and max of the last 5 layers, windows of n kept tokens are the points, costs are squared distances. Here every token weighs the same: idf needs a set of texts (the CLI's --idf).",
   bartscore: "BART reads one text and scores how likely the other is, token by token: the mean log-probability in nats (0 would be certain; closer to 0 is better). Precision: the hypothesis given the reference; recall: the reference given the hypothesis; F: their plain average (as the released code computes it); faithfulness: the hypothesis given the source (fill in the source box). Several references: P and R are averaged over them.",
 };
 
@@ -130,6 +130,12 @@ function addOptions(slot, box) {
     check("rescale", "rescale with baseline", "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)");
   } else if (slot === "gpt-ppl") {
     check("bos", "score the first token after &lt;|endoftext|&gt;");
+  } else if (slot === "moverscore") {
+    // The versions are the registry's MoverScore metrics (their names and descriptions).
+    const versions = registry.filter((m) => m.slot === "moverscore" || m.slot === "moverscore-v1");
+    select("version", "Version", versions.map((m) => [m.id, m.name]));
+    box.querySelector('[data-role="version"]').title = versions.map((m) => `${m.name}: ${m.description}`).join("\n");
+    select("ngram", "v1 n-gram", [["1", "1 (the paper's MoverScore)"], ["2", "2 (its bigram variant)"]]);
   } else if (slot === "bartscore") {
     const names = { p: "P: reference → hypothesis", r: "R: hypothesis → reference", f: "F: (P + R) / 2", faithful: "faithfulness: source → hypothesis" };
     select("part", "Score", choices.bartscoreParts.map((p) => [p, names[p] ?? p]));
@@ -139,12 +145,18 @@ function addOptions(slot, box) {
 
 /** The card's metric spec: the core's default, with the card's controls and model. */
 function spec(slot, el) {
-  const base = structuredClone(choices.defaults.find((d) => d.metric === slot));
   const get = (role) => el.querySelector(`[data-role="${role}"]`);
+  // MoverScore's card runs either version; v1 has its own metric id and default.
+  const metric = slot === "moverscore" ? get("version").value : slot;
+  const base = structuredClone(choices.defaults.find((d) => d.metric === metric));
   base.model = models.get(runs[slot].handle).name;
   if (slot === "bertscore") Object.assign(base, { idf: get("idf").checked, rescale: get("rescale").checked });
   if (slot === "gpt-ppl") base.bos = get("bos").checked;
   if (slot === "bartscore") base.part = get("part").value;
+  if (slot === "moverscore") {
+    get("ngram").disabled = metric !== "moverscore-v1";
+    if (metric === "moverscore-v1") base.ngram = Number(get("ngram").value);
+  }
   if (slot === "menli") {
     base.task = get("task").value;
     if (get("formula").value) base.formula = get("formula").value;
@@ -487,7 +499,9 @@ function drawMoverScore(el, v, scored, base) {
   wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens">${parts.join("")}</svg>`;
   const note = document.createElement("p");
   note.className = "muted";
-  note.textContent = `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
+  note.textContent = v.spec.metric === "moverscore-v1"
+    ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
+    : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
   wrap.append(note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
   el.querySelector('[data-role="detail"]').replaceChildren(wrap);
 }

@@ -457,6 +457,29 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   const typed = await settled(page, "moverscore", hyp2);
   assert.ok(Math.abs(typed - native(hyp2)) <= 1e-4, `${typed} vs ${native(hyp2)}`);
   await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "moverscore-card.png") });
+  // v1 (the paper's moverscore.py) on a BERT-MNLI-shaped classifier: its
+  // encoder runs encoder metrics too. Version and n-gram come from the card.
+  HUB["test/tiny-bert-mnli"] = join(ROOT, "tests", "fixtures", "moverscore", "tiny-bert-mnli");
+  await load(page, "test/tiny-bert-mnli", "cpu");
+  const v1 = (h) => cli(["--metrics", "moverscore-v1", "--moverscore-ngram", "2", "--model", `moverscore-v1=${HUB["test/tiny-bert-mnli"]}`], h, REF)["moverscore-v1"];
+  const pick = await page.locator(`${card} [data-role="model"] option`).evaluateAll((os) => os.find((o) => o.textContent.startsWith("test/tiny-bert-mnli")).value);
+  await page.selectOption(`${card} [data-role="model"]`, pick);
+  assert.deepEqual(await page.locator(`${card} [data-role="version"] option`).allTextContents(), ["MoverScore", "MoverScore v1"]);
+  assert.equal(await page.isDisabled(`${card} [data-role="ngram"]`), true);
+  await page.selectOption(`${card} [data-role="version"]`, "moverscore-v1");
+  await page.selectOption(`${card} [data-role="ngram"]`, "2");
+  await page.waitForFunction((sel) => /^moverscore-v1\|model:test\/tiny-bert-mnli\|.*ngram:2\|/.test(document.querySelector(`${sel} [data-role="signature"]`).textContent), card);
+  const shownV1 = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  assert.ok(Math.abs(shownV1 - v1(hyp2)) <= 1e-4, `v1 browser ${shownV1} vs CLI ${v1(hyp2)}`);
+  // Rows and columns are windows of two kept tokens ("budget ." is not one: punctuation goes first).
+  const labels = await page.locator(`${card} [data-role="flow"] text`).evaluateAll((els) => els.map((e) => e.firstChild.textContent));
+  assert.ok(labels.length >= 4 && labels.every((t) => t.split(" ").length === 2 && !/ \.$/.test(t)), labels.join(" | "));
+  assert.match(await page.textContent(`${card} [data-role="flow"] p`), /windows of 2 kept tokens/);
+  const hyp3 = "The committee approved the budget after a debate.";
+  await page.fill("#hypothesis", hyp3);
+  const typedV1 = await settled(page, "moverscore", hyp3);
+  assert.ok(Math.abs(typedV1 - v1(hyp3)) <= 1e-4, `v1 ${typedV1} vs ${v1(hyp3)}`);
+  await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "moverscore-v1-card.png") });
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -37,7 +37,10 @@ Writes, all committed (small):
   and over the hypotheses (as the README's usage computes them) and with
   uniform weights (`defaultdict(lambda: 1.)`), as the released code computes
   them (float32 distances, pyemd's C++ FastEMD as in 2019) and with float64 distances and the exact
-  transport (POT's network simplex, with the same extra-mass rule).
+  transport (POT's network simplex, with the same extra-mass rule); and 9
+  SummEval summaries (3 articles x 3 systems) scored as
+  examples/run_summarization.py scores them: the mean over the article's 11
+  references, idf over the articles' references and over the summaries.
 
 Usage (venv outside the repo):
     ~/.cache/blindspot-py/bin/pip install torch transformers pyemd pot
@@ -285,6 +288,21 @@ def main():
     for k, p in enumerate(pairs):
         p["uniform_n1_stop_exact"] = with_stop[k]
         p["uniform_n4_exact"] = four[k]
+    # Several references, as examples/run_summarization.py scores summaries:
+    # each against every reference of its article, the mean; idf over the
+    # articles' references (each once) and over the summaries.
+    summeval = rows("summeval.jsonl")
+    articles = [(line, summeval[line - 1]) for line in (1, 2, 3)]
+    summaries = [(line, name) for line, r in articles for name in sorted(r["systems"])[:3]]
+    references = [ref for _, r in articles for ref in r["refs"]]
+    texts = [summeval[line - 1]["systems"][name]["summary"] for line, name in summaries]
+    multi_dicts = (get_idf_dict(tokenizer, references), get_idf_dict(tokenizer, texts))
+    multi = []
+    for (line, name), text in zip(summaries, texts):
+        refs_k = summeval[line - 1]["refs"]
+        scores = word_mover_score(model, tokenizer, refs_k, [text] * len(refs_k), *multi_dicts,
+                                  n_gram=1, exact=True)
+        multi.append({"line": line, "system": name, "idf_n1_exact": float(np.mean(scores))})
     GOLDEN.mkdir(parents=True, exist_ok=True)
     (GOLDEN / "moverscore_v1.json").write_text(json.dumps({
         "_about": ("moverscore.word_mover_score's steps (AIPHES/emnlp19-moverscore, PyPI 1.0.3), "
@@ -292,6 +310,7 @@ def main():
                    "scripts/moverscore_v1_parity.py" % (tf.__version__, torch.__version__, ot.__version__)),
         "stop_words": stop,
         "pairs": pairs,
+        "summeval_multi_reference": multi,
     }, separators=(",", ":"), ensure_ascii=False))
     print("pairs:", len(pairs), "idf n1:", [round(p["idf_n1"], 6) for p in pairs[:3]])
 

@@ -469,7 +469,10 @@ function drawMoverScore(el, v, scored, base) {
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
   const moved = detail.flow.reduce((a, b) => a + b, 0);
-  el.querySelector('[data-role="parts"]').textContent = `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
+  const refs = part(score, "references");
+  el.querySelector('[data-role="parts"]').textContent = refs > 1
+    ? `mean over ${refs} references (the released examples' rule) · the plan below is against the first · ${v.elapsedMs.toFixed(0)} ms`
+    : `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
   el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's limit" : "";
   // The transport plan: rows are reference tokens, columns hypothesis tokens; darker = more mass moved.
   const n = detail.refTokens.length, m = detail.hypTokens.length, cell = 16;

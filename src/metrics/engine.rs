@@ -761,56 +761,78 @@ impl Engine {
         segments: &[Segment<'_>],
     ) -> Result<Column, EngineError> {
         let id = spec.id();
-        let mut pairs = Vec::with_capacity(segments.len());
+        // Several references: the hypothesis is scored against each and the
+        // scores averaged, as the released examples do (example.py's
+        // `sentence_score`, run_summarization.py).
+        let mut pairs = Vec::new();
+        let mut first = Vec::with_capacity(segments.len());
         for (i, s) in segments.iter().enumerate() {
-            match s.refs {
-                [] => {
-                    return Err(MetricError::MissingReference {
-                        metric: id.info().id,
-                        segment: i + 1,
-                    }
-                    .into());
+            if s.refs.is_empty() {
+                return Err(MetricError::MissingReference {
+                    metric: id.info().id,
+                    segment: i + 1,
                 }
-                [one] => pairs.push((*one, s.hyp)),
-                many => {
-                    return Err(EngineError::Input {
-                        metric: id,
-                        message: format!(
-                            "segment {} has {} references; MoverScore scores against one \
-                             (the released code has no multi-reference mode): score each reference \
-                             separately",
-                            i + 1,
-                            many.len()
-                        ),
-                    });
-                }
+                .into());
             }
+            first.push(pairs.len());
+            pairs.extend(s.refs.iter().map(|r| (*r, s.hyp)));
         }
+        // idf over each distinct reference once (the references of a test
+        // set: run_summarization.py counts each article's references once,
+        // however many summaries share them) and each segment's hypothesis.
+        let idf_texts = idf.then(|| {
+            let mut seen = std::collections::HashSet::new();
+            moverscore::IdfTexts {
+                references: pairs
+                    .iter()
+                    .map(|p| p.0)
+                    .filter(|r| seen.insert(*r))
+                    .collect(),
+                hypotheses: segments.iter().map(|s| s.hyp).collect(),
+            }
+        });
         let cache = self.reference_cache.then_some(&self.cache);
-        let scored = moverscore::score(plm, &pairs, version, idf, &[], cache)
+        let scored = moverscore::score(plm, &pairs, version, idf_texts.as_ref(), &[], cache)
             .await
             .map_err(model_error(plm))?;
         let signature = moverscore::signature(version, &plm.name, idf, &plm.precision.to_string());
-        let scores = scored
+        let scores = segments
             .iter()
-            .map(|s| Score {
-                metric: id.info().id,
-                value: s.value,
-                parts: vec![part_of("truncated", f64::from(u8::from(s.truncated)))],
-                signature: signature.to_string(),
+            .zip(&first)
+            .map(|(s, &k)| {
+                let mine = &scored[k..k + s.refs.len()];
+                let value = mine.iter().map(|m| m.value).sum::<f64>() / mine.len() as f64;
+                let truncated = mine.iter().any(|m| m.truncated);
+                Score {
+                    metric: id.info().id,
+                    value,
+                    parts: vec![
+                        part_of("truncated", f64::from(u8::from(truncated))),
+                        part_of("references", mine.len() as f64),
+                    ],
+                    signature: signature.to_string(),
+                }
             })
             .collect();
         let mut column = Column::new(spec.clone(), scores, signature);
         if self.details {
-            column.details = scored
-                .into_iter()
-                .map(|s| Detail::Flow {
-                    ref_tokens: s.ref_tokens,
-                    hyp_tokens: s.hyp_tokens,
-                    ref_mass: s.ref_mass,
-                    hyp_mass: s.hyp_mass,
-                    flow: s.flow,
-                    truncated: s.truncated,
+            // The plan against each segment's first reference.
+            let mut plans: Vec<Option<moverscore::MoverScore>> =
+                scored.into_iter().map(Some).collect();
+            column.details = first
+                .iter()
+                .map(|&k| {
+                    let m = plans[k]
+                        .take()
+                        .expect("each segment has its own first pair");
+                    Detail::Flow {
+                        ref_tokens: m.ref_tokens,
+                        hyp_tokens: m.hyp_tokens,
+                        ref_mass: m.ref_mass,
+                        hyp_mass: m.hyp_mass,
+                        flow: m.flow,
+                        truncated: m.truncated,
+                    }
                 })
                 .collect();
         }

@@ -194,11 +194,11 @@ struct Read {
     truncated: bool,
 }
 
-/// Document frequencies of token ids over `texts` (each text's ids counted once).
-fn idf_dictionary(texts: &[&Read]) -> HashMap<u32, f64> {
+/// Idf of token ids over texts (each text's ids counted once).
+fn idf_dictionary(texts: &[Vec<u32>]) -> HashMap<u32, f64> {
     let mut df: HashMap<u32, usize> = HashMap::new();
     for t in texts {
-        let mut ids = t.ids.clone();
+        let mut ids = t.clone();
         ids.sort_unstable();
         ids.dedup();
         for id in ids {
@@ -361,14 +361,36 @@ async fn read_texts_v1(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelErro
         .collect())
 }
 
+/// The texts whose document frequencies give each side's idf weights, as
+/// the released code's `get_idf_dict(references)` and
+/// `get_idf_dict(hypotheses)` count them (a text listed twice counts twice).
+#[derive(Debug, Clone, Default)]
+pub struct IdfTexts<'a> {
+    /// The reference side's texts.
+    pub references: Vec<&'a str>,
+    /// The hypothesis side's texts.
+    pub hypotheses: Vec<&'a str>,
+}
+
+impl<'a> IdfTexts<'a> {
+    /// Each side as `pairs` list it (the README's usage: one dictionary over
+    /// the references, one over the hypotheses, aligned with the pairs).
+    pub fn of_pairs(pairs: &[(&'a str, &'a str)]) -> Self {
+        Self {
+            references: pairs.iter().map(|p| p.0).collect(),
+            hypotheses: pairs.iter().map(|p| p.1).collect(),
+        }
+    }
+}
+
 /// Scores `(reference, hypothesis)` pairs with MoverScore `version`. With
-/// `idf`, weights come from the references and the hypotheses of this set,
-/// each side its own. The `cache` (v2 only) lends last-layer embeddings.
+/// `idf`, weights come from each side's texts there; without, every kept
+/// token weighs 1. The `cache` (v2 only) lends last-layer embeddings.
 pub async fn score(
     plm: &Plm,
     pairs: &[(&str, &str)],
     version: Version,
-    idf: bool,
+    idf: Option<&IdfTexts<'_>>,
     stop_words: &[&str],
     cache: Option<&RefCell<EmbeddingCache>>,
 ) -> Result<Vec<MoverScore>, ModelError> {
@@ -385,12 +407,26 @@ pub async fn score(
         Version::V2 => read_texts(plm, &distinct, cache).await?,
         Version::V1 { .. } => read_texts_v1(plm, &distinct).await?,
     };
-    let (ref_idf, hyp_idf) = if idf {
-        let refs: Vec<&Read> = slots.iter().map(|s| &reads[s.0]).collect();
-        let hyps: Vec<&Read> = slots.iter().map(|s| &reads[s.1]).collect();
-        (Some(idf_dictionary(&refs)), Some(idf_dictionary(&hyps)))
-    } else {
-        (None, None)
+    // A text's ids: from its read, or tokenized when only idf counts it.
+    let ids_of = |t: &str| -> Result<Vec<u32>, ModelError> {
+        match index.get(t) {
+            Some(&k) => Ok(reads[k].ids.clone()),
+            None => Ok(plm.encode(t)?.ids()),
+        }
+    };
+    let dictionary = |texts: &[&str]| -> Result<HashMap<u32, f64>, ModelError> {
+        let ids = texts
+            .iter()
+            .map(|t| ids_of(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(idf_dictionary(&ids))
+    };
+    let (ref_idf, hyp_idf) = match idf {
+        Some(texts) => (
+            Some(dictionary(&texts.references)?),
+            Some(dictionary(&texts.hypotheses)?),
+        ),
+        None => (None, None),
     };
     slots
         .iter()
@@ -411,7 +447,7 @@ pub async fn score(
                 Version::V1 { ngram } => pair_v1(&reference, &hypothesis, ngram, stop_words),
             };
             pair.map_err(|e| {
-                let hint = if idf {
+                let hint = if idf.is_some() {
                     ", or occur in every text of the set, which gives idf 0"
                 } else {
                     ""

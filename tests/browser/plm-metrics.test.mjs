@@ -480,6 +480,13 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   const typedV1 = await settled(page, "moverscore", hyp3);
   assert.ok(Math.abs(typedV1 - v1(hyp3)) <= 1e-4, `v1 ${typedV1} vs ${v1(hyp3)}`);
   await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "moverscore-v1-card.png") });
+  // Two references (a blank line apart): the mean over both, as the CLI gives it.
+  const REF2 = "The budget passed after the committee debated it for a long time.";
+  await page.fill("#reference", `${REF}\n\n${REF2}`);
+  await page.waitForFunction((sel) => /mean over 2 references/.test(document.querySelector(`${sel} [data-role="parts"]`).textContent), card);
+  const meanShown = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  const meanCli = cli(["--metrics", "moverscore-v1", "--moverscore-ngram", "2", "--model", `moverscore-v1=${HUB["test/tiny-bert-mnli"]}`], hyp3, [REF, REF2])["moverscore-v1"];
+  assert.ok(Math.abs(meanShown - meanCli) <= 1e-4, `two references: ${meanShown} vs ${meanCli}`);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -596,6 +596,10 @@ mod tests {
                 .contains("layer 17")
         );
         assert_eq!(baseline_for("all-MiniLM-L6-v2", 6).unwrap().by, "blindspot");
+        // bert_score's files for the MNLI models (rescale_baseline/en/microsoft/...).
+        let d = baseline_for("microsoft/deberta-xlarge-mnli", 40).unwrap();
+        assert_eq!((d.prf[2], d.by.as_str()), (0.5150192, "bert_score"));
+        assert!(baseline_for("microsoft/deberta-large-mnli", 18).is_ok());
         assert!(
             baseline_for("some/unknown-model", 6)
                 .unwrap_err()

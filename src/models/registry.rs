@@ -146,5 +146,14 @@ mod tests {
                 .filter(|m| !m.baselines.is_empty())
                 .all(|m| matches!(m.baseline_by.as_deref(), Some("bert_score" | "blindspot")))
         );
+        // A model's baselines include its default BERTScore layer.
+        for m in all.iter().filter(|m| !m.baselines.is_empty()) {
+            assert!(
+                m.baselines.iter().any(|b| Some(b.layer) == m.layer),
+                "{}: no baseline at layer {:?}",
+                m.id,
+                m.layer
+            );
+        }
     }
 }

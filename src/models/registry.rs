@@ -86,6 +86,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_readme_lists_every_checkpoint_once_as_models_toml_has_it() {
+        let readme = include_str!("../../README.md");
+        let all = models();
+        for m in &all {
+            assert_eq!(
+                all.iter().filter(|o| o.id == m.id).count(),
+                1,
+                "{} twice",
+                m.id
+            );
+            let size = if m.size_mb >= 1000.0 {
+                format!("{:.2} GB", m.size_mb / 1000.0)
+            } else {
+                format!("{:.0} MB", m.size_mb)
+            };
+            let metrics: Vec<String> = m.metrics.iter().map(|x| format!("`{x}`")).collect();
+            let layer = m.layer.map_or("–".to_owned(), |l| l.to_string());
+            let baseline = match (&m.baseline_by, m.baselines.is_empty()) {
+                (Some(by), false) => by.as_str(),
+                _ => "–",
+            };
+            let row = format!(
+                "| `{}` | {} | {} | {size} | {layer} | {baseline} |",
+                m.id,
+                metrics.join(", "),
+                m.architecture
+            );
+            assert!(readme.contains(&row), "README lacks the row\n{row}");
+        }
+    }
+
+    #[test]
     fn registry_parses_and_names_a_default_per_metric() {
         let all = models();
         assert!(all.len() >= 5);

@@ -1,6 +1,8 @@
 //! Every lesson step runs offline (model-free metrics and MiniLM) and its
 //! claim holds on the numbers it computes; the checks themselves are
-//! recomputed here from the rows, so a wrong verdict cannot pass.
+//! recomputed here from the rows, so a wrong verdict cannot pass. The NLI
+//! step runs on a tiny random NLI classifier (no real one offline): its
+//! verdict is recomputed, whether it holds or not.
 
 use std::path::Path;
 use std::rc::Rc;
@@ -13,12 +15,29 @@ use blindspot::stress::lessons::{Claim, LessonError, LessonModels, registry, run
 use burn::tensor::Device;
 use futures::executor::block_on;
 
-struct MiniLm(Rc<Plm>);
+/// MiniLM for every slot but MENLI's, which gets the NLI classifier.
+struct MiniLm(Rc<Plm>, Option<Rc<Plm>>);
 
 impl ModelStore for MiniLm {
-    fn model(&self, _: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
-        Ok(self.0.clone())
+    fn model(&self, slot: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        match (slot, &self.1) {
+            (ModelSlot::Menli, Some(nli)) => Ok(nli.clone()),
+            _ => Ok(self.0.clone()),
+        }
     }
+}
+
+fn tiny_nli() -> Rc<Plm> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/roberta_cls");
+    Rc::new(
+        Plm::load(
+            "tiny-roberta-nli",
+            ModelFiles::from_path(&dir).unwrap(),
+            &Device::flex(),
+            Precision::F32,
+        )
+        .unwrap(),
+    )
 }
 
 fn minilm() -> Rc<Plm> {
@@ -38,11 +57,13 @@ fn minilm() -> Rc<Plm> {
 fn every_step_holds_its_claim_on_its_own_numbers() {
     let plm = minilm();
     let neighbours = block_on(Neighbours::of(plm.clone())).unwrap();
-    let engine = Engine::new(MiniLm(plm));
+    let engine = Engine::new(MiniLm(plm, Some(tiny_nli())));
     let models = LessonModels {
         bertscore: Some("all-MiniLM-L6-v2".into()),
+        nli: Some("tiny-roberta-nli".into()),
         neighbours: Some(&neighbours),
     };
+    let mut nli_steps = 0;
     let lessons = registry();
     assert!(lessons.len() >= 5);
     let mut failed = Vec::new();
@@ -54,7 +75,11 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
                 eprintln!("   {:<12} {:?}", row.metric, row.values);
                 assert_eq!(row.values.len(), r.texts.len());
             }
-            if !r.claim.held {
+            // A random NLI classifier says nothing about the claim: only
+            // the verdict is checked there.
+            let random_model = step.metrics.contains(&"menli");
+            nli_steps += usize::from(random_model);
+            if !r.claim.held && !random_model {
                 failed.push(format!("{} step {i}: {}", lesson.id, r.claim.statement));
                 continue;
             }
@@ -72,10 +97,14 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
                     let v = values(metric);
                     v[0] - v[*a] > v[0] - v[*b]
                 }
+                Claim::Highest { metric, a } => {
+                    let v = values(metric);
+                    (0..v.len()).all(|k| k == *a || v[*a] > v[k])
+                }
                 Claim::AttackMet => r.attack.as_ref().unwrap().success,
                 Claim::Baseline { .. } => true,
             };
-            assert!(held);
+            assert_eq!(held, r.claim.held, "{}", r.claim.statement);
             // An attack's text is the one scored.
             if let Some(o) = &r.attack {
                 assert_eq!(r.texts.last().unwrap().1, o.text);
@@ -83,6 +112,7 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(nli_steps, 1);
 }
 
 #[test]
@@ -91,6 +121,23 @@ fn a_step_without_its_model_says_what_to_load() {
     let err = block_on(run_step(&engine, "truncation", 1, &LessonModels::default())).unwrap_err();
     assert!(matches!(err, LessonError::Needs(_)), "{err}");
     assert!(err.to_string().contains("MiniLM"), "{err}");
+    // The NLI step names a model small enough for a browser, with its size.
+    let bertscore_only = LessonModels {
+        bertscore: Some("all-MiniLM-L6-v2".into()),
+        ..LessonModels::default()
+    };
+    let engine_minilm = Engine::new(MiniLm(minilm(), None));
+    let err = block_on(run_step(&engine_minilm, "paraphrase", 2, &bertscore_only)).unwrap_err();
+    assert!(matches!(err, LessonError::Needs(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cross-encoder/nli-distilroberta-base (329 MB)"),
+        "{err}"
+    );
+    assert_eq!(
+        registry()[1].steps[2].model_offer,
+        Some(blindspot::stress::lessons::BROWSER_NLI)
+    );
     assert!(block_on(run_step(&engine, "nope", 0, &LessonModels::default())).is_err());
     assert!(block_on(run_step(&engine, "truncation", 9, &LessonModels::default())).is_err());
 }

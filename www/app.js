@@ -547,11 +547,14 @@ async function offerModels(list, cards, why) {
 }
 
 /** Loads the bundled all-MiniLM-L6-v2 through the model panel (its BERTScore card follows). */
-function loadMiniLm() {
-  $("model-pick").value = "sentence-transformers/all-MiniLM-L6-v2";
+/** Loads a registry model through the Models panel, as if picked there. */
+function loadRegistryModel(id) {
+  $("model-pick").value = id;
   $("model-pick").dispatchEvent(new Event("change"));
   $("model-load").click();
 }
+
+const loadMiniLm = () => loadRegistryModel("sentence-transformers/all-MiniLM-L6-v2");
 
 async function main() {
   const select = $("example");
@@ -583,6 +586,8 @@ async function main() {
       fields.hypothesis.scrollIntoView({ block: "center" });
     },
     loadMiniLm,
+    loadRegistryModel,
+    registrySize,
   });
   initAttack(models, wasm, {
     texts: () => ({ source: fields.source.value, reference: fields.reference.value, hypothesis: fields.hypothesis.value }),

@@ -83,9 +83,29 @@ function move(delta) {
   go(li, si);
 }
 
-/** The newest loaded model BERTScore can run on. */
+/**
+ * The newest loaded model BERTScore can run on, an encoder before an NLI
+ * classifier (whose encoder runs BERTScore too, but is loaded for MENLI).
+ */
 function bertscoreModel() {
-  return [...loaded.values()].reverse().find((m) => m.metrics.includes("bertscore-f"))?.name;
+  const all = [...loaded.values()].reverse().filter((m) => m.metrics.includes("bertscore-f"));
+  return (all.find((m) => !m.metrics.includes("menli")) ?? all[0])?.name;
+}
+
+/** The newest loaded NLI model. */
+function nliModel() {
+  return [...loaded.values()].reverse().find((m) => m.metrics.includes("menli"))?.name;
+}
+
+/** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */
+function offerLoad(message) {
+  const button = $("step-load");
+  const offer = /NLI model/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
+  if (!offer) return;
+  button.dataset.offer = offer;
+  const size = offer === "minilm" ? null : hooks.registrySize(offer);
+  button.textContent = offer === "minilm" ? "Load the bundled MiniLM" : `Load ${offer}${size ? ` (${size})` : ""}`;
+  button.hidden = false;
 }
 
 const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(2) : v.toFixed(4));
@@ -133,7 +153,7 @@ async function run() {
   $("step-load").hidden = true;
   status(step().action.kind === "attack" ? "Searching…" : "Scoring…");
   try {
-    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel());
+    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel(), nliModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
     lastResult = { at, result };
@@ -142,7 +162,7 @@ async function run() {
   } catch (err) {
     const message = String(err.message ?? err);
     status(message, "bad");
-    if (/BERTScore model/.test(message)) $("step-load").hidden = false;
+    offerLoad(message);
   } finally {
     $("step-run").disabled = false;
   }
@@ -193,7 +213,11 @@ export function initLessons(modelEngine, wasm, pageHooks) {
       status(url);
     }
   });
-  $("step-load").addEventListener("click", () => hooks.loadMiniLm());
+  $("step-load").addEventListener("click", (e) => {
+    const offer = e.currentTarget.dataset.offer;
+    if (offer === "minilm") hooks.loadMiniLm();
+    else if (offer) hooks.loadRegistryModel(offer);
+  });
   $("step-export").addEventListener("click", () => {
     if (!lastResult) return;
     const l = lessons[lastResult.at.lesson];

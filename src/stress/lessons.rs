@@ -110,6 +110,13 @@ pub enum Claim {
         /// Text whose drop is smaller.
         b: usize,
     },
+    /// `metric` scores text `a` above every other text.
+    Highest {
+        /// Metric id.
+        metric: &'static str,
+        /// Text that scores highest.
+        a: usize,
+    },
     /// The step's attack met its goal.
     AttackMet,
     /// A first look: the numbers later steps compare with.
@@ -137,7 +144,13 @@ pub struct Step {
     pub claim: Claim,
     /// Why it happens (shown once the step has run).
     pub why: &'static str,
+    /// The registry model the page offers to load when the step's model is
+    /// missing (a BERTScore step offers the bundled MiniLM instead).
+    pub model_offer: Option<&'static str>,
 }
+
+/// The NLI model a lesson offers: small enough for a browser.
+pub const BROWSER_NLI: &str = "cross-encoder/nli-distilroberta-base";
 
 /// One metric's scores of the step's texts.
 #[derive(Debug, Clone, Serialize)]
@@ -265,6 +278,7 @@ pub fn registry() -> Vec<Lesson> {
                         metric: "bertscore-f",
                     },
                     why: "",
+                    model_offer: None,
                 },
                 Step {
                     title: "Cut the last 40%",
@@ -286,6 +300,7 @@ pub fn registry() -> Vec<Lesson> {
                     why: "The reference is short and covers only the first facts. The words cut were the ones \
                           it does not contain, so precision rises and recall stays: the metric rewards losing \
                           information and breaking the sentence.",
+                    model_offer: None,
                 },
             ],
         },
@@ -313,6 +328,7 @@ pub fn registry() -> Vec<Lesson> {
                     },
                     why: "Every metric here rewards shared words or similar token embeddings. \"7\" and \"9\" \
                           are one token each, and everything else matches exactly.",
+                    model_offer: None,
                 },
                 Step {
                     title: "A negation and a wrong name",
@@ -329,8 +345,35 @@ pub fn registry() -> Vec<Lesson> {
                     },
                     why: "An NLI metric asks whether the hypothesis follows from the reference: the paraphrase \
                           does, the copies with a key error do not. MENLI combines the two, w·NLI + (1 − w)·M, \
-                          because NLI alone is weak on fluency and small wording differences. Load an NLI model \
-                          to add it.",
+                          because NLI alone is weak on fluency and small wording differences. The next step \
+                          asks an NLI model.",
+                    model_offer: None,
+                },
+                Step {
+                    title: "Ask an NLI model",
+                    explain: "MENLI's metric asks an NLI model whether each hypothesis follows from the \
+                              reference and back (the probability of entailment, both directions averaged). \
+                              The same four hypotheses: the paraphrase and the three key errors.",
+                    texts: train.clone(),
+                    action: Action::Compare {
+                        others: vec![
+                            ("wrong number", TRAIN_NUMBER),
+                            ("negation", TRAIN_NEG),
+                            ("wrong city", TRAIN_NAME),
+                        ],
+                    },
+                    metrics: vec!["chrf", "bertscore-f", "menli"],
+                    claim: Claim::Highest {
+                        metric: "menli",
+                        a: 0,
+                    },
+                    why: "A wrong time, a negation or a wrong city contradicts the reference, whatever the \
+                          overlap, so entailment falls; the paraphrase is entailed. NLI alone misses fluency \
+                          and small wording errors, so MENLI combines it with a similarity metric M after \
+                          rescaling both over the texts scored: w·NLI + (1 − w)·M, w = 0.2 for translation \
+                          (the CLI's --menli-combine). Which model matters: MENLI used \
+                          microsoft/deberta-large-mnli; the small model offered here is weaker.",
+                    model_offer: Some(BROWSER_NLI),
                 },
             ],
         },
@@ -357,6 +400,7 @@ pub fn registry() -> Vec<Lesson> {
                     },
                     why: "A misspelt word falls apart into rare word pieces whose embeddings are far from the \
                           word's, while \"March\" and \"May\" sit close together.",
+                    model_offer: None,
                 },
                 Step {
                     title: "Let the search find a typo",
@@ -373,6 +417,7 @@ pub fn registry() -> Vec<Lesson> {
                     claim: Claim::AttackMet,
                     why: "The z scale is the metric's spread over the bundled pairs: one unit is a typical \
                           difference between good translations.",
+                    model_offer: None,
                 },
             ],
         },
@@ -397,6 +442,7 @@ pub fn registry() -> Vec<Lesson> {
                 metrics: vec!["chrf", "bertscore-f"],
                 claim: Claim::AttackMet,
                 why: "Nothing in the metric checks grammar or sense: it only compares token embeddings.",
+                model_offer: None,
             }],
         },
         Lesson {
@@ -425,6 +471,7 @@ pub fn registry() -> Vec<Lesson> {
                     b: 0,
                 },
                 why: "Against the source, the best possible summary is the source: nothing rewards being short.",
+                model_offer: None,
             }],
         },
     ]
@@ -435,6 +482,8 @@ pub fn registry() -> Vec<Lesson> {
 pub struct LessonModels<'a> {
     /// The BERTScore model (a loaded model's name, or a folder natively).
     pub bertscore: Option<String>,
+    /// The NLI model MENLI runs on.
+    pub nli: Option<String>,
     /// Word neighbours for the raising search.
     pub neighbours: Option<&'a super::attack::Neighbours>,
 }
@@ -450,6 +499,20 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
                 "this step shows BERTScore: load a BERTScore model (the bundled MiniLM is enough)"
                     .into(),
             )
+        })?);
+    }
+    if let MetricSpec::Menli(m) = &mut spec {
+        m.model = Some(models.nli.clone().ok_or_else(|| {
+            let size = |id: &str| {
+                crate::models::registry::find(id)
+                    .map_or(String::new(), |m| format!(" ({:.0} MB)", m.size_mb))
+            };
+            LessonError::Needs(format!(
+                "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \
+                 browser (MENLI used microsoft/deberta-large-mnli{})",
+                size(BROWSER_NLI),
+                size("microsoft/deberta-large-mnli")
+            ))
         })?);
     }
     Ok(spec)
@@ -636,6 +699,25 @@ fn check(
                     f(da),
                     label(*b),
                     f(db)
+                ),
+            }
+        }
+        Claim::Highest { metric, a } => {
+            let r = row(metric).expect("shown");
+            let others: Vec<String> = (0..r.values.len())
+                .filter(|&i| i != *a)
+                .map(|i| format!("{} {}", label(i), f(r.values[i])))
+                .collect();
+            let held = (0..r.values.len()).all(|i| i == *a || r.values[*a] > r.values[i]);
+            Checked {
+                held,
+                statement: format!(
+                    "{} scores the {} ({}) {} every other text ({})",
+                    r.name,
+                    label(*a),
+                    f(r.values[*a]),
+                    if held { "above" } else { "not above" },
+                    others.join(", ")
                 ),
             }
         }

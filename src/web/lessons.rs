@@ -13,13 +13,14 @@ pub fn lesson_registry() -> Result<JsValue, JsError> {
 }
 
 /// Runs step `step` of lesson `lesson`. `bertscore` names the loaded model
-/// BERTScore runs on (also the raising search's word neighbours); without
-/// one, a step that shows BERTScore says what to load.
+/// BERTScore runs on (also the raising search's word neighbours), `nli` the
+/// one MENLI runs on; without them, a step that needs one says what to load.
 #[wasm_bindgen(js_name = runLessonStep)]
 pub async fn run_lesson_step(
     lesson: String,
     step: usize,
     bertscore: Option<String>,
+    nli: Option<String>,
 ) -> Result<JsValue, JsError> {
     let neighbours = match bertscore.as_deref() {
         Some(name) => Some(super::attack::neighbours_of(name).await?),
@@ -27,6 +28,7 @@ pub async fn run_lesson_step(
     };
     let models = LessonModels {
         bertscore,
+        nli,
         neighbours: neighbours.as_deref(),
     };
     let engine = super::attack::engine();

@@ -65,7 +65,7 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
     };
     let mut nli_steps = 0;
     let lessons = registry();
-    assert!(lessons.len() >= 5);
+    assert!(lessons.len() >= 6);
     let mut failed = Vec::new();
     for lesson in &lessons {
         for (i, step) in lesson.steps.iter().enumerate() {
@@ -100,6 +100,15 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
                 Claim::Highest { metric, a } => {
                     let v = values(metric);
                     (0..v.len()).all(|k| k == *a || v[*a] > v[k])
+                }
+                Claim::TracksMore {
+                    metric,
+                    correlate,
+                    human,
+                } => {
+                    let at = |c: &str| r.texts.iter().position(|(l, _)| l == c).unwrap();
+                    let v = values(metric);
+                    v[at(correlate)].abs() > v[at(human)].abs()
                 }
                 Claim::AttackMet => r.attack.as_ref().unwrap().success,
                 Claim::Baseline { .. } => true,
@@ -140,4 +149,78 @@ fn a_step_without_its_model_says_what_to_load() {
     );
     assert!(block_on(run_step(&engine, "nope", 0, &LessonModels::default())).is_err());
     assert!(block_on(run_step(&engine, "truncation", 9, &LessonModels::default())).is_err());
+}
+
+#[test]
+fn the_audit_lesson_correlates_scores_against_the_article() {
+    // Recomputed here without the audit: each bundled summary scored against
+    // its article, then Kendall's τ with its length and its relevance rating.
+    use blindspot::metrics::{MetricSpec, Segment, Settings};
+    use blindspot::stress::audit::kendall;
+    let plm = minilm();
+    let engine = Engine::new(MiniLm(plm, None));
+    let models = LessonModels {
+        bertscore: Some("all-MiniLM-L6-v2".into()),
+        ..LessonModels::default()
+    };
+    let r = block_on(run_step(&engine, "spurious", 0, &models)).unwrap();
+    let labels: Vec<&str> = r.texts.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "coherence",
+            "consistency",
+            "fluency",
+            "relevance",
+            "length",
+            "coverage",
+            "density"
+        ]
+    );
+    let docs = blindspot::data::load_summeval(blindspot::data::BUNDLED_AUDIT).rows;
+    let articles: Vec<[&str; 1]> = docs
+        .iter()
+        .flat_map(|d| d.systems.iter().map(|_| [d.item.src.as_deref().unwrap()]))
+        .collect();
+    let outputs: Vec<&blindspot::data::SystemOutput> =
+        docs.iter().flat_map(|d| &d.systems).collect();
+    assert_eq!(outputs.len(), 24);
+    let segments: Vec<Segment> = outputs
+        .iter()
+        .zip(&articles)
+        .map(|(o, a)| Segment {
+            hyp: &o.summary,
+            refs: a,
+            src: None,
+        })
+        .collect();
+    let mut bertscore = Settings::default().spec("bertscore-f".parse().unwrap());
+    if let MetricSpec::BertScore(b) = &mut bertscore {
+        b.model = Some("all-MiniLM-L6-v2".into());
+    }
+    let specs = [Settings::default().spec("chrf".parse().unwrap()), bertscore];
+    let columns = block_on(engine.score(&specs, &segments)).unwrap();
+    let length: Vec<f64> = outputs
+        .iter()
+        .map(|o| blindspot::text::words::words(&o.summary).len() as f64)
+        .collect();
+    let relevance: Vec<f64> = outputs
+        .iter()
+        .map(|o| o.scores.iter().find(|(k, _)| k == "relevance").unwrap().1)
+        .collect();
+    for (row, column) in r.rows.iter().zip(&columns) {
+        let v = column.values();
+        assert!(
+            (row.values[4] - kendall(&v, &length)).abs() < 1e-12,
+            "{}",
+            row.metric
+        );
+        assert!(
+            (row.values[3] - kendall(&v, &relevance)).abs() < 1e-12,
+            "{}",
+            row.metric
+        );
+    }
+    assert!(r.claim.held, "{}", r.claim.statement);
+    assert!(r.texts[3].1.contains("demonstration"));
 }

@@ -53,6 +53,8 @@ function show() {
   $("step-prev").disabled = current.step === 0 && current.lesson === 0;
   $("step-next").disabled = current.lesson === lessons.length - 1 && current.step === l.steps.length - 1;
   $("step-result").hidden = true;
+  // An audit step scores the bundled sample, not one pair: nothing to open.
+  $("step-open").hidden = s.action.kind === "audit";
   $("step-load").hidden = true;
   $("step-export").disabled = true;
   lastResult = null;
@@ -151,7 +153,7 @@ async function run() {
   const at = { ...current };
   $("step-run").disabled = true;
   $("step-load").hidden = true;
-  status(step().action.kind === "attack" ? "Searching…" : "Scoring…");
+  status({ attack: "Searching…", audit: "Auditing…" }[step().action.kind] ?? "Scoring…");
   try {
     const result = await engine.runLessonStep(l.id, current.step, bertscoreModel(), nliModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile

@@ -63,6 +63,14 @@ pub enum Action {
         /// `(label, text)` of each other hypothesis.
         others: Vec<(&'static str, &'static str)>,
     },
+    /// Run the spurious-correlate audit ([SPUR]) on the bundled SummEval-format
+    /// sample (6 articles × 4 summaries written for Blindspot); the step's
+    /// "texts" are then the audit's columns and its numbers Kendall's τ.
+    Audit {
+        /// Score each summary against its article instead of the references,
+        /// as a reference-free metric does.
+        reference_free: bool,
+    },
     /// Run an adversarial search on the hypothesis.
     Attack {
         /// The metric attacked.
@@ -116,6 +124,17 @@ pub enum Claim {
         metric: &'static str,
         /// Text that scores highest.
         a: usize,
+    },
+    /// In an audit step, `metric` correlates more with the correlate column
+    /// `correlate` than with the human column `human` (by |Kendall τ|, the
+    /// audit's flag rule).
+    TracksMore {
+        /// Metric id.
+        metric: &'static str,
+        /// The correlate's column label (`length`...).
+        correlate: &'static str,
+        /// The human dimension's column label (`relevance`...).
+        human: &'static str,
     },
     /// The step's attack met its goal.
     AttackMet,
@@ -474,6 +493,50 @@ pub fn registry() -> Vec<Lesson> {
                 model_offer: None,
             }],
         },
+        Lesson {
+            id: "spurious",
+            title: "Tracking length instead of quality",
+            paper: "[SPUR] Durmus, Ladhak & Hashimoto 2022",
+            finding: "A reference-free metric can agree with human ratings for the wrong reason: it follows \
+                      how long a summary is, or how much of it is copied from the article. The audit \
+                      correlates the metric with the ratings and with such surface features, and flags it \
+                      when a feature explains it better than the humans do.",
+            paper_model: Some(
+                "reference-free metrics on SummEval's expert ratings (100 articles × 16 systems)",
+            ),
+            steps: vec![Step {
+                title: "Audit two metrics against the article",
+                explain: "Each of the 24 bundled summaries (6 articles written for Blindspot, 4 summaries \
+                          each: the first sentences, a short one, one with a wrong fact, a rewritten one) is \
+                          scored against its article, then the scores are correlated (Kendall τ) with the \
+                          ratings and with length, coverage (share of the summary's words found in the \
+                          article) and density (how long the copied fragments are). The ratings are one \
+                          Blindspot author's, written to show how the audit reads: a demonstration, not \
+                          evidence. For evidence, run the audit on SummEval's expert ratings (the page's \
+                          audit section or `blindspot audit`).",
+                texts: Texts {
+                    source: "",
+                    reference: "",
+                    hypothesis: "",
+                },
+                action: Action::Audit {
+                    reference_free: true,
+                },
+                metrics: vec!["chrf", "bertscore-f"],
+                claim: Claim::TracksMore {
+                    metric: "bertscore-f",
+                    correlate: "length",
+                    human: "relevance",
+                },
+                why: "Against the article, a longer summary shares more words and more content with it, \
+                      whatever its quality, and a summary that copies whole sentences matches best of all. \
+                      The metric's agreement with the ratings is then partly length and copying, which the \
+                      audit exposes by correlating with those features directly. [SPUR] found that much of \
+                      what reference-free metrics share with SummEval's experts is explained by such \
+                      features.",
+                model_offer: None,
+            }],
+        },
     ]
 }
 
@@ -534,6 +597,9 @@ pub async fn run_step(
     let s = l.steps.get(step).ok_or_else(|| {
         LessonError::NotFound(format!("lesson {lesson:?} has {} steps", l.steps.len()))
     })?;
+    if let Action::Audit { reference_free } = s.action {
+        return audit_step(engine, s, reference_free, models).await;
+    }
     let t = &s.texts;
     let src = (!t.source.is_empty()).then_some(t.source);
     let mut texts: Vec<(String, String)> = vec![("hypothesis".into(), t.hypothesis.into())];
@@ -561,6 +627,7 @@ pub async fn run_step(
                     .map(|(l, t)| ((*l).to_owned(), (*t).to_owned())),
             );
         }
+        Action::Audit { .. } => unreachable!("audit steps return above"),
         Action::Attack {
             metric,
             goal,
@@ -626,6 +693,67 @@ pub async fn run_step(
         texts,
         rows,
         attack,
+        claim,
+    })
+}
+
+/// An audit step: the bundled SummEval-format sample audited with the
+/// step's metrics; one column per human dimension, then per correlate.
+async fn audit_step(
+    engine: &Engine,
+    s: &Step,
+    reference_free: bool,
+    models: &LessonModels<'_>,
+) -> Result<StepResult, LessonError> {
+    let sample = crate::data::bundled_sample("audit")
+        .ok_or_else(|| LessonError::Failed("no bundled audit sample".into()))?;
+    let mut docs = crate::data::load_summeval(sample.text).rows;
+    if reference_free {
+        for d in &mut docs {
+            let article = d.item.src.clone().unwrap_or_default();
+            d.item.gold = article;
+            d.item.refs.clear();
+        }
+    }
+    let specs: Vec<MetricSpec> = s
+        .metrics
+        .iter()
+        .map(|m| spec(m, models))
+        .collect::<Result<_, _>>()?;
+    let report = super::audit::run_audit("bundled sample", &docs, &specs, engine, &[]).await?;
+    let about = |c: &str| match c {
+        "length" => "summary length in words".to_owned(),
+        "coverage" => "share of the summary's words found in the article".to_owned(),
+        "density" => "mean squared length of the copied fragments, per word".to_owned(),
+        human => format!("the sample's {human} ratings (1–5, one author: a demonstration)"),
+    };
+    let texts: Vec<(String, String)> = report
+        .dimensions
+        .iter()
+        .chain(&report.correlates)
+        .map(|c| (c.clone(), about(c)))
+        .collect();
+    let rows: Vec<Row> = report
+        .metrics
+        .iter()
+        .zip(&s.metrics)
+        .map(|(m, id)| Row {
+            metric: (*id).to_owned(),
+            name: format!("{} (Kendall τ)", m.metric.name),
+            values: m
+                .human
+                .iter()
+                .chain(&m.correlates)
+                .map(|c| c.kendall)
+                .collect(),
+            signature: m.metric.signature.clone(),
+        })
+        .collect();
+    let claim = check(&s.claim, &rows, &texts, None);
+    Ok(StepResult {
+        texts,
+        rows,
+        attack: None,
         claim,
     })
 }
@@ -718,6 +846,30 @@ fn check(
                     f(r.values[*a]),
                     if held { "above" } else { "not above" },
                     others.join(", ")
+                ),
+            }
+        }
+        Claim::TracksMore {
+            metric,
+            correlate,
+            human,
+        } => {
+            let r = row(metric).expect("shown");
+            let at = |c: &str| {
+                texts
+                    .iter()
+                    .position(|(l, _)| l == c)
+                    .expect("a claim's columns are the audit's")
+            };
+            let (c, h) = (r.values[at(correlate)], r.values[at(human)]);
+            Checked {
+                held: c.abs() > h.abs(),
+                statement: format!(
+                    "{} correlates {} with {correlate} (τ {}) than with the {human} ratings (τ {})",
+                    r.name.trim_end_matches(" (Kendall τ)"),
+                    if c.abs() > h.abs() { "more" } else { "less" },
+                    f(c),
+                    f(h)
                 ),
             }
         }

@@ -40,7 +40,7 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
   const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 900 }, beforeLoad: serveNli });
   await context.grantPermissions(["clipboard-read", "clipboard-write"]).catch(() => {});
   const lessons = await page.evaluate(() => window.wasmBindings.lessonRegistry());
-  assert.ok(lessons.length >= 5);
+  assert.ok(lessons.length >= 6);
   mkdirSync(join(ROOT, "test-artifacts"), { recursive: true });
   await page.click('#lesson-picker button[data-lesson="truncation"]');
   // BERTScore needs a model: the step says so and offers the bundled MiniLM.
@@ -73,6 +73,7 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
       if (!nli) assert.equal(await page.getAttribute("#step-result", "data-held"), "true", `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
       const values = await table(page);
       const texts = await page.$$eval("#step-texts p", (ps) => ps.map((p) => p.childNodes[1].textContent));
+      texts.labels = await page.$$eval("#step-texts p .label", (ls) => ls.map((l) => l.textContent.replace(/:$/, "")));
       // The claim, re-checked on the shown numbers.
       const c = step.claim;
       const v = values[c.metric];
@@ -81,15 +82,21 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
         higher: () => v[c.a] > v[c.b],
         dropsMore: () => v[0] - v[c.a] > v[0] - v[c.b],
         highest: () => v.every((x, k) => k === c.a || v[c.a] > x),
+        tracksMore: () => Math.abs(v[texts.labels.indexOf(c.correlate)]) > Math.abs(v[texts.labels.indexOf(c.human)]),
         baseline: () => true,
         attackMet: () => true,
       }[c.kind]();
       assert.equal(String(held), await page.getAttribute("#step-result", "data-held"), `${lesson.id} ${i}: ${JSON.stringify(values)}`);
       if (c.kind === "attackMet") assert.match(await page.textContent("#step-claim"), /met its goal/);
       assert.equal(texts.length, values[step.metrics[0]].length);
-      // Lexical numbers equal the CLI's for the texts shown.
-      const lexical = step.metrics.filter((m) => ["bleu", "chrf", "rougeL"].includes(m));
-      texts.forEach((t, j) => {
+      // Lexical numbers equal the CLI's for the texts shown (an audit's "texts" are its columns).
+      const lexical = step.action.kind === "audit" ? [] : step.metrics.filter((m) => ["bleu", "chrf", "rougeL"].includes(m));
+      if (step.action.kind === "audit") {
+        assert.deepEqual(texts.labels, ["coherence", "consistency", "fluency", "relevance", "length", "coverage", "density"]);
+        assert.equal(await page.isVisible("#step-open"), false);
+        assert.match(texts[3], /demonstration/);
+      }
+      if (lexical.length) texts.forEach((t, j) => {
         const native = cli(t, step.texts.reference, lexical);
         // Equal to the last bits that wasm's and the native libm's exp/ln may differ in.
         for (const m of lexical) assert.ok(Math.abs(values[m][j] - native[m]) <= 1e-9, `${lesson.id} ${i} ${m} text ${j}: ${values[m][j]} vs ${native[m]}`);

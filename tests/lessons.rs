@@ -223,4 +223,13 @@ fn the_audit_lesson_correlates_scores_against_the_article() {
     }
     assert!(r.claim.held, "{}", r.claim.statement);
     assert!(r.texts[3].1.contains("demonstration"));
+    // The figures the README quotes: chrF with length and relevance,
+    // BERTScore with length, density and relevance.
+    let near = |x: f64, y: f64| (x - y).abs() < 0.005;
+    let (chrf, bs) = (&r.rows[0].values, &r.rows[1].values);
+    assert!(near(chrf[4], 0.77) && near(chrf[3], 0.35), "{chrf:?}");
+    assert!(
+        near(bs[4], 0.66) && near(bs[6], 0.67) && near(bs[3], 0.25),
+        "{bs:?}"
+    );
 }

@@ -5,7 +5,7 @@
 
 import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { initModels, isCached, loadedModels, loadModels, registrySize } from "./models.js";
+import { initModels, isCached, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
@@ -547,13 +547,8 @@ async function offerModels(list, cards, why) {
 }
 
 /** Loads the bundled all-MiniLM-L6-v2 through the model panel (its BERTScore card follows). */
-/** Loads a registry model through the Models panel, as if picked there. */
-function loadRegistryModel(id) {
-  $("model-pick").value = id;
-  $("model-pick").dispatchEvent(new Event("change"));
-  $("model-load").click();
-}
-
+/** Loads a registry model through the Models panel with its current backend and weights. */
+const loadRegistryModel = (id) => loadModels([{ id }]);
 const loadMiniLm = () => loadRegistryModel("sentence-transformers/all-MiniLM-L6-v2");
 
 async function main() {
@@ -676,7 +671,7 @@ async function main() {
   });
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {
-    if (e.detail.metrics.includes("bertscore-f")) $("add-minilm").hidden = true;
+    if (e.detail.metrics.includes("bertscore-f") && !isNliModel(e.detail)) $("add-minilm").hidden = true;
     save();
   });
   document.addEventListener("blindspot:model-unloaded", save);

@@ -7,6 +7,7 @@
 // injection.
 
 import { chartTools } from "./export.js";
+import { newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot.attack.v1";
@@ -85,9 +86,9 @@ function strategy() {
   return registry.strategies.find((s) => s.id === $("attack-strategy").value);
 }
 
-/** The newest loaded model that can run `metric`. */
+/** The newest loaded model that can run `metric` (a plain encoder before an NLI classifier). */
 function newest(metric) {
-  return [...loaded.values()].reverse().find((m) => m.metrics.includes(metric)) ?? null;
+  return newestEncoderFirst([...loaded.values()].filter((m) => m.metrics.includes(metric)));
 }
 
 function fillFluency() {

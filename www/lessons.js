@@ -6,6 +6,7 @@
 // and "Present" shows one step per screen in large type.
 
 import { download } from "./export.js";
+import { newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -46,7 +47,7 @@ function show() {
   $("lesson-step").dataset.lesson = l.id;
   $("lesson-step").dataset.step = String(current.step);
   $("lesson-paper").textContent = `${l.paper} · step ${current.step + 1} of ${l.steps.length}` +
-    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM` : "");
+    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM${l.steps.some((st) => st.metrics.includes("menli")) ? " (the NLI step needs an NLI model)" : ""}` : "");
   $("lesson-finding").textContent = l.finding;
   $("step-title").textContent = s.title;
   $("step-explain").textContent = s.explain;
@@ -90,8 +91,7 @@ function move(delta) {
  * classifier (whose encoder runs BERTScore too, but is loaded for MENLI).
  */
 function bertscoreModel() {
-  const all = [...loaded.values()].reverse().filter((m) => m.metrics.includes("bertscore-f"));
-  return (all.find((m) => !m.metrics.includes("menli")) ?? all[0])?.name;
+  return newestEncoderFirst([...loaded.values()].filter((m) => m.metrics.includes("bertscore-f")))?.name;
 }
 
 /** The newest loaded NLI model. */

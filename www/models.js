@@ -134,7 +134,11 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   if (!config) throw (await get("hparams.yaml", true)) ? cometError() : missing("config.json");
   // BLEURT-20 ships its SentencePiece model instead (the engine builds the tokenizer from it).
   const spm = tokenizer ? null : await get("spm.model", true);
-  if (!tokenizer && !spm) throw new Error(`${id} has neither tokenizer.json nor spm.model (404)`);
+  if (!tokenizer && !spm) {
+    throw new Error((await get("vocab.txt", true))
+      ? `${id} has a WordPiece vocab.txt but no tokenizer.json: the browser builds no tokenizer from it. Convert the model once with the CLI (\`blindspot prepare DIR model.bpk\`, DIR holding the hub files) and serve model.bpk from this site's models/ folder`
+      : `${id} has neither tokenizer.json nor spm.model (404)`);
+  }
   const tokenizerConfig = spm ? await get("tokenizer_config.json", true) : null;
   let shards;
   const single = await get("model.safetensors", true);
@@ -233,6 +237,19 @@ const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map() };
 /** What was asked for each loaded model, in load order: `[{id, backend, precision}]` (links, reloads). */
 export function loadedModels() {
   return [...panel.asked.entries()].map(([id, a]) => ({ id, ...a }));
+}
+
+/**
+ * NLI classifiers run the encoder metrics too (BERTScore, MoverScore read
+ * their encoder), but they are loaded for MENLI: pickers take a plain
+ * encoder first and never switch to a classifier on their own.
+ */
+export const isNliModel = (m) => m.metrics.includes("menli");
+
+/** The newest of `list` (in load order), a plain encoder before an NLI classifier, or null. */
+export function newestEncoderFirst(list) {
+  const newestFirst = [...list].reverse();
+  return newestFirst.find((m) => !isNliModel(m)) ?? newestFirst[0] ?? null;
 }
 
 /** A registry size in MB as people read it: "90.9 MB", "1.4 GB". */

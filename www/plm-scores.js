@@ -13,6 +13,7 @@
 // only the newest text is scored (stale results are never shown).
 
 import { chartTools } from "./export.js";
+import { isNliModel, newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -59,8 +60,14 @@ const pinnedScores = new Map();
 
 const info = (id) => registry.find((m) => m.id === id);
 
+/** Cards whose metric reads any encoder: NLI classifiers qualify, but never alone. */
+const ENCODER_CARDS = new Set(["bertscore", "moverscore"]);
+
 function capable(slot) {
-  return [...models.values()].filter((m) => m.metrics.includes(CARDS[slot].needs));
+  const all = [...models.values()].filter((m) => m.metrics.includes(CARDS[slot].needs));
+  // Loading only an NLI model (for MENLI) does not start BERTScore and MoverScore passes on it.
+  if (ENCODER_CARDS.has(slot) && all.every(isNliModel)) return [];
+  return all;
 }
 
 function card(slot) {
@@ -187,7 +194,7 @@ function refreshCards() {
     const el = card(slot);
     const pick = el.querySelector('[data-role="model"]');
     pick.replaceChildren(...options.map((m) => new Option(`${m.name} (${m.precision})`, String(m.handle))));
-    if (!options.some((m) => m.handle === runs[slot].handle)) runs[slot].handle = options[options.length - 1].handle;
+    if (!options.some((m) => m.handle === runs[slot].handle)) runs[slot].handle = newestEncoderFirst(options).handle;
     pick.value = String(runs[slot].handle);
     showBackend(slot);
   }
@@ -554,9 +561,10 @@ export function initPlmScores(modelEngine, wasm, pinned) {
     for (const [handle, m] of models) if (m.name === model.name) models.delete(handle); // reloaded
     models.set(model.handle, model);
     pinnedScores.clear();
-    // A newly loaded model becomes the pick of every metric it can run.
+    // A newly loaded model becomes the pick of every metric it can run (an NLI
+    // classifier only of MENLI's: the encoder cards keep their encoder).
     for (const slot of Object.keys(CARDS)) {
-      if (model.metrics.includes(CARDS[slot].needs)) runs[slot].handle = model.handle;
+      if (model.metrics.includes(CARDS[slot].needs) && !(ENCODER_CARDS.has(slot) && isNliModel(model))) runs[slot].handle = model.handle;
     }
     refreshCards();
     applyWanted(false);

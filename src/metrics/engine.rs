@@ -777,16 +777,20 @@ impl Engine {
             first.push(pairs.len());
             pairs.extend(s.refs.iter().map(|r| (*r, s.hyp)));
         }
-        // idf over each distinct reference once (the references of a test
-        // set: run_summarization.py counts each article's references once,
-        // however many summaries share them) and each segment's hypothesis.
+        // idf as the released usages build it: with one reference per
+        // segment, over the references as listed (the README's
+        // `get_idf_dict(references)`, a repeated reference counting again);
+        // with several, over each distinct reference once
+        // (run_summarization.py: an article's references, however many
+        // summaries share them). Hypotheses: each segment's once.
         let idf_texts = idf.then(|| {
+            let single = segments.iter().all(|s| s.refs.len() == 1);
             let mut seen = std::collections::HashSet::new();
             moverscore::IdfTexts {
                 references: pairs
                     .iter()
                     .map(|p| p.0)
-                    .filter(|r| seen.insert(*r))
+                    .filter(|r| single || seen.insert(*r))
                     .collect(),
                 hypotheses: segments.iter().map(|s| s.hyp).collect(),
             }

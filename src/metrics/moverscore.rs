@@ -208,6 +208,7 @@ fn idf_dictionary(texts: &[Vec<u32>]) -> HashMap<u32, f64> {
     let n = texts.len() as f64;
     df.into_iter()
         .map(|(id, c)| (id, ((n + 1.0) / (c as f64 + 1.0)).ln()))
+        .chain([(UNSEEN, (n + 1.0).ln())])
         .collect()
 }
 
@@ -219,10 +220,21 @@ fn removed(token: &str, stop_words: &[&str]) -> bool {
         || stop_words.contains(&token)
 }
 
-/// A token's idf (or 1 without idf).
+/// A token's idf (or 1 without idf); a token the dictionary's texts lack
+/// gets `ln(N + 1)`, as the released `defaultdict` gives it (stored under
+/// [`UNSEEN`]).
 fn idf_of(id: u32, idf: Option<&HashMap<u32, f64>>) -> f64 {
-    idf.map_or(1.0, |d| d.get(&id).copied().unwrap_or(0.0))
+    idf.map_or(1.0, |d| {
+        d.get(&id)
+            .or_else(|| d.get(&UNSEEN))
+            .copied()
+            .unwrap_or(0.0)
+    })
 }
+
+/// The key of the idf of ids no text of the dictionary holds (not a token
+/// id: vocabularies stay far below it).
+const UNSEEN: u32 = u32::MAX;
 
 /// Token weights: idf (or 1), 0 for subword pieces, punctuation and stop words.
 fn weights(read: &Read, idf: Option<&HashMap<u32, f64>>, stop_words: &[&str]) -> Vec<f64> {
@@ -318,6 +330,11 @@ async fn read_texts(
 /// mean and max concatenated (on the model's device).
 async fn read_texts_v1(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelError> {
     let last = plm.config.num_layers;
+    if last == 0 {
+        return Err(ModelError::Unsupported(
+            "MoverScore v1 reads the encoder's last layers, and this model has none".into(),
+        ));
+    }
     // The layers' outputs, not the embeddings (pytorch_pretrained_bert's
     // `output_all_encoded_layers`), of which v1 takes `[-5:]`.
     let first = (last + 1).saturating_sub(V1_LAYERS).max(1);
@@ -370,17 +387,6 @@ pub struct IdfTexts<'a> {
     pub references: Vec<&'a str>,
     /// The hypothesis side's texts.
     pub hypotheses: Vec<&'a str>,
-}
-
-impl<'a> IdfTexts<'a> {
-    /// Each side as `pairs` list it (the README's usage: one dictionary over
-    /// the references, one over the hypotheses, aligned with the pairs).
-    pub fn of_pairs(pairs: &[(&'a str, &'a str)]) -> Self {
-        Self {
-            references: pairs.iter().map(|p| p.0).collect(),
-            hypotheses: pairs.iter().map(|p| p.1).collect(),
-        }
-    }
 }
 
 /// Scores `(reference, hypothesis)` pairs with MoverScore `version`. With

@@ -272,8 +272,9 @@ impl ModelConfig {
             "" => {
                 return Err(ModelError::Config(
                     "config.json has no model_type (a checkpoint saved before transformers, \
-                     such as pytorch_pretrained_bert's: add \"model_type\": \"bert\" and its \
-                     class under \"architectures\", e.g. [\"BertForSequenceClassification\"])"
+                     such as pytorch_pretrained_bert's: add \"model_type\": \"bert\", its \
+                     class under \"architectures\", e.g. [\"BertForSequenceClassification\"], \
+                     and a classifier's \"id2label\")"
                         .into(),
                 ));
             }

@@ -115,6 +115,9 @@ mod tests {
             );
             assert!(readme.contains(&row), "README lacks the row\n{row}");
         }
+        // And no row for a model the file no longer has.
+        let rows = readme.lines().filter(|l| l.starts_with("  | `")).count();
+        assert_eq!(rows, all.len(), "README's checkpoint table has {rows} rows");
     }
 
     #[test]

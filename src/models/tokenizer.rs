@@ -85,6 +85,32 @@ impl ModelEncoding {
     }
 }
 
+/// BERT's tokenizer options (`tokenizer_config.json`), as `BertTokenizerFast` reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WordPieceOptions {
+    /// `do_lower_case` (default true).
+    pub lowercase: bool,
+    /// `strip_accents` (default: follow `lowercase`).
+    pub strip_accents: Option<bool>,
+    /// `tokenize_chinese_chars` (default true).
+    pub chinese_chars: bool,
+}
+
+impl WordPieceOptions {
+    /// From `tokenizer_config.json`'s text, or the defaults without one.
+    pub fn from_config(config: Option<&str>) -> Self {
+        let c: serde_json::Value = config
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        let flag = |k: &str| c.get(k).and_then(serde_json::Value::as_bool);
+        Self {
+            lowercase: flag("do_lower_case").unwrap_or(true),
+            strip_accents: flag("strip_accents"),
+            chinese_chars: flag("tokenize_chinese_chars").unwrap_or(true),
+        }
+    }
+}
+
 /// A language model's tokenizer.
 #[derive(Clone)]
 pub struct LmTokenizer {
@@ -151,16 +177,19 @@ impl LmTokenizer {
     /// with `##` continuations (words over 100 characters become `[UNK]`),
     /// `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`, segment 1 from B on)
     /// and `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]` as special tokens.
-    pub fn bert_wordpiece(vocab_txt: &str, lowercase: bool) -> Result<Self, TokenizerError> {
+    pub fn bert_wordpiece(
+        vocab_txt: &str,
+        options: WordPieceOptions,
+    ) -> Result<Self, TokenizerError> {
         use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
         use tokenizers::models::wordpiece::WordPiece;
         use tokenizers::normalizers::bert::BertNormalizer;
         use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
         let mut vocab = std::collections::HashMap::<String, u32>::new();
         for (id, line) in vocab_txt.lines().enumerate() {
-            // Python's BertTokenizer strips each line's end; a repeated
+            // transformers' load_vocab strips only the newline; a repeated
             // token keeps its last line, as its dictionary does.
-            vocab.insert(line.trim_end().to_owned(), id as u32);
+            vocab.insert(line.to_owned(), id as u32);
         }
         let wordpiece = WordPiece::builder()
             .vocab(
@@ -175,7 +204,12 @@ impl LmTokenizer {
             .map_err(err)?;
         let mut inner = Tokenizer::new(wordpiece);
         inner
-            .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+            .with_normalizer(Some(BertNormalizer::new(
+                true,
+                options.chinese_chars,
+                options.strip_accents,
+                options.lowercase,
+            )))
             .map_err(err)?;
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
         inner.with_decoder(Some(WordPieceDecoder::default()));

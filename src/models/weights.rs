@@ -195,12 +195,9 @@ impl ModelFiles {
             let vocab_txt = String::from_utf8(read(&path.join("vocab.txt"))?)
                 .map_err(|_| ModelError::Config("vocab.txt is not UTF-8".into()))?;
             // BertTokenizer lowercases unless tokenizer_config.json says otherwise.
-            let lowercase = std::fs::read_to_string(path.join("tokenizer_config.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .and_then(|c| c.get("do_lower_case").and_then(|v| v.as_bool()))
-                .unwrap_or(true);
-            let tok = LmTokenizer::bert_wordpiece(&vocab_txt, lowercase)
+            let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();
+            let options = super::tokenizer::WordPieceOptions::from_config(config.as_deref());
+            let tok = LmTokenizer::bert_wordpiece(&vocab_txt, options)
                 .map_err(|e| ModelError::Config(format!("vocab.txt: {e}")))?;
             Some(tok.to_json()?.into_bytes())
         } else if spm.is_file() {

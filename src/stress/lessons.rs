@@ -387,7 +387,7 @@ pub fn registry() -> Vec<Lesson> {
                         a: 0,
                     },
                     why: "A wrong time, a negation or a wrong city contradicts the reference, whatever the \
-                          overlap, so entailment falls; the paraphrase is entailed. NLI alone misses fluency \
+                          overlap, so a good NLI model's entailment falls, while the paraphrase is entailed. NLI alone misses fluency \
                           and small wording errors, so MENLI combines it with a similarity metric M after \
                           rescaling both over the texts scored: w·NLI + (1 − w)·M, w = 0.2 for translation \
                           (the CLI's --menli-combine). Which model matters: MENLI used \
@@ -567,8 +567,14 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
     if let MetricSpec::Menli(m) = &mut spec {
         m.model = Some(models.nli.clone().ok_or_else(|| {
             let size = |id: &str| {
-                crate::models::registry::find(id)
-                    .map_or(String::new(), |m| format!(" ({:.0} MB)", m.size_mb))
+                // As the page writes registry sizes: "329 MB", "1.6 GB".
+                crate::models::registry::find(id).map_or(String::new(), |m| {
+                    if m.size_mb >= 1000.0 {
+                        format!(" ({:.1} GB)", m.size_mb / 1000.0)
+                    } else {
+                        format!(" ({} MB)", m.size_mb)
+                    }
+                })
             };
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \

@@ -50,8 +50,7 @@ import json
 import pathlib
 import shutil
 import string
-from collections import Counter, defaultdict
-from math import log
+from collections import defaultdict
 
 import numpy as np
 import ot
@@ -59,47 +58,15 @@ import torch
 import transformers as tf
 from pyemd import emd
 
+# The steps moverscore.py shares with moverscore_v2.py word for word
+# (truncate, get_idf_dict, padding) and the data reader.
+from moverscore_parity import get_idf_dict, padding, rows, truncate
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 TOKENIZER = ROOT / "tests" / "fixtures" / "moverscore" / "tiny" / "tokenizer.json"
 OUT = ROOT / "tests" / "fixtures" / "moverscore" / "tiny-bert-mnli"
 GOLDEN = ROOT / "tests" / "golden"
 MAX_LEN = 64
-
-
-def rows(name):
-    with open(DATA / name, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
-
-
-# --- moverscore.py's steps (1.0.3), with its globals as arguments ------------
-
-def truncate(tokenizer, tokens):
-    if len(tokens) > tokenizer.model_max_length - 2:
-        tokens = tokens[0:(tokenizer.model_max_length - 2)]
-    return tokens
-
-
-def get_idf_dict(tokenizer, arr):
-    idf_count = Counter()
-    num_docs = len(arr)
-    for a in arr:
-        a = ["[CLS]"] + truncate(tokenizer, tokenizer.tokenize(a)) + ["[SEP]"]
-        idf_count.update(set(tokenizer.convert_tokens_to_ids(a)))
-    idf_dict = defaultdict(lambda: log((num_docs + 1) / (1)))
-    idf_dict.update({idx: log((num_docs + 1) / (c + 1)) for (idx, c) in idf_count.items()})
-    return idf_dict
-
-
-def padding(arr, pad_token, dtype=torch.long):
-    lens = torch.LongTensor([len(a) for a in arr])
-    max_len = lens.max().item()
-    padded = torch.ones(len(arr), max_len, dtype=dtype) * pad_token
-    mask = torch.zeros(len(arr), max_len, dtype=torch.long)
-    for i, a in enumerate(arr):
-        padded[i, :lens[i]] = torch.tensor(a, dtype=dtype)
-        mask[i, :lens[i]] = 1
-    return padded, lens, mask
 
 
 def get_bert_embedding(model, tokenizer, all_sens, idf_dict):

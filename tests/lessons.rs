@@ -4,15 +4,16 @@
 //! step runs on a tiny random NLI classifier (no real one offline): its
 //! verdict is recomputed, whether it holds or not.
 
+mod common;
+
 use std::path::Path;
 use std::rc::Rc;
 
 use blindspot::metrics::engine::EngineError;
 use blindspot::metrics::{Engine, ModelSlot, ModelStore};
-use blindspot::models::{ModelFiles, Plm, Precision};
+use blindspot::models::Plm;
 use blindspot::stress::attack::Neighbours;
 use blindspot::stress::lessons::{Claim, LessonError, LessonModels, registry, run_step};
-use burn::tensor::Device;
 use futures::executor::block_on;
 
 /// MiniLM for every slot but MENLI's, which gets the NLI classifier.
@@ -29,28 +30,12 @@ impl ModelStore for MiniLm {
 
 fn tiny_nli() -> Rc<Plm> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/roberta_cls");
-    Rc::new(
-        Plm::load(
-            "tiny-roberta-nli",
-            ModelFiles::from_path(&dir).unwrap(),
-            &Device::flex(),
-            Precision::F32,
-        )
-        .unwrap(),
-    )
+    Rc::new(common::cpu_model("tiny-roberta-nli", &dir))
 }
 
 fn minilm() -> Rc<Plm> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
-    Rc::new(
-        Plm::load(
-            "all-MiniLM-L6-v2",
-            ModelFiles::from_path(&dir).unwrap(),
-            &Device::flex(),
-            Precision::F32,
-        )
-        .unwrap(),
-    )
+    Rc::new(common::cpu_model("all-MiniLM-L6-v2", &dir))
 }
 
 #[test]

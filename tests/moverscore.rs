@@ -15,8 +15,7 @@ use std::rc::Rc;
 use blindspot::metrics::engine::{Detail, Engine, EngineError, ModelStore};
 use blindspot::metrics::moverscore::{self, Version, emd, emd_hat};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
-use blindspot::models::{ModelFiles, Plm, Precision};
-use burn::tensor::Device;
+use blindspot::models::Plm;
 use futures::executor::block_on;
 use serde_json::Value;
 
@@ -32,8 +31,7 @@ fn fixture() -> PathBuf {
 }
 
 fn load() -> Plm {
-    let files = ModelFiles::from_path(&fixture()).unwrap();
-    Plm::load("tiny-distilbert", files, &Device::flex(), Precision::F32).unwrap()
+    common::cpu_model("tiny-distilbert", &fixture())
 }
 
 fn spec(idf: bool) -> MetricSpec {
@@ -261,13 +259,7 @@ fn inputs_moverscore_cannot_score_say_why() {
 #[test]
 fn minilm_runs_moverscore_too() {
     let minilm = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
-    let plm = Plm::load(
-        "all-MiniLM-L6-v2",
-        ModelFiles::from_path(&minilm).unwrap(),
-        &Device::flex(),
-        Precision::F32,
-    )
-    .unwrap();
+    let plm = common::cpu_model("all-MiniLM-L6-v2", &minilm);
     let engine = Engine::new(One(Rc::new(plm)));
     let pairs = [
         (
@@ -286,13 +278,14 @@ fn minilm_runs_moverscore_too() {
     );
 }
 
-#[test]
-fn cli_scores_moverscore_with_idf_over_the_file() {
-    let g = common::golden("moverscore.json");
-    let pairs = pairs(&g);
-    let dir = std::env::temp_dir().join(format!("blindspot-mover-cli-{}", std::process::id()));
+/// `blindspot score` over `pairs` (JSON lines: SummEval summaries hold
+/// newlines) with `args`: `metric`'s values, or the CLI's error.
+fn cli_score(pairs: &[(String, String)], args: &[&str], metric: &str) -> Result<Vec<f64>, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "blindspot-mover-cli-{metric}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    // JSONL input: SummEval summaries hold newlines.
     let input = dir.join("pairs.jsonl");
     let lines: String = pairs
         .iter()
@@ -300,39 +293,30 @@ fn cli_scores_moverscore_with_idf_over_the_file() {
         .collect();
     std::fs::write(&input, lines).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_blindspot"))
-        .args([
-            "score",
-            "--input",
-            input.to_str().unwrap(),
-            "--format",
-            "jsonl",
-            "--idf",
-        ])
-        .args(["--metrics", "moverscore"])
-        .args(["--model", &format!("moverscore={}", fixture().display())])
+        .args(["score", "--input", input.to_str().unwrap()])
+        .args(["--format", "jsonl", "--metrics", metric])
+        .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v: &Value| v.get("pair").is_some())
-        .collect();
-    let want = golden(&g, "idf_f64");
-    assert_eq!(rows.len(), want.len());
-    for (i, row) in rows.iter().enumerate() {
-        let ours = row["moverscore"].as_f64().unwrap();
-        assert!(
-            (ours - want[i]).abs() <= TOLERANCE,
-            "{i}: {ours} vs {}",
-            want[i]
-        );
-    }
     std::fs::remove_dir_all(&dir).ok();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("pair").is_some())
+        .map(|v| v[metric].as_f64().unwrap())
+        .collect())
+}
+
+#[test]
+fn cli_scores_moverscore_with_idf_over_the_file() {
+    let g = common::golden("moverscore.json");
+    let model = format!("moverscore={}", fixture().display());
+    let ours = cli_score(&pairs(&g), &["--idf", "--model", &model], "moverscore").unwrap();
+    let dev = max_deviation(&ours, &golden(&g, "idf_f64"));
+    assert!(dev <= TOLERANCE, "{dev:e}");
 }
 
 // --- MoverScore v1 -----------------------------------------------------------
@@ -401,15 +385,7 @@ fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
     let g = common::golden("moverscore_v1.json");
     let pairs = v1_pairs(&g);
     assert_eq!(pairs.len(), 36);
-    let plm = Rc::new(
-        Plm::load(
-            "tiny-bert-mnli",
-            ModelFiles::from_path(&v1_fixture()).unwrap(),
-            &Device::flex(),
-            Precision::F32,
-        )
-        .unwrap(),
-    );
+    let plm = Rc::new(common::cpu_model("tiny-bert-mnli", &v1_fixture()));
     let engine = Engine::new(One(plm.clone())).with_details();
     for ngram in [1, 2] {
         for (idf, key) in [(true, "idf"), (false, "uniform")] {
@@ -501,13 +477,7 @@ fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
 
 #[test]
 fn v1_is_refused_without_weight_or_with_a_zero_ngram() {
-    let plm = Plm::load(
-        "tiny-bert-mnli",
-        ModelFiles::from_path(&v1_fixture()).unwrap(),
-        &Device::flex(),
-        Precision::F32,
-    )
-    .unwrap();
+    let plm = common::cpu_model("tiny-bert-mnli", &v1_fixture());
     let engine = Engine::new(One(Rc::new(plm)));
     let pairs = [("the cat sat".to_owned(), "a cat sat".to_owned())];
     let e = column_of(&engine, &pairs, v1_spec(true, 1))
@@ -526,64 +496,13 @@ fn v1_is_refused_without_weight_or_with_a_zero_ngram() {
 fn cli_scores_moverscore_v1_bigrams_with_idf() {
     let g = common::golden("moverscore_v1.json");
     let pairs = v1_pairs(&g);
-    let dir = std::env::temp_dir().join(format!("blindspot-mover-v1-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let input = dir.join("pairs.jsonl");
-    let lines: String = pairs
-        .iter()
-        .map(|(r, h)| format!("{}\n", serde_json::json!({ "ref": r, "hyp": h })))
-        .collect();
-    std::fs::write(&input, lines).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_blindspot"))
-        .args([
-            "score",
-            "--input",
-            input.to_str().unwrap(),
-            "--format",
-            "jsonl",
-        ])
-        .args([
-            "--idf",
-            "--moverscore-ngram",
-            "2",
-            "--metrics",
-            "moverscore-v1",
-        ])
-        .args([
-            "--model",
-            &format!("moverscore-v1={}", v1_fixture().display()),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v: &Value| v.get("pair").is_some())
-        .collect();
-    let ours: Vec<f64> = rows
-        .iter()
-        .map(|r| r["moverscore-v1"].as_f64().unwrap())
-        .collect();
+    let model = format!("moverscore-v1={}", v1_fixture().display());
+    let args = ["--idf", "--moverscore-ngram", "2", "--model", &model];
+    let ours = cli_score(&pairs, &args, "moverscore-v1").unwrap();
     let dev = max_deviation(&ours, &golden(&g, "idf_n2_exact"));
     assert!(dev <= TOLERANCE, "{dev:e}");
-    let out = Command::new(env!("CARGO_BIN_EXE_blindspot"))
-        .args([
-            "score",
-            "--input",
-            input.to_str().unwrap(),
-            "--format",
-            "jsonl",
-        ])
-        .args(["--moverscore-ngram", "0", "--metrics", "moverscore-v1"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    std::fs::remove_dir_all(&dir).ok();
+    let e = cli_score(&pairs, &["--moverscore-ngram", "0"], "moverscore-v1").unwrap_err();
+    assert!(e.contains("--moverscore-ngram"), "{e}");
 }
 
 #[test]
@@ -610,15 +529,7 @@ fn a_folder_with_vocab_txt_instead_of_tokenizer_json_reads_alike() {
     assert!(vocab.iter().enumerate().all(|(i, v)| v.1 == i as u64));
     let lines: String = vocab.iter().map(|(t, _)| format!("{t}\n")).collect();
     std::fs::write(dir.join("vocab.txt"), lines).unwrap();
-    let load = |path: &std::path::Path| {
-        Plm::load(
-            "tiny-bert-mnli",
-            ModelFiles::from_path(path).unwrap(),
-            &Device::flex(),
-            Precision::F32,
-        )
-        .unwrap()
-    };
+    let load = |path: &std::path::Path| common::cpu_model("tiny-bert-mnli", path);
     let (json, txt) = (load(&v1_fixture()), load(&dir));
     let g = common::golden("moverscore_v1.json");
     let pairs = v1_pairs(&g);
@@ -694,13 +605,7 @@ fn several_references_average_as_run_summarization_does() {
             src: None,
         })
         .collect();
-    let plm = Plm::load(
-        "tiny-bert-mnli",
-        ModelFiles::from_path(&v1_fixture()).unwrap(),
-        &Device::flex(),
-        Precision::F32,
-    )
-    .unwrap();
+    let plm = common::cpu_model("tiny-bert-mnli", &v1_fixture());
     let engine = Engine::new(One(Rc::new(plm))).with_details();
     let col = block_on(engine.score(&[v1_spec(true, 1)], &segments))
         .unwrap()

@@ -111,6 +111,25 @@ impl WordPieceOptions {
     }
 }
 
+/// BERT's `[CLS] A [SEP]` template (pairs `[CLS] A [SEP] B [SEP]`, segment
+/// 1 from B on) with the ids `inner`'s vocabulary (`file`) gives them.
+fn cls_sep_template(inner: &Tokenizer, file: &str) -> Result<TemplateProcessing, TokenizerError> {
+    let id = |t: &str| {
+        inner
+            .token_to_id(t)
+            .ok_or_else(|| TokenizerError(format!("{file} has no {t}")))
+    };
+    let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+    TemplateProcessing::builder()
+        .try_single("[CLS]:0 $A:0 [SEP]:0")
+        .map_err(err)?
+        .try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
+        .map_err(err)?
+        .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
+        .build()
+        .map_err(err)
+}
+
 /// A language model's tokenizer.
 #[derive(Clone)]
 pub struct LmTokenizer {
@@ -213,20 +232,7 @@ impl LmTokenizer {
             .map_err(err)?;
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
         inner.with_decoder(Some(WordPieceDecoder::default()));
-        let id = |t: &str| {
-            inner
-                .token_to_id(t)
-                .ok_or_else(|| TokenizerError(format!("vocab.txt has no {t}")))
-        };
-        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
-        let template = TemplateProcessing::builder()
-            .try_single("[CLS]:0 $A:0 [SEP]:0")
-            .map_err(err)?
-            .try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
-            .map_err(err)?
-            .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
-            .build()
-            .map_err(err)?;
+        let template = cls_sep_template(&inner, "vocab.txt")?;
         inner.with_post_processor(Some(template));
         let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
             .into_iter()
@@ -246,20 +252,7 @@ impl LmTokenizer {
     /// `[CLS]`, `[SEP]`, `[UNK]`, `[MASK]` as special tokens.
     pub fn deberta_bpe(vocab_json: &str, merges_txt: &str) -> Result<Self, TokenizerError> {
         let mut tok = Self::gpt2(vocab_json, merges_txt)?;
-        let id = |t: &str| {
-            tok.inner
-                .token_to_id(t)
-                .ok_or_else(|| TokenizerError(format!("vocab.json has no {t}")))
-        };
-        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
-        let template = TemplateProcessing::builder()
-            .try_single("[CLS]:0 $A:0 [SEP]:0")
-            .map_err(err)?
-            .try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
-            .map_err(err)?
-            .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
-            .build()
-            .map_err(err)?;
+        let template = cls_sep_template(&tok.inner, "vocab.json")?;
         tok.inner.with_post_processor(Some(template));
         let specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"].map(|t| AddedToken::from(t, true));
         tok.inner.add_special_tokens(specials).map_err(err)?;

@@ -75,3 +75,15 @@ pub fn field(row: &Value, path: &str) -> String {
         .unwrap_or_else(|| panic!("field {path}"))
         .to_string()
 }
+
+/// A checkpoint folder (or prepared file) loaded at f32 on the CPU under `name`.
+pub fn cpu_model(name: &str, path: &std::path::Path) -> blindspot::models::Plm {
+    let files = blindspot::models::ModelFiles::from_path(path).unwrap();
+    blindspot::models::Plm::load(
+        name,
+        files,
+        &burn::tensor::Device::flex(),
+        blindspot::models::Precision::F32,
+    )
+    .unwrap()
+}

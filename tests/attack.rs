@@ -560,3 +560,148 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
     common::assert_user_error(&attack_cli(&["--budget", "0"]), "budget");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
+    let dir = std::env::temp_dir().join(format!("blindspot-attack-suite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |n: &str| dir.join(n).display().to_string();
+    let stress = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+            .args(["stress", "--data", &format!("{DATA}/wmt21_de_en.jsonl")])
+            .args(["--format", "wmt", "--limit", "12", "--seeds", "1"])
+            .args(["--injections", "truncation", "--metrics", "chrf"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (goal, file) in [("over-penalise", "over.jsonl"), ("raise", "raise.jsonl")] {
+        let out = attack_cli(&[
+            "--metric",
+            "chrf",
+            "--goal",
+            goal,
+            "--budget",
+            "150",
+            "--out",
+            &path(file),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = stress(&[
+        "--attack",
+        &path("over.jsonl"),
+        "--attack",
+        &path("raise.jsonl"),
+        "--html",
+        &path("report.html"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: blindspot::stress::suite::SuiteReport =
+        serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.attacks.len(), 2);
+    let html = std::fs::read_to_string(path("report.html")).unwrap();
+    let card = String::from_utf8_lossy(&out.stderr);
+    for (entry, file) in report.attacks.iter().zip(["over.jsonl", "raise.jsonl"]) {
+        // The summary is the run's, recomputed from its outcomes.
+        let text = std::fs::read_to_string(path(file)).unwrap();
+        let mut lines = text.lines();
+        let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        let outcomes: Vec<AttackOutcome> =
+            lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+        let summary = blindspot::stress::attack::AttackSummary::of(&outcomes);
+        assert_eq!(entry.summary, summary);
+        assert_eq!(entry.summary.attempted, 12);
+        assert!(entry.summary.succeeded > 0, "{summary:?}");
+        assert_eq!(entry.metric, "chrf");
+        assert_eq!(
+            serde_json::to_value(&entry.config).unwrap(),
+            header["config"]
+        );
+        assert_eq!(entry.signature, header["signature"].as_str().unwrap());
+        // The HTML report and the terminal card show it.
+        assert!(html.contains(&format!(
+            "<td>{} ({:.1}%)</td><td>{:.1}</td>",
+            summary.succeeded,
+            100.0 * summary.success_rate,
+            summary.mean_queries
+        )));
+        assert!(card.contains(&format!(
+            "attack {} / {} on chrf: {} of 12 items",
+            entry.config.goal, entry.config.strategy, summary.succeeded
+        )));
+    }
+    assert!(html.contains("<h2 id=\"attacks\">Attacks</h2>"));
+    // Merged suite shards take attacks too, and give the same report.
+    for i in 0..2 {
+        let out = stress(&[
+            "--shard",
+            &format!("{i}/2"),
+            "--out",
+            &path(&format!("s{i}.json")),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let merged = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args(["merge", &path("s0.json"), &path("s1.json")])
+        .args([
+            "--attack",
+            &path("over.jsonl"),
+            "--attack",
+            &path("raise.jsonl"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    assert_eq!(merged.stdout, out.stdout);
+    // A shard of an attack, another dataset's attack and a file that is not
+    // an attack's results are refused.
+    let part = attack_cli(&[
+        "--metric",
+        "chrf",
+        "--shard",
+        "0/2",
+        "--out",
+        &path("part.jsonl"),
+    ]);
+    assert!(
+        part.status.success(),
+        "{}",
+        String::from_utf8_lossy(&part.stderr)
+    );
+    common::assert_user_error(&stress(&["--attack", &path("part.jsonl")]), "merge");
+    let other = std::fs::read_to_string(path("over.jsonl"))
+        .unwrap()
+        .replacen(
+            "\"dataset\":\"wmt21_de_en.jsonl\"",
+            "\"dataset\":\"other.jsonl\"",
+            1,
+        );
+    assert_ne!(other, std::fs::read_to_string(path("over.jsonl")).unwrap());
+    std::fs::write(path("other.jsonl"), other).unwrap();
+    common::assert_user_error(
+        &stress(&["--attack", &path("other.jsonl")]),
+        "the attack ran on other.jsonl, the suite on wmt21_de_en.jsonl",
+    );
+    common::assert_user_error(
+        &stress(&["--attack", &path("s0.json")]),
+        "not the results of `blindspot attack`",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -72,6 +72,10 @@ pub struct ReportFiles {
     /// Also write a self-contained HTML report (card, charts, embedded JSON) here.
     #[arg(long)]
     html: Option<String>,
+    /// Stress reports: add the summary of this attack run on the same dataset
+    /// (the results of `blindspot attack`, or its merged shards); repeatable.
+    #[arg(long = "attack", value_name = "RESULTS")]
+    attacks: Vec<String>,
 }
 
 /// Arguments of `blindspot merge`.
@@ -229,11 +233,27 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     let report = run_suite_with_models(&dataset, &items, &config, models, &progress)
         .map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
-    write_report(&report, &args.report)
+    write_report(report, &args.report)
 }
 
-/// Writes a suite report as JSON (and CSV and HTML where asked) and prints its card.
-fn write_report(report: &SuiteReport, files: &ReportFiles) -> Result<(), CliError> {
+/// Writes a suite report as JSON (and CSV and HTML where asked) and prints
+/// its card, with the summaries of the attack runs asked for.
+fn write_report(mut report: SuiteReport, files: &ReportFiles) -> Result<(), CliError> {
+    for path in &files.attacks {
+        let run = match super::attack::parse_run(&read_text(path)?) {
+            Some(Ok(run)) => run,
+            Some(Err(e)) => return Err(CliError::Suite(format!("{path}: {e}"))),
+            None => {
+                return Err(CliError::Suite(format!(
+                    "{path}: not the results of `blindspot attack`"
+                )));
+            }
+        };
+        report
+            .add_attack(&run)
+            .map_err(|e| CliError::Suite(format!("{path}: {e}")))?;
+    }
+    let report = &report;
     write_json(&files.out, report)?;
     if let Some(path) = &files.csv {
         std::fs::write(path, report.to_csv())?;
@@ -254,6 +274,12 @@ pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
         if args.report.csv.is_some() {
             return Err(CliError::Suite(
                 "attack results have no CSV form: use --out (JSON lines), --summary or --html"
+                    .into(),
+            ));
+        }
+        if !args.report.attacks.is_empty() {
+            return Err(CliError::Suite(
+                "--attack adds an attack's summary to a stress report; these parts are an attack's"
                     .into(),
             ));
         }
@@ -283,7 +309,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<(), CliError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let report = merge(parts).map_err(|e| CliError::Suite(e.to_string()))?;
-    write_report(&report, &args.report)
+    write_report(report, &args.report)
 }
 
 /// The report card as a terminal table: one row per test, one column per metric.
@@ -304,6 +330,21 @@ pub fn summary(report: &SuiteReport) -> String {
             out.push_str(&format!(" {:>14}", v.as_str().unwrap_or_default()));
         }
         out.push('\n');
+    }
+    for a in &report.attacks {
+        let s = &a.summary;
+        out.push_str(&format!(
+            "attack {} / {} on {}: {} of {} items ({:.1}%), {:.1} queries, {:.1}% words perturbed, {:+.3} z\n",
+            a.config.goal,
+            a.config.strategy,
+            a.metric,
+            s.succeeded,
+            s.attempted,
+            100.0 * s.success_rate,
+            s.mean_queries,
+            s.mean_perturbed_pct,
+            s.mean_change_z
+        ));
     }
     out
 }

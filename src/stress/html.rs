@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::Verdict;
-use super::attack::AttackRun;
+use super::attack::{AttackEntry, AttackRun};
 use super::suite::{SuiteReport, TestResult};
 
 /// Escapes text for HTML element content and attribute values.
@@ -172,7 +172,9 @@ pub fn suite_html(report: &SuiteReport) -> String {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</tbody></table><h2>Metrics</h2><ul>");
+    out.push_str("</tbody></table>");
+    attacks(&mut out, &report.attacks);
+    out.push_str("<h2>Metrics</h2><ul>");
     for (m, metric) in report.metrics.iter().enumerate() {
         let _ = write!(
             out,
@@ -203,6 +205,49 @@ pub fn suite_html(report: &SuiteReport) -> String {
     }
     end_with_data(&mut out, report);
     out
+}
+
+/// The attacks run on the suite's dataset: one row per run, as the attack
+/// paper summarises one.
+fn attacks(out: &mut String, entries: &[AttackEntry]) {
+    if entries.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2 id=\"attacks\">Attacks</h2><p>Searches for edits that break a metric \
+         (<code>blindspot attack</code>) on the same dataset. Success: the goal was met within \
+         the query budget; perturbation is the share of words edited where it succeeded; \
+         changes are in z units of the metric over the dataset's original texts.</p>\
+         <table><thead><tr><th>metric</th><th>goal</th><th>strategy</th><th>budget</th>\
+         <th>items</th><th>succeeded</th><th>mean queries</th><th>words perturbed</th>\
+         <th>mean change</th><th>models</th></tr></thead><tbody>",
+    );
+    for a in entries {
+        let s = &a.summary;
+        let _ = write!(
+            out,
+            "<tr><th title=\"{}\">{}</th><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{} ({:.1}%)</td><td>{:.1}</td><td>{:.1}%</td><td>{:+.3} z</td><td>{}</td></tr>",
+            esc(&a.signature),
+            esc(&a.metric),
+            esc(a.config.goal.description()),
+            a.config.goal,
+            a.config.strategy,
+            a.config.budget,
+            s.attempted,
+            s.succeeded,
+            100.0 * s.success_rate,
+            s.mean_queries,
+            s.mean_perturbed_pct,
+            s.mean_change_z,
+            if a.tools.is_empty() {
+                "–".to_owned()
+            } else {
+                esc(&a.tools.join(" · "))
+            }
+        );
+    }
+    out.push_str("</tbody></table>");
 }
 
 /// `text` with its edits marked (`<mark>` for changed words, ⌫ where words

@@ -28,6 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::attack::{AttackEntry, AttackRun};
 use super::{Verdict, verdict};
 use crate::data::Item;
 use crate::inject::masked_lm::MaskedLm;
@@ -127,9 +128,29 @@ pub struct SuiteReport {
     pub base: Vec<f64>,
     /// One test per injection.
     pub tests: Vec<TestResult>,
+    /// Attacks run on the same dataset (`blindspot attack`), added to the
+    /// report with [`SuiteReport::add_attack`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attacks: Vec<AttackEntry>,
 }
 
 impl SuiteReport {
+    /// Adds an attack run's summary. Refuses a run on another dataset, or a
+    /// shard of one.
+    pub fn add_attack(&mut self, run: &AttackRun) -> Result<(), SuiteError> {
+        let entry = run
+            .entry()
+            .map_err(|e| SuiteError::Invalid(e.to_string()))?;
+        if entry.dataset != self.dataset {
+            return Err(SuiteError::Invalid(format!(
+                "the attack ran on {}, the suite on {}",
+                entry.dataset, self.dataset
+            )));
+        }
+        self.attacks.push(entry);
+        Ok(())
+    }
+
     /// One row per (test, level, metric), with the verdict repeated per test.
     pub fn to_csv(&self) -> String {
         let report = self;
@@ -745,6 +766,7 @@ pub fn run_part(
         metrics: Vec::new(),
         base: base_mean.clone(),
         tests: Vec::new(),
+        attacks: Vec::new(),
     };
     if stream.is_some() {
         streamed.metrics.clone_from(&metrics);
@@ -1081,6 +1103,7 @@ pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
         metrics: part.metrics.clone(),
         base,
         tests,
+        attacks: Vec::new(),
     })
 }
 

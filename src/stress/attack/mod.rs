@@ -450,6 +450,47 @@ impl AttackRun {
     pub fn summary(&self) -> AttackSummary {
         AttackSummary::of(&self.outcomes)
     }
+
+    /// The run as a suite report lists it: what was attacked, how, and the
+    /// summary. Refuses a shard (its summary would cover part of the items).
+    pub fn entry(&self) -> Result<AttackEntry, AttackError> {
+        let h = &self.header;
+        if let Some(shard) = h.shard {
+            return Err(AttackError::Config(format!(
+                "the attack on {} is shard {}/{}: combine the parts with `blindspot merge` first",
+                h.dataset, shard.index, shard.count
+            )));
+        }
+        Ok(AttackEntry {
+            dataset: h.dataset.clone(),
+            metric: h.metric.clone(),
+            signature: h.signature.clone(),
+            config: h.config.clone(),
+            tools: h.tools.clone(),
+            z: h.z,
+            summary: self.summary(),
+        })
+    }
+}
+
+/// An attack run's summary in a stress suite's report (the items' outcomes
+/// stay in the run's own results).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttackEntry {
+    /// Dataset name.
+    pub dataset: String,
+    /// The metric attacked.
+    pub metric: String,
+    /// Its signature.
+    pub signature: String,
+    /// Settings.
+    pub config: AttackConfig,
+    /// What proposed edits and checked fluency (model names).
+    pub tools: Vec<String>,
+    /// The z scale.
+    pub z: ZNorm,
+    /// Success rate, queries, perturbation and change, as the attack paper reports them.
+    pub summary: AttackSummary,
 }
 
 /// The z statistics of `spec` over the items' gold texts against their

@@ -22,7 +22,7 @@ use burn::tensor::{Int, Tensor, TensorData, activation};
 
 use super::Signature;
 use super::spec::BartPart;
-use crate::models::{Head, LmToken, ModelError, Plm, read_back};
+use crate::models::{Head, LmToken, ModelError, PassLimit, Plm, read_back};
 
 /// The implementation whose computation is reproduced.
 pub const CONVENTIONS: &str = "neulab-bartscore";
@@ -92,7 +92,7 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>
     let size = |i: usize| encoded[i].0.tokens.len().max(encoded[i].1.tokens.len());
     order.sort_by_key(|&i| size(i));
     let mut scored: Vec<Option<TargetScore>> = vec![None; distinct.len()];
-    for chunk in chunks(&order, size) {
+    for chunk in plm.passes(&order, |&i| size(i), PassLimit::Tokens(TOKEN_BUDGET)) {
         let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].0.ids()).collect();
         let labels: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].1.ids()).collect();
         let inputs: Vec<Vec<u32>> = labels
@@ -140,27 +140,6 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>
         .collect())
 }
 
-/// Chunks of pair indices (sorted by `length`) whose padded size stays
-/// within [`TOKEN_BUDGET`]; a longer pair gets a chunk of its own.
-fn chunks(order: &[usize], length: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut current: Vec<usize> = Vec::new();
-    let mut longest = 0;
-    for &i in order {
-        let l = length(i);
-        if !current.is_empty() && (current.len() + 1) * longest.max(l) > TOKEN_BUDGET {
-            out.push(std::mem::take(&mut current));
-            longest = 0;
-        }
-        longest = longest.max(l);
-        current.push(i);
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
 /// The signature of a BARTScore part from `model` at `precision`.
 pub fn signature(model: &str, part: BartPart, precision: &str) -> Signature {
     let s = Signature::new("bartscore")
@@ -179,14 +158,6 @@ pub fn signature(model: &str, part: BartPart, precision: &str) -> Signature {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunks_keep_the_padded_size_within_the_budget() {
-        let lengths = [10usize, 10, 150, 300, 700];
-        let order: Vec<usize> = (0..lengths.len()).collect();
-        let c = chunks(&order, |i| lengths[i]);
-        assert_eq!(c, vec![vec![0, 1, 2], vec![3], vec![4]]);
-    }
 
     #[test]
     fn signatures_name_the_part_and_the_reference_rule() {

@@ -15,9 +15,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::Signature;
-use crate::models::{ModelError, Plm, read_back};
+use crate::models::{ModelError, PassLimit, Plm, read_back};
 
-/// Texts per forward pass.
+/// Texts per forward pass at most ([`Plm::passes`] may split it further).
 pub const BATCH: usize = 32;
 
 /// One text's token embeddings at the chosen layer.
@@ -42,7 +42,7 @@ impl TokenEmbeddings {
 }
 
 /// Embeds `texts` at `layer` (0 = embeddings, `num_layers` = last), in
-/// batches of [`BATCH`] sorted by length so little padding is computed.
+/// passes of texts sorted by length ([`Plm::passes`]) so little padding is computed.
 pub async fn embed(
     plm: &Plm,
     texts: &[&str],
@@ -61,7 +61,11 @@ pub async fn embed(
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| encoded[i].tokens.len());
     let mut out: Vec<Option<TokenEmbeddings>> = vec![None; texts.len()];
-    for chunk in order.chunks(BATCH) {
+    for chunk in plm.passes(
+        &order,
+        |&i| encoded[i].tokens.len(),
+        PassLimit::Sequences(BATCH),
+    ) {
         let ids: Vec<Vec<u32>> = chunk
             .iter()
             .map(|&i| encoded[i].tokens.iter().map(|t| t.id).collect())

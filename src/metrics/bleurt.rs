@@ -11,7 +11,7 @@
 //! long, so when both are cut the reference keeps the odd token.
 
 use super::Signature;
-use crate::models::{ModelConfig, ModelError, Plm, read_back};
+use crate::models::{ModelConfig, ModelError, PassLimit, Plm, read_back};
 
 /// Pairs per encoder pass.
 pub const BATCH: usize = 16;
@@ -81,7 +81,7 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<BleurtScore>
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by_key(|&i| encoded[i].0.len());
     let mut out = vec![None; pairs.len()];
-    for chunk in order.chunks(BATCH) {
+    for chunk in plm.passes(&order, |&i| encoded[i].0.len(), PassLimit::Sequences(BATCH)) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].0.clone()).collect();
         let types: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].1.clone()).collect();
         let forward = plm.forward_with_types(&ids, Some(&types))?;

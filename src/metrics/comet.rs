@@ -16,7 +16,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use super::Signature;
 use crate::models::comet::{CometKind, CometModel};
-use crate::models::{Batch, ModelError, Network, Plm, read_back};
+use crate::models::{Batch, ModelError, Network, PassLimit, Plm, read_back};
 
 /// Texts per encoder pass.
 pub const BATCH: usize = 16;
@@ -94,7 +94,11 @@ async fn embed(
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| encoded[i].tokens.len());
     let mut out: Vec<Option<(Vec<f32>, bool)>> = vec![None; texts.len()];
-    for chunk in order.chunks(BATCH) {
+    for chunk in plm.passes(
+        &order,
+        |&i| encoded[i].tokens.len(),
+        PassLimit::Sequences(BATCH),
+    ) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
         if ids.iter().any(Vec::is_empty) {
             return Err(ModelError::Unsupported("empty input sequence".into()));

@@ -21,7 +21,7 @@ use rand_xoshiro::rand_core::SeedableRng;
 use serde::Serialize;
 
 use super::Signature;
-use crate::models::{ModelError, Plm, read_back};
+use crate::models::{ModelError, PassLimit, Plm, read_back};
 
 /// Texts per forward pass when featurising.
 pub const BATCH: usize = 16;
@@ -183,7 +183,11 @@ pub async fn features(plm: &Plm, texts: &[&str]) -> Result<Array2<f32>, ModelErr
     order.sort_by_key(|&i| encoded[i].tokens.len());
     let width = plm.config.hidden_size;
     let mut out = Array2::<f32>::zeros((texts.len(), width));
-    for chunk in order.chunks(BATCH) {
+    for chunk in plm.passes(
+        &order,
+        |&i| encoded[i].tokens.len(),
+        PassLimit::Sequences(BATCH),
+    ) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
         let forward = plm.forward(&ids)?;
         let [b, l, _] = forward.hidden_states[0].dims();

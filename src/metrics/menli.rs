@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::Signature;
 use super::spec::named_enum;
 
-use crate::models::{ModelError, Plm, read_back};
+use crate::models::{ModelError, PassLimit, Plm, read_back};
 
 /// Pairs per model pass.
 pub const BATCH: usize = 16;
@@ -201,7 +201,11 @@ pub async fn probabilities(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<NliP
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by_key(|&i| encoded[i].tokens.len());
     let mut out = vec![NliProbs::default(); pairs.len()];
-    for chunk in order.chunks(BATCH) {
+    for chunk in plm.passes(
+        &order,
+        |&i| encoded[i].tokens.len(),
+        PassLimit::Sequences(BATCH),
+    ) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
         let types: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].type_ids.clone()).collect();
         let forward = plm.forward_with_types(&ids, Some(&types))?;

@@ -47,7 +47,7 @@ use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use super::Signature;
 use super::bertscore::{EmbeddingCache, TokenEmbeddings};
-use crate::models::{ModelError, Plm, read_back};
+use crate::models::{ModelError, PassLimit, Plm, read_back};
 use burn::tensor::Tensor;
 
 /// The implementation whose computation is reproduced: `moverscore_v2` as
@@ -295,7 +295,7 @@ async fn read_texts(
         fresh.push((i, plm.encode(t)?));
     }
     fresh.sort_by_key(|(_, e)| e.tokens.len());
-    for chunk in fresh.chunks(BATCH) {
+    for chunk in plm.passes(&fresh, |(_, e)| e.tokens.len(), PassLimit::Sequences(BATCH)) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, e)| e.ids()).collect();
         let forward = plm.forward(&ids)?;
         let last = forward
@@ -344,7 +344,7 @@ async fn read_texts_v1(plm: &Plm, texts: &[&str]) -> Result<Vec<Read>, ModelErro
     }
     fresh.sort_by_key(|(_, e)| e.tokens.len());
     let mut out: Vec<Option<Read>> = texts.iter().map(|_| None).collect();
-    for chunk in fresh.chunks(BATCH) {
+    for chunk in plm.passes(&fresh, |(_, e)| e.tokens.len(), PassLimit::Sequences(BATCH)) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, e)| e.ids()).collect();
         let forward = plm.forward(&ids)?;
         let layers: Vec<Tensor<3>> = forward.hidden_states[first..=last]

@@ -16,7 +16,7 @@ use burn::tensor::{Int, Tensor, TensorData, activation};
 use serde::Serialize;
 
 use super::Signature;
-use crate::models::{LmToken, ModelError, Plm, read_back};
+use crate::models::{LmToken, ModelError, PassLimit, Plm, read_back};
 
 /// Token positions per model pass (GPT-2's logits take 200 KB per token).
 pub const TOKEN_BUDGET: usize = 512;
@@ -49,24 +49,6 @@ impl Perplexity {
             truncated,
         }
     }
-}
-
-/// Chunks of item indices whose padded size stays within [`TOKEN_BUDGET`]
-/// (`lengths` sorted ascending; a longer item gets a chunk of its own).
-fn budget_chunks(order: &[usize], length: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
-    let mut chunks: Vec<Vec<usize>> = Vec::new();
-    let mut current: Vec<usize> = Vec::new();
-    for &i in order {
-        let longest = current.iter().map(|&j| length(j)).max().unwrap_or(0);
-        if !current.is_empty() && (current.len() + 1) * longest.max(length(i)) > TOKEN_BUDGET {
-            chunks.push(std::mem::take(&mut current));
-        }
-        current.push(i);
-    }
-    if !current.is_empty() {
-        chunks.push(current);
-    }
-    chunks
 }
 
 /// `[b, l, 1]` integer tensor of target ids.
@@ -115,7 +97,11 @@ pub async fn causal(plm: &Plm, texts: &[&str], bos: bool) -> Result<Vec<Perplexi
         let n = tokens.len();
         out[i] = Some(Perplexity::new(tokens, vec![None; n], truncated));
     }
-    for chunk in budget_chunks(&scored, |i| encoded[i].0.len()) {
+    for chunk in plm.passes(
+        &scored,
+        |&i| encoded[i].0.len(),
+        PassLimit::Tokens(TOKEN_BUDGET),
+    ) {
         let ids: Vec<Vec<u32>> = chunk
             .iter()
             .map(|&i| encoded[i].0.iter().map(|t| t.id).collect())
@@ -166,7 +152,11 @@ pub async fn pseudo(plm: &Plm, texts: &[&str]) -> Result<Vec<Perplexity>, ModelE
     let mut logprob: Vec<Vec<Option<f64>>> =
         encoded.iter().map(|e| vec![None; e.tokens.len()]).collect();
     let row_ids: Vec<usize> = (0..rows.len()).collect();
-    for chunk in budget_chunks(&row_ids, |r| encoded[rows[r].0].tokens.len()) {
+    for chunk in plm.passes(
+        &row_ids,
+        |&r| encoded[rows[r].0].tokens.len(),
+        PassLimit::Tokens(TOKEN_BUDGET),
+    ) {
         let ids: Vec<Vec<u32>> = chunk
             .iter()
             .map(|&r| {
@@ -231,18 +221,6 @@ pub fn pseudo_signature(model: &str, precision: &str) -> Signature {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunks_respect_the_token_budget() {
-        let lengths = [10usize, 10, 100, 300, 600];
-        let order: Vec<usize> = (0..lengths.len()).collect();
-        let chunks = budget_chunks(&order, |i| lengths[i]);
-        assert_eq!(chunks, vec![vec![0, 1, 2], vec![3], vec![4]]);
-        for c in &chunks[..2] {
-            let longest = c.iter().map(|&i| lengths[i]).max().unwrap();
-            assert!(c.len() * longest <= TOKEN_BUDGET);
-        }
-    }
 
     #[test]
     fn perplexity_is_exp_of_mean_surprisal_over_scored_tokens() {

@@ -162,7 +162,62 @@ pub struct ForwardOutput {
     pub lengths: Vec<usize>,
 }
 
+/// The most padding a CPU pass may compute, as a share of its positions.
+const CPU_PADDING: f64 = 0.125;
+
+/// What bounds one forward pass.
+#[derive(Clone, Copy, Debug)]
+pub enum PassLimit {
+    /// At most this many sequences.
+    Sequences(usize),
+    /// At most this many positions, padding included (a longer sequence
+    /// gets a pass of its own).
+    Tokens(usize),
+}
+
+/// Splits `items` (best sorted by length, shortest first) into forward
+/// passes within `limit`; every sequence of a pass is padded to its longest.
+/// With `cpu`, a pass also ends before a sequence that would make more than
+/// 1/8 of its positions padding: on the CPU a padded position costs as much
+/// as a real token (200 MENLI pairs in batches of 16: 38% of the positions
+/// were padding, 11% with this rule), while on a GPU a pass's fixed cost
+/// outweighs its padding.
+pub fn passes<T>(items: &[T], len: impl Fn(&T) -> usize, limit: PassLimit, cpu: bool) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut tokens, mut longest) = (0, 0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let n = len(item);
+        let count = i - start + 1;
+        let padded = count * longest.max(n);
+        let full = match limit {
+            PassLimit::Sequences(max) => count > max.max(1),
+            PassLimit::Tokens(budget) => padded > budget,
+        };
+        let wasteful = cpu && (padded - (tokens + n)) as f64 > CPU_PADDING * padded as f64;
+        if count > 1 && (full || wasteful) {
+            out.push(&items[start..i]);
+            (start, tokens, longest) = (i, 0, 0);
+        }
+        tokens += n;
+        longest = longest.max(n);
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
 impl Plm {
+    /// [`passes`] for this model's device (the padding rule on the CPU).
+    pub fn passes<'a, T>(
+        &self,
+        items: &'a [T],
+        len: impl Fn(&T) -> usize,
+        limit: PassLimit,
+    ) -> Vec<&'a [T]> {
+        passes(items, len, limit, self.device == Device::flex())
+    }
+
     /// Tokenizes `text` as the model reads it (special tokens added, cut to
     /// the model's limit; `truncated` says when).
     pub fn encode(&self, text: &str) -> Result<ModelEncoding, ModelError> {
@@ -363,4 +418,49 @@ pub fn read_back_blocking<const D: usize>(
     t: Tensor<D>,
 ) -> Result<(Vec<f32>, [usize; D]), ModelError> {
     futures::executor::block_on(read_back(t))
+}
+
+#[cfg(test)]
+mod pass_tests {
+    use super::{PassLimit, passes};
+
+    #[test]
+    fn passes_keep_the_padded_size_within_a_token_budget() {
+        let lengths = [10usize, 10, 100, 300, 600];
+        let p = passes(&lengths, |&n| n, PassLimit::Tokens(512), false);
+        assert_eq!(p, vec![&[10, 10, 100][..], &[300], &[600]]);
+        // Unsorted items are bounded by their longest.
+        let p = passes(
+            &[100usize, 10, 200, 10],
+            |&n| n,
+            PassLimit::Tokens(512),
+            false,
+        );
+        assert_eq!(p, vec![&[100, 10][..], &[200, 10]]);
+    }
+
+    #[test]
+    fn cpu_passes_end_before_too_much_padding() {
+        let lengths = [12usize, 12, 13, 14, 20, 21, 22, 36];
+        // A GPU takes whole batches.
+        assert_eq!(
+            passes(&lengths, |&n| n, PassLimit::Sequences(32), false),
+            vec![&lengths[..]]
+        );
+        assert_eq!(
+            passes(&lengths, |&n| n, PassLimit::Sequences(3), false),
+            vec![&[12, 12, 13][..], &[14, 20, 21], &[22, 36]]
+        );
+        // On the CPU at most 1/8 of a pass's positions are padding: 4 x 14
+        // positions hold 51 tokens (9% padding), 5 x 20 would hold 71.
+        let p = passes(&lengths, |&n| n, PassLimit::Sequences(32), true);
+        assert_eq!(p, vec![&[12, 12, 13, 14][..], &[20, 21, 22], &[36]]);
+        for pass in &p {
+            let padded = pass.len() * pass.iter().max().unwrap();
+            let tokens: usize = pass.iter().sum();
+            assert!((padded - tokens) as f64 <= 0.125 * padded as f64);
+        }
+        // Every item exactly once, in order.
+        assert_eq!(p.concat(), lengths);
+    }
 }

@@ -272,9 +272,11 @@ fn read_of(plm: &Plm, e: &TokenEmbeddings) -> Read {
 
 /// Encodes `texts` (distinct) at the last layer, in batches. With a
 /// `cache`, a text BERTScore embedded at the last layer (the page's MiniLM
-/// cards: the same keystroke) is not run again; texts with surrounding
-/// whitespace are always run (BERTScore embeds them trimmed). MoverScore
-/// only reads the cache.
+/// cards: the same keystroke) is not run again. BERTScore embeds texts
+/// trimmed, so a text with surrounding whitespace (a keystroke after a
+/// space) reuses that entry only when it tokenizes to the same ids
+/// (WordPiece drops the whitespace; byte-level BPE keeps a trailing space as
+/// a token). MoverScore only reads the cache.
 async fn read_texts(
     plm: &Plm,
     texts: &[&str],
@@ -284,9 +286,12 @@ async fn read_texts(
     let mut out: Vec<Option<Read>> = texts
         .iter()
         .map(|t| {
-            let kept = cache.filter(|_| t.trim() == *t)?;
-            let e = kept.borrow_mut().get(plm.load_id, last_layer, t)?;
-            Some(read_of(plm, &e))
+            let e = cache?.borrow_mut().get(plm.load_id, last_layer, t)?;
+            let same = t.trim() == *t
+                || plm
+                    .encode(t)
+                    .is_ok_and(|enc| enc.ids() == e.ids && enc.truncated == e.truncated);
+            same.then(|| read_of(plm, &e))
         })
         .collect();
     // Only texts the cache did not have are tokenized and run.

@@ -150,7 +150,8 @@ test("MENLI on the CPU shows e/n/c per direction, follows task and formula, and 
   const card = '.card[data-metric="menli"]';
   await page.selectOption(`${card} [data-role="formula"]`, "e-n-2c");
   await page.selectOption(`${card} [data-role="direction"]`, "hyp-ref");
-  await page.waitForFunction((c) => /e-n-2c/.test(document.querySelector(`${c} [data-role="signature"]`).textContent), card);
+  // Both choices shown (each change rescores; the first result may arrive before the second choice).
+  await page.waitForFunction((c) => /formula:e-n-2c\|direction:hyp-ref/.test(document.querySelector(`${c} [data-role="signature"]`).textContent), card);
   const other = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
   const want = menli(["--menli-formula", "e-n-2c", "--menli-direction", "hyp-ref"]);
   assert.ok(Math.abs(other - want) <= 1e-3, `${other} vs ${want}`);

@@ -326,6 +326,34 @@ function heatmap(v) {
   const left = 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4);
   const top = 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4);
   const n = v.hypTokens.length, m = v.refTokens.length;
+  // Sequential blue scale (colour-blind safe): darker = more similar.
+  const fill = (s) => {
+    const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, s)));
+    return `rgb(${shade},${Math.min(255, shade + 20)},255)`;
+  };
+  const aria = `BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens`;
+  const noteText = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
+  const shape = `${n}x${m}:${left}:${top}`;
+  const drawn = wrap.querySelector("svg");
+  if (drawn?.dataset.shape === shape) {
+    // Same grid and margins (most keystrokes): update in place instead of
+    // parsing the whole map again.
+    drawn.__heatmap = v;
+    drawn.setAttribute("aria-label", aria);
+    const labels = [...refLabels.map((t, j) => [t, v.refWeights[j]]), ...hypLabels.map((t, i) => [t, v.hypWeights[i]])];
+    drawn.querySelectorAll("text.tok").forEach((el, k) => {
+      const [t, w] = labels[k];
+      if (el.firstChild.nodeType === Node.TEXT_NODE) el.firstChild.textContent = t;
+      else el.prepend(t);
+      el.lastChild.textContent = `weight ${w.toFixed(4)}`;
+      el.dataset.weight = String(w);
+      el.setAttribute("class", w ? "tok" : "tok special");
+    });
+    drawn.querySelectorAll("rect[data-i]").forEach((el, k) => el.setAttribute("fill", fill(v.similarity[k])));
+    drawn.querySelectorAll("rect.best").forEach((el, i) => el.setAttribute("x", String(left + v.hypBest[i] * cell)));
+    wrap.querySelector(".heatmap-note").textContent = noteText;
+    return;
+  }
   // Built as one markup string: hundreds of cells per keystroke cost a few ms this way
   // (element by element, creation and layout took most of a frame).
   const parts = [];
@@ -339,27 +367,27 @@ function heatmap(v) {
     const y = top + i * cell;
     tokenText(left - 4, y + cell * 0.7, 'text-anchor="end"', t, v.hypWeights[i]);
     for (let j = 0; j < m; j++) {
-      // Sequential blue scale (colour-blind safe): darker = more similar.
-      const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, v.similarity[i * m + j])));
       // No <title> per cell: the readout below the map follows the pointer.
-      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="rgb(${shade},${Math.min(255, shade + 20)},255)" data-i="${i}" data-j="${j}"/>`);
+      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${fill(v.similarity[i * m + j])}" data-i="${i}" data-j="${j}"/>`);
     }
     parts.push(`<rect x="${left + v.hypBest[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
   });
-  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens">${parts.join("")}</svg>`;
+  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}">${parts.join("")}</svg>`;
   const svg = wrap.firstElementChild;
+  svg.__heatmap = v;
   const readout = document.createElement("p");
   readout.className = "heatmap-readout";
   readout.textContent = "Point at a cell to read its similarity.";
   svg.addEventListener("pointerover", (e) => {
     const { i, j } = e.target.dataset;
     if (i === undefined) return;
-    readout.textContent = `${v.hypTokens[i]} ~ ${v.refTokens[j]}: ${v.similarity[i * m + Number(j)].toFixed(3)}`;
+    const now = svg.__heatmap;
+    readout.textContent = `${now.hypTokens[i]} ~ ${now.refTokens[j]}: ${now.similarity[i * m + Number(j)].toFixed(3)}`;
   });
   wrap.append(readout);
   const note = document.createElement("p");
-  note.className = "muted";
-  note.textContent = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
+  note.className = "muted heatmap-note";
+  note.textContent = noteText;
   wrap.append(note, chartTools("bertscore-heatmap", () => wrap.querySelector("svg")));
 }
 

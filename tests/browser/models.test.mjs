@@ -211,6 +211,28 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   // Pointing at a cell reads out its pair of tokens and their similarity.
   await page.hover('#bertscore-heatmap rect[data-i="1"][data-j="1"]');
   assert.match(await page.textContent("#bertscore-heatmap .heatmap-readout"), /^the ~ the: 0\.\d{3}$/);
+  // A keystroke that keeps the grid updates the map in place, and draws
+  // exactly what a map built afresh for the same text draws.
+  const heatmapHas = (token) => page.waitForFunction(
+    (t) => [...document.querySelectorAll("#bertscore-heatmap text.tok")].some((e) => e.firstChild.textContent === t),
+    token, { timeout: 60_000 });
+  await page.evaluate(() => { document.querySelector("#bertscore-heatmap svg").kept = true; });
+  const monday = "The committee did not approve the budget on Monday.";
+  await page.fill("#hypothesis", monday);
+  await heatmapHas("monday");
+  const updated = await page.evaluate(() => {
+    const svg = document.querySelector("#bertscore-heatmap svg");
+    return { kept: svg.kept === true, html: svg.outerHTML };
+  });
+  assert.ok(updated.kept, "the map was built again, not updated");
+  await page.fill("#hypothesis", hyp);
+  await heatmapHas("tuesday");
+  await page.evaluate(() => { document.getElementById("bertscore-heatmap").replaceChildren(); });
+  await page.fill("#hypothesis", monday);
+  await heatmapHas("monday");
+  assert.equal(await page.evaluate(() => document.querySelector("#bertscore-heatmap svg").outerHTML), updated.html);
+  await page.hover('#bertscore-heatmap rect[data-i="9"][data-j="1"]');
+  assert.match(await page.textContent("#bertscore-heatmap .heatmap-readout"), /^monday ~ the: 0\.\d{3}$/);
   // Tokens that are markup characters are drawn as text.
   await page.fill("#hypothesis", "a < b & c");
   await page.waitForFunction(() => /similarity of 7 hypothesis/.test(document.querySelector("#bertscore-heatmap svg")?.getAttribute("aria-label")), null, { timeout: 60_000 });

@@ -481,11 +481,7 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
         "--summary",
         &path("summary.json"),
     ]);
-    assert!(
-        whole.status.success(),
-        "{}",
-        String::from_utf8_lossy(&whole.stderr)
-    );
+    common::assert_ok(&whole);
     let stderr = String::from_utf8_lossy(&whole.stderr);
     assert!(stderr.contains("succeeded"), "{stderr}");
     assert!(stderr.contains("no fluency constraint"), "{stderr}");
@@ -525,22 +521,14 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
             "--out",
             &path(&format!("part{i}.jsonl")),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_ok(&out);
     }
     let merged = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
         .arg("merge")
         .args((0..3).map(|i| path(&format!("part{i}.jsonl"))))
         .output()
         .unwrap();
-    assert!(
-        merged.status.success(),
-        "{}",
-        String::from_utf8_lossy(&merged.stderr)
-    );
+    common::assert_ok(&merged);
     assert_eq!(String::from_utf8(merged.stdout).unwrap(), text);
     // Missing a part is an error, not a short report.
     let short = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
@@ -586,11 +574,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
             "--out",
             &path(file),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_ok(&out);
     }
     let out = stress(&[
         "--attack",
@@ -600,11 +584,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         "--html",
         &path("report.html"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let report: blindspot::stress::suite::SuiteReport =
         serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report.attacks.len(), 2);
@@ -621,12 +601,8 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         assert_eq!(entry.summary, summary);
         assert_eq!(entry.summary.attempted, 12);
         assert!(entry.summary.succeeded > 0, "{summary:?}");
-        assert_eq!(entry.metric, "chrf");
-        assert_eq!(
-            serde_json::to_value(&entry.config).unwrap(),
-            header["config"]
-        );
-        assert_eq!(entry.signature, header["signature"].as_str().unwrap());
+        assert_eq!(entry.header.metric, "chrf");
+        assert_eq!(serde_json::to_value(&entry.header).unwrap(), header);
         // The HTML report and the terminal card show it.
         assert!(html.contains(&format!(
             "<td>{} ({:.1}%)</td><td>{:.1}</td>",
@@ -636,7 +612,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         )));
         assert!(card.contains(&format!(
             "attack {} / {} on chrf: {} of 12 items",
-            entry.config.goal, entry.config.strategy, summary.succeeded
+            entry.header.config.goal, entry.header.config.strategy, summary.succeeded
         )));
     }
     assert!(html.contains("<h2 id=\"attacks\">Attacks</h2>"));
@@ -648,11 +624,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
             "--out",
             &path(&format!("s{i}.json")),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_ok(&out);
     }
     let merged = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
         .args(["merge", &path("s0.json"), &path("s1.json")])
@@ -664,11 +636,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         ])
         .output()
         .unwrap();
-    assert!(
-        merged.status.success(),
-        "{}",
-        String::from_utf8_lossy(&merged.stderr)
-    );
+    common::assert_ok(&merged);
     assert_eq!(merged.stdout, out.stdout);
     // A shard of an attack, another dataset's attack and a file that is not
     // an attack's results are refused.
@@ -680,11 +648,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         "--out",
         &path("part.jsonl"),
     ]);
-    assert!(
-        part.status.success(),
-        "{}",
-        String::from_utf8_lossy(&part.stderr)
-    );
+    common::assert_ok(&part);
     common::assert_user_error(&stress(&["--attack", &path("part.jsonl")]), "merge");
     let other = std::fs::read_to_string(path("over.jsonl"))
         .unwrap()

@@ -332,12 +332,12 @@ pub fn summary(report: &SuiteReport) -> String {
         out.push('\n');
     }
     for a in &report.attacks {
-        let s = &a.summary;
+        let (h, s) = (&a.header, &a.summary);
         out.push_str(&format!(
             "attack {} / {} on {}: {} of {} items ({:.1}%), {:.1} queries, {:.1}% words perturbed, {:+.3} z\n",
-            a.config.goal,
-            a.config.strategy,
-            a.metric,
+            h.config.goal,
+            h.config.strategy,
+            h.metric,
             s.succeeded,
             s.attempted,
             100.0 * s.success_rate,

@@ -223,27 +223,27 @@ fn attacks(out: &mut String, entries: &[AttackEntry]) {
          <th>mean change</th><th>models</th></tr></thead><tbody>",
     );
     for a in entries {
-        let s = &a.summary;
+        let (h, s) = (&a.header, &a.summary);
         let _ = write!(
             out,
             "<tr><th title=\"{}\">{}</th><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{} ({:.1}%)</td><td>{:.1}</td><td>{:.1}%</td><td>{:+.3} z</td><td>{}</td></tr>",
-            esc(&a.signature),
-            esc(&a.metric),
-            esc(a.config.goal.description()),
-            a.config.goal,
-            a.config.strategy,
-            a.config.budget,
+            esc(&h.signature),
+            esc(&h.metric),
+            esc(h.config.goal.description()),
+            h.config.goal,
+            h.config.strategy,
+            h.config.budget,
             s.attempted,
             s.succeeded,
             100.0 * s.success_rate,
             s.mean_queries,
             s.mean_perturbed_pct,
             s.mean_change_z,
-            if a.tools.is_empty() {
+            if h.tools.is_empty() {
                 "–".to_owned()
             } else {
-                esc(&a.tools.join(" · "))
+                esc(&h.tools.join(" · "))
             }
         );
     }

@@ -141,10 +141,10 @@ impl SuiteReport {
         let entry = run
             .entry()
             .map_err(|e| SuiteError::Invalid(e.to_string()))?;
-        if entry.dataset != self.dataset {
+        if entry.header.dataset != self.dataset {
             return Err(SuiteError::Invalid(format!(
                 "the attack ran on {}, the suite on {}",
-                entry.dataset, self.dataset
+                entry.header.dataset, self.dataset
             )));
         }
         self.attacks.push(entry);

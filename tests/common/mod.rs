@@ -6,6 +6,15 @@
 
 use serde_json::Value;
 
+/// A CLI run that succeeded (its stderr shown when it did not).
+pub fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A one-line user error from the CLI: exit 2, `error: ...` containing
 /// `needle`, no panic.
 pub fn assert_user_error(out: &std::process::Output, needle: &str) {

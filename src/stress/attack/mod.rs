@@ -462,33 +462,18 @@ impl AttackRun {
             )));
         }
         Ok(AttackEntry {
-            dataset: h.dataset.clone(),
-            metric: h.metric.clone(),
-            signature: h.signature.clone(),
-            config: h.config.clone(),
-            tools: h.tools.clone(),
-            z: h.z,
+            header: h.clone(),
             summary: self.summary(),
         })
     }
 }
 
-/// An attack run's summary in a stress suite's report (the items' outcomes
-/// stay in the run's own results).
+/// An attack run's summary in a stress suite's report: its header and the
+/// summary (the items' outcomes stay in the run's own results).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttackEntry {
-    /// Dataset name.
-    pub dataset: String,
-    /// The metric attacked.
-    pub metric: String,
-    /// Its signature.
-    pub signature: String,
-    /// Settings.
-    pub config: AttackConfig,
-    /// What proposed edits and checked fluency (model names).
-    pub tools: Vec<String>,
-    /// The z scale.
-    pub z: ZNorm,
+    /// What was attacked, how, and with which models.
+    pub header: AttackHeader,
     /// Success rate, queries, perturbation and change, as the attack paper reports them.
     pub summary: AttackSummary,
 }

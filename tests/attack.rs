@@ -611,7 +611,7 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
             summary.mean_queries
         )));
         assert!(card.contains(&format!(
-            "attack {} / {} on chrf: {} of 12 items",
+            "attack {} / {} on chrf: {} of 12 succeeded",
             entry.header.config.goal, entry.header.config.strategy, summary.succeeded
         )));
     }

@@ -10,8 +10,8 @@ use blindspot::inject::masked_lm::PlmMaskedLm;
 use blindspot::metrics::ModelSlot;
 use blindspot::models::Precision;
 use blindspot::stress::attack::{
-    self, AttackConfig, AttackHeader, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours,
-    Strategy,
+    self, AttackConfig, AttackHeader, AttackOutcome, AttackRun, AttackSummary, AttackTools, Goal,
+    Neighbours, Strategy,
 };
 use blindspot::stress::suite::Shard;
 use futures::executor::block_on;
@@ -258,9 +258,16 @@ fn write_run(
             serde_json::to_string_pretty(&s).expect("serialisable") + "\n",
         )?;
     }
-    eprintln!(
+    eprintln!("{} (std {:.4})", summary_line(h, &s), h.z.std);
+    Ok(())
+}
+
+/// A run's summary in one line, as the attack paper reports it (the attack's
+/// stderr and the stress report card).
+pub fn summary_line(h: &AttackHeader, s: &AttackSummary) -> String {
+    format!(
         "{} / {} on {}: {} of {} succeeded ({:.1}%), {:.1} queries per item, {:.1}% of words \
-         perturbed where it succeeded, mean change {:+.2} z (std {:.4})",
+         perturbed where it succeeded, mean change {:+.2} z",
         h.config.goal,
         h.config.strategy,
         h.metric,
@@ -270,9 +277,7 @@ fn write_run(
         s.mean_queries,
         s.mean_perturbed_pct,
         s.mean_change_z,
-        h.z.std
-    );
-    Ok(())
+    )
 }
 
 /// Reads a run written by [`write_run`], or None when `text` is not one

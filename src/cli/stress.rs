@@ -332,18 +332,9 @@ pub fn summary(report: &SuiteReport) -> String {
         out.push('\n');
     }
     for a in &report.attacks {
-        let (h, s) = (&a.header, &a.summary);
         out.push_str(&format!(
-            "attack {} / {} on {}: {} of {} items ({:.1}%), {:.1} queries, {:.1}% words perturbed, {:+.3} z\n",
-            h.config.goal,
-            h.config.strategy,
-            h.metric,
-            s.succeeded,
-            s.attempted,
-            100.0 * s.success_rate,
-            s.mean_queries,
-            s.mean_perturbed_pct,
-            s.mean_change_z
+            "attack {}\n",
+            super::attack::summary_line(&a.header, &a.summary)
         ));
     }
     out

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::Verdict;
-use super::attack::{AttackEntry, AttackRun};
+use super::attack::{AttackEntry, AttackHeader, AttackRun};
 use super::suite::{SuiteReport, TestResult};
 
 /// Escapes text for HTML element content and attribute values.
@@ -207,6 +207,15 @@ pub fn suite_html(report: &SuiteReport) -> String {
     out
 }
 
+/// The models an attack used besides the metric's, escaped.
+fn models(h: &AttackHeader) -> String {
+    if h.tools.is_empty() {
+        "no models besides the metric's".to_owned()
+    } else {
+        esc(&h.tools.join(" · "))
+    }
+}
+
 /// The attacks run on the suite's dataset: one row per run, as the attack
 /// paper summarises one.
 fn attacks(out: &mut String, entries: &[AttackEntry]) {
@@ -240,11 +249,7 @@ fn attacks(out: &mut String, entries: &[AttackEntry]) {
             s.mean_queries,
             s.mean_perturbed_pct,
             s.mean_change_z,
-            if h.tools.is_empty() {
-                "–".to_owned()
-            } else {
-                esc(&h.tools.join(" · "))
-            }
+            models(h)
         );
     }
     out.push_str("</tbody></table>");
@@ -292,11 +297,7 @@ pub fn attack_html(run: &AttackRun) -> String {
          <tr><th>z scale</th><td>mean {:.4}, std {:.4} over {} original texts</td></tr>\
          </tbody></table><h2>Settings</h2><p><code>{}</code></p><p>{}</p>",
         esc(&h.tool),
-        if h.tools.is_empty() {
-            "no models besides the metric's".to_owned()
-        } else {
-            esc(&h.tools.join(" · "))
-        },
+        models(h),
         s.attempted,
         s.succeeded,
         100.0 * s.success_rate,

@@ -454,6 +454,17 @@ mod tests {
     }
 
     #[test]
+    fn identical_histograms_give_three_quarters_as_in_mauve_text() {
+        // mauve-text 0.4.0 on equal histograms (e.g. compute_mauve with the
+        // same features twice) gives 0.7500000000000007, not 1: the curve's
+        // extreme point (1, 0) ties with the 25 points (1, 1) in x, and the
+        // area sorted by x runs from (0, 1) straight to (1, 0).
+        let p = [0.375, 0.625];
+        let curve = divergence_curve(&p, &p, &Options::default());
+        assert!((area(&curve) - 0.75).abs() < 1e-12, "{}", area(&curve));
+    }
+
+    #[test]
     fn cluster_count_follows_mauve_text() {
         assert_eq!(auto_clusters(5, 500), 2);
         assert_eq!(auto_clusters(200, 200), 20);

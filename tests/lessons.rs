@@ -1,8 +1,9 @@
 //! Every lesson step runs offline (model-free metrics and MiniLM) and its
 //! claim holds on the numbers it computes; the checks themselves are
 //! recomputed here from the rows, so a wrong verdict cannot pass. The NLI
-//! step runs on a tiny random NLI classifier (no real one offline): its
-//! verdict is recomputed, whether it holds or not.
+//! step runs on a tiny random NLI classifier and the GPT-2 steps on a tiny
+//! random GPT-2 (no real ones offline): their verdicts are recomputed,
+//! whether they hold or not.
 
 mod common;
 
@@ -16,16 +17,28 @@ use blindspot::stress::attack::Neighbours;
 use blindspot::stress::lessons::{Claim, LessonError, LessonModels, registry, run_step};
 use futures::executor::block_on;
 
-/// MiniLM for every slot but MENLI's, which gets the NLI classifier.
+/// MiniLM for every slot but MENLI's, which gets the NLI classifier, and
+/// the tiny GPT-2 when a step names it.
 struct MiniLm(Rc<Plm>, Option<Rc<Plm>>);
 
 impl ModelStore for MiniLm {
-    fn model(&self, slot: ModelSlot, _: Option<&str>) -> Result<Rc<Plm>, EngineError> {
-        match (slot, &self.1) {
-            (ModelSlot::Menli, Some(nli)) => Ok(nli.clone()),
+    fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        match (slot, &self.1, name) {
+            (_, _, Some(TINY_GPT2)) => Ok(tiny_gpt2()),
+            (ModelSlot::Menli, Some(nli), _) => Ok(nli.clone()),
             _ => Ok(self.0.clone()),
         }
     }
+}
+
+const TINY_GPT2: &str = "tiny-gpt2";
+
+fn tiny_gpt2() -> Rc<Plm> {
+    thread_local!(static GPT2: Rc<Plm> = {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/gpt2");
+        Rc::new(common::cpu_model(TINY_GPT2, &dir))
+    });
+    GPT2.with(Rc::clone)
 }
 
 fn tiny_nli() -> Rc<Plm> {
@@ -43,12 +56,15 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
     let plm = minilm();
     let neighbours = block_on(Neighbours::of(plm.clone())).unwrap();
     let engine = Engine::new(MiniLm(plm, Some(tiny_nli())));
+    let gpt2_tokenizer = common::gpt2_tokenizer();
     let models = LessonModels {
         bertscore: Some("all-MiniLM-L6-v2".into()),
         nli: Some("tiny-roberta-nli".into()),
+        causal_lm: Some(TINY_GPT2.into()),
+        lm_tokenizer: Some(&gpt2_tokenizer),
         neighbours: Some(&neighbours),
     };
-    let mut nli_steps = 0;
+    let mut random_steps = 0;
     let lessons = registry();
     assert!(lessons.len() >= 6);
     let mut failed = Vec::new();
@@ -60,10 +76,10 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
                 eprintln!("   {:<12} {:?}", row.metric, row.values);
                 assert_eq!(row.values.len(), r.texts.len());
             }
-            // A random NLI classifier says nothing about the claim: only
-            // the verdict is checked there.
-            let random_model = step.metrics.contains(&"menli");
-            nli_steps += usize::from(random_model);
+            // A random NLI classifier or GPT-2 says nothing about the
+            // claim: only the verdict is checked there.
+            let random_model = step.model_offer.is_some();
+            random_steps += usize::from(random_model);
             if !r.claim.held && !random_model {
                 failed.push(format!("{} step {i}: {}", lesson.id, r.claim.statement));
                 continue;
@@ -86,6 +102,10 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
                     let v = values(metric);
                     (0..v.len()).all(|k| k == *a || v[*a] > v[k])
                 }
+                Claim::Lowest { metric, a } => {
+                    let v = values(metric);
+                    (0..v.len()).all(|k| k == *a || v[*a] < v[k])
+                }
                 Claim::TracksMore {
                     metric,
                     correlate,
@@ -106,7 +126,8 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");
-    assert_eq!(nli_steps, 1);
+    // The NLI step and the two GPT-2 steps.
+    assert_eq!(random_steps, 3);
 }
 
 #[test]
@@ -217,4 +238,102 @@ fn the_audit_lesson_correlates_scores_against_the_article() {
         near(bs[4], 0.66) && near(bs[6], 0.67) && near(bs[3], 0.25),
         "{bs:?}"
     );
+}
+
+#[test]
+fn the_position_lesson_features_are_recomputed_here() {
+    use blindspot::inject::{self, Context};
+    use blindspot::metrics::mauve;
+    use blindspot::stress::lessons::PASSAGES;
+    let engine = Engine::new(MiniLm(minilm(), None));
+    let tokenizer = common::gpt2_tokenizer();
+    let models = LessonModels {
+        bertscore: Some("all-MiniLM-L6-v2".into()),
+        lm_tokenizer: Some(&tokenizer),
+        ..LessonModels::default()
+    };
+    // Without a causal LM, the GPT-2 steps offer GPT-2 with its size; without
+    // GPT-2's tokenizer, no step can place its errors.
+    for step in [0, 1] {
+        let err = block_on(run_step(&engine, "position", step, &models)).unwrap_err();
+        assert!(matches!(err, LessonError::Needs(_)), "{err}");
+        assert!(err.to_string().contains("gpt2 (548 MB)"), "{err}");
+    }
+    let no_tokenizer = LessonModels {
+        bertscore: Some("all-MiniLM-L6-v2".into()),
+        ..LessonModels::default()
+    };
+    let err = block_on(run_step(&engine, "position", 2, &no_tokenizer)).unwrap_err();
+    assert!(err.to_string().contains("GPT-2's tokenizer"), "{err}");
+    // The encoder step: for each position, every passage corrupted there,
+    // featurised as MAUVE does, and the cosine to the clean passage's
+    // features averaged.
+    let r = block_on(run_step(&engine, "position", 2, &models)).unwrap();
+    let labels: Vec<&str> = r.texts.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "clean",
+            "errors at the start",
+            "errors in the middle",
+            "errors at the end"
+        ]
+    );
+    let plm = minilm();
+    let injection = inject::create("positioned_random").unwrap();
+    let ctx = Context {
+        lm_tokenizer: Some(&tokenizer),
+        ..Context::default()
+    };
+    let features = |texts: &[String]| {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        block_on(mauve::features(&plm, &texts)).unwrap()
+    };
+    let clean: Vec<String> = PASSAGES.iter().map(|p| p.to_string()).collect();
+    let clean_features = features(&clean);
+    assert_eq!(r.rows[0].values.len(), 4);
+    assert!((r.rows[0].values[0] - 1.0).abs() < 1e-6);
+    for k in 1..4 {
+        let set: Vec<String> = PASSAGES
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let out = inject::apply(injection, p, k as f64, i as u64, &ctx).unwrap();
+                out.text.trim().to_owned()
+            })
+            .collect();
+        assert_eq!(r.texts[k].1, set[0]);
+        let f = features(&set);
+        let mut total = 0.0;
+        for i in 0..PASSAGES.len() {
+            let (a, b) = (clean_features.row(i), f.row(i));
+            let dot: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                .sum();
+            let norm = |v: ndarray::ArrayView1<f32>| {
+                v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt()
+            };
+            total += dot / (norm(a) * norm(b));
+        }
+        let expected = total / PASSAGES.len() as f64;
+        assert!(
+            (r.rows[0].values[k] - expected).abs() < 1e-9,
+            "position {k}: {} vs {expected}",
+            r.rows[0].values[k]
+        );
+    }
+    // The errors sit where the labels say: the start's first words, the end's
+    // last words differ from the clean passage's.
+    let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let (c, start, end) = (
+        words(PASSAGES[0]),
+        words(&r.texts[1].1),
+        words(&r.texts[3].1),
+    );
+    assert_ne!(start[..2], c[..2]);
+    assert_eq!(start[start.len() - 5..], c[c.len() - 5..]);
+    assert_eq!(end[..5], c[..5]);
+    assert_ne!(end[end.len() - 2..], c[c.len() - 2..]);
 }

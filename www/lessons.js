@@ -7,6 +7,7 @@
 
 import { download } from "./export.js";
 import { newestEncoderFirst } from "./models.js";
+import { gpt2Files } from "./suite.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -15,6 +16,7 @@ let hooks = null;
 let lessons = [];
 let current = { lesson: -1, step: 0 };
 let lastResult = null;
+let workerHasGpt2Tokenizer = null; // a promise once the worker is given GPT-2's vocabulary
 const loaded = new Map(); // handle -> model info
 
 function lesson() {
@@ -47,7 +49,7 @@ function show() {
   $("lesson-step").dataset.lesson = l.id;
   $("lesson-step").dataset.step = String(current.step);
   $("lesson-paper").textContent = `${l.paper} · step ${current.step + 1} of ${l.steps.length}` +
-    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM${l.steps.some((st) => st.metrics.includes("menli")) ? " (the NLI step needs an NLI model)" : ""}` : "");
+    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM${offlineNote(l)}` : "");
   $("lesson-finding").textContent = l.finding;
   $("step-title").textContent = s.title;
   $("step-explain").textContent = s.explain;
@@ -62,6 +64,13 @@ function show() {
   delete $("step-result").dataset.held;
   status("");
   history.replaceState(null, "", link());
+}
+
+/** Which of a lesson's steps need a model that is not bundled (each such step offers one). */
+function offlineNote(l) {
+  const offers = l.steps.filter((st) => st.modelOffer);
+  if (!offers.length) return "";
+  return ` (${offers.length === 1 ? "one step needs" : `${offers.length} steps need`} ${offers[0].modelOffer})`;
 }
 
 function go(lessonIndex, stepIndex) {
@@ -99,10 +108,15 @@ function nliModel() {
   return [...loaded.values()].reverse().find((m) => m.metrics.includes("menli"))?.name;
 }
 
+/** The newest loaded causal language model (GPT-PPL, MAUVE's GPT-2 features). */
+function causalLmModel() {
+  return [...loaded.values()].reverse().find((m) => m.metrics.includes("gpt-ppl"))?.name;
+}
+
 /** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */
 function offerLoad(message) {
   const button = $("step-load");
-  const offer = /NLI model/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
+  const offer = /NLI model|causal language model/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
   if (!offer) return;
   button.dataset.offer = offer;
   const size = offer === "minilm" ? null : hooks.registrySize(offer);
@@ -155,7 +169,15 @@ async function run() {
   $("step-load").hidden = true;
   status({ attack: "Searching…", audit: "Auditing…" }[step().action.kind] ?? "Scoring…");
   try {
-    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel(), nliModel());
+    // Positioned errors corrupt GPT-2 tokens: the worker gets GPT-2's vocabulary once.
+    if (step().action.kind.startsWith("positioned")) {
+      workerHasGpt2Tokenizer ??= gpt2Files().then(({ encoder, vocab }) => engine.loadGpt2Tokenizer(encoder, vocab));
+      await workerHasGpt2Tokenizer.catch((err) => {
+        workerHasGpt2Tokenizer = null;
+        throw err;
+      });
+    }
+    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel(), nliModel(), causalLmModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
     lastResult = { at, result };

@@ -249,6 +249,13 @@ impl Engine {
         self
     }
 
+    /// The model of `slot` from the engine's store (`name` as in a spec's
+    /// `model`): for callers that run a model directly, as MAUVE's set-level
+    /// featurising does.
+    pub fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError> {
+        self.store.model(slot, name)
+    }
+
     /// Forgets cached embeddings of a model load (`Plm::load_id`, unloaded).
     pub fn forget(&self, load: u64) {
         self.cache.borrow_mut().forget(load);

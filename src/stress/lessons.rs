@@ -12,7 +12,9 @@ use super::attack::{
     Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Strategy, pair_z_norm,
 };
 use crate::inject::{self, Context};
-use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, Segment, Settings};
+use crate::metrics::mauve;
+use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, ModelSlot, Segment, Settings};
+use crate::models::{LmTokenizer, ModelError};
 
 /// A lesson: one finding of one paper.
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +73,28 @@ pub enum Action {
         /// as a reference-free metric does.
         reference_free: bool,
     },
+    /// Corrupt 10 GPT-2 tokens of the hypothesis at the start, in the
+    /// middle and at the end (a positioned-error injection's variants 1, 2
+    /// and 3): the step's texts are the hypothesis and the three.
+    Positioned {
+        /// Injection id (`positioned_random` or `positioned_shuffle`).
+        injection: &'static str,
+        /// Seed.
+        seed: u64,
+    },
+    /// The same over the lesson's passages ([`PASSAGES`]), looking at what
+    /// MAUVE sees of each text, its features (the last token's final hidden
+    /// state, [`mauve::features`]): the cosine between a passage's features
+    /// and its corrupted copy's, averaged over the passages, per position
+    /// (the clean passages against themselves first).
+    PositionedFeatures {
+        /// Injection id.
+        injection: &'static str,
+        /// Seed of the first passage (the next ones add their index).
+        seed: u64,
+        /// Which model featurises the texts.
+        features: Featuriser,
+    },
     /// Run an adversarial search on the hypothesis.
     Attack {
         /// The metric attacked.
@@ -82,6 +106,16 @@ pub enum Action {
         /// Query budget.
         budget: usize,
     },
+}
+
+/// Which loaded model gives MAUVE its features in a [`Action::PositionedFeatures`] step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Featuriser {
+    /// The causal language model (GPT-2: MAUVE's default features).
+    CausalLm,
+    /// The BERTScore encoder (the bundled MiniLM offline).
+    Encoder,
 }
 
 /// What a step claims, checked on its numbers. `a` and `b` index the
@@ -123,6 +157,13 @@ pub enum Claim {
         /// Metric id.
         metric: &'static str,
         /// Text that scores highest.
+        a: usize,
+    },
+    /// `metric` scores text `a` below every other text.
+    Lowest {
+        /// Metric id.
+        metric: &'static str,
+        /// Text that scores lowest.
         a: usize,
     },
     /// In an audit step, `metric` correlates more with the correlate column
@@ -170,6 +211,20 @@ pub struct Step {
 
 /// The NLI model a lesson offers: small enough for a browser.
 pub const BROWSER_NLI: &str = "cross-encoder/nli-distilroberta-base";
+
+/// The causal language model a lesson offers (the paper's GPT-2).
+pub const BROWSER_LM: &str = "gpt2";
+
+/// The row id of a features step: the cosine between a text's MAUVE features
+/// and its corrupted copy's.
+pub const FEATURE_COSINE: &str = "mauve-feature-cosine";
+
+/// Where a positioned error sits, by the injection's variant (1, 2, 3).
+const POSITIONS: [&str; 3] = [
+    "errors at the start",
+    "errors in the middle",
+    "errors at the end",
+];
 
 /// One metric's scores of the step's texts.
 #[derive(Debug, Clone, Serialize)]
@@ -261,6 +316,36 @@ const MUSEUM_TYPO: &str =
 const MUSEUM_WRONG: &str =
     "The museum will reopen in March after two years of renovation on its west wing.";
 
+/// Eight short passages written for Blindspot: the positioned-errors lesson
+/// corrupts them and compares their MAUVE features (the first is also its
+/// single text).
+pub const PASSAGES: [&str; 8] = [
+    "The bakery on Linden Road opens at six every morning. By seven the queue reaches the corner, because \
+     the rye loaves sell out before eight. The owner, who learned to bake from her grandfather, still mixes \
+     the dough by hand and refuses to take orders by phone.",
+    "Our hiking group left the car park just after sunrise and followed the river upstream. The path climbed \
+     slowly through pine forest until the trees thinned out near the lake. We ate lunch on the flat rocks by \
+     the water and turned back when the clouds started to gather.",
+    "The city library has started lending tools as well as books. Members can borrow a drill, a ladder or a \
+     sewing machine for up to a week. The scheme began with donations from residents and now has more than \
+     three hundred items on its shelves.",
+    "Last winter the village school put solar panels on its roof. On sunny days they now cover most of the \
+     building's electricity, and the pupils check the output on a screen in the entrance hall. The savings \
+     are paying for a new climbing frame in the playground.",
+    "My neighbour keeps bees in two wooden hives at the bottom of his garden. In a good year they give him \
+     about forty jars of honey, which he sells at the Saturday market. He says the bees stay calm as long as \
+     nobody stands in front of the entrance.",
+    "The ferry to the island runs four times a day in summer and twice a day in winter. When the wind is \
+     strong the crossing is cancelled, and visitors wait in the small cafe at the harbour until the captain \
+     decides it is safe to sail.",
+    "Volunteers counted the birds in the park for one hour every Sunday morning for a whole year. They \
+     recorded forty-two species, including a pair of kingfishers that nested under the old stone bridge. \
+     The results will help the council decide where to plant new hedges.",
+    "The orchestra rehearsed the new symphony for three weeks before the first concert. The composer came to \
+     every rehearsal and changed the ending twice. On the night the hall was full, and the audience stood \
+     and applauded for several minutes after the last chord.",
+];
+
 /// Every lesson, in teaching order.
 pub fn registry() -> Vec<Lesson> {
     let budget = Texts {
@@ -277,6 +362,11 @@ pub fn registry() -> Vec<Lesson> {
         source: "",
         reference: MUSEUM_REF,
         hypothesis: MUSEUM_HYP,
+    };
+    let passage = Texts {
+        source: "",
+        reference: PASSAGES[0],
+        hypothesis: PASSAGES[0],
     };
     vec![
         Lesson {
@@ -465,6 +555,87 @@ pub fn registry() -> Vec<Lesson> {
             }],
         },
         Lesson {
+            id: "position",
+            title: "Where the error is",
+            paper: "[BS] He et al. 2023, positioned errors",
+            finding: "Ten garbled tokens should hurt a text wherever they are. Perplexity counts every token, \
+                      so it notices them anywhere; MAUVE with GPT-2's features reads only the state at the \
+                      last token, so it notices errors at the end and can miss them at the start or in the \
+                      middle.",
+            paper_model: Some("GPT-2 (GPT-PPL, and MAUVE's default features)"),
+            steps: vec![
+                Step {
+                    title: "Perplexity sees errors anywhere",
+                    explain: "Ten of the passage's GPT-2 tokens are replaced by random ones: at the start, in \
+                              the middle, at the end. GPT-PPL (negated perplexity, higher is better) scores \
+                              each text on its own.",
+                    texts: passage.clone(),
+                    action: Action::Positioned {
+                        injection: "positioned_random",
+                        seed: 0,
+                    },
+                    metrics: vec!["gpt-ppl"],
+                    claim: Claim::Highest {
+                        metric: "gpt-ppl",
+                        a: 0,
+                    },
+                    why: "Perplexity averages how surprised the model is by each token, so a garbled span \
+                          costs the text wherever it sits.",
+                    model_offer: Some(BROWSER_LM),
+                },
+                Step {
+                    title: "What MAUVE sees: GPT-2's last token",
+                    explain: "MAUVE compares two sets of texts through their features: GPT-2's final hidden \
+                              state at each text's last token, clustered. Here are those features for 8 \
+                              passages written for Blindspot, each with its ten random tokens at the start, \
+                              in the middle or at the end: the cosine between a passage's features and its \
+                              corrupted copy's (1: unchanged), averaged over the passages. The texts below \
+                              are the first passage's.",
+                    texts: passage.clone(),
+                    action: Action::PositionedFeatures {
+                        injection: "positioned_random",
+                        seed: 0,
+                        features: Featuriser::CausalLm,
+                    },
+                    metrics: vec![FEATURE_COSINE],
+                    claim: Claim::Lowest {
+                        metric: FEATURE_COSINE,
+                        a: 3,
+                    },
+                    why: "A left-to-right model's state at the last token is built mostly from the last \
+                          words, so a garbled start or middle barely moves it and a garbled end moves it a \
+                          lot. Features that do not move cannot move MAUVE: [BS] found MAUVE missing errors \
+                          at the start and in the middle. (On 8 texts MAUVE itself is too coarse to show \
+                          it: 2 clusters. Over a dataset: `blindspot inject --injection positioned_random \
+                          --level 1` (or 2, 3), then `blindspot mauve` against the clean texts.)",
+                    model_offer: Some(BROWSER_LM),
+                },
+                Step {
+                    title: "An encoder's features",
+                    explain: "The same passages, featurised by the bundled MiniLM instead: a bidirectional \
+                              encoder, whose last token's state is computed from the whole text. Compare how \
+                              far the features move for errors at the start and at the end.",
+                    texts: passage.clone(),
+                    action: Action::PositionedFeatures {
+                        injection: "positioned_random",
+                        seed: 0,
+                        features: Featuriser::Encoder,
+                    },
+                    metrics: vec![FEATURE_COSINE],
+                    claim: Claim::DropsMore {
+                        metric: FEATURE_COSINE,
+                        a: 1,
+                        b: 3,
+                    },
+                    why: "Every position of a bidirectional encoder sees every other, so its last token's \
+                          state changes wherever the garbled span is. [BS] suggests other features for MAUVE \
+                          (encoders such as RoBERTa or ELECTRA; the ELECTRA discriminators are in the \
+                          registry as MAUVE featurisers) when it must notice errors anywhere in the text.",
+                    model_offer: None,
+                },
+            ],
+        },
+        Lesson {
             id: "copy-source",
             title: "Copying the source",
             paper: "[BS] He et al. 2023, §5",
@@ -547,8 +718,41 @@ pub struct LessonModels<'a> {
     pub bertscore: Option<String>,
     /// The NLI model MENLI runs on.
     pub nli: Option<String>,
+    /// The causal language model GPT-PPL runs on (also MAUVE's GPT-2 features).
+    pub causal_lm: Option<String>,
+    /// GPT-2's tokenizer, for the positioned errors.
+    pub lm_tokenizer: Option<&'a LmTokenizer>,
     /// Word neighbours for the raising search.
     pub neighbours: Option<&'a super::attack::Neighbours>,
+}
+
+/// A registry model's size as the page writes it, in brackets: " (329 MB)", " (1.6 GB)".
+fn size(id: &str) -> String {
+    crate::models::registry::find(id).map_or(String::new(), |m| {
+        if m.size_mb >= 1000.0 {
+            format!(" ({:.1} GB)", m.size_mb / 1000.0)
+        } else {
+            format!(" ({} MB)", m.size_mb)
+        }
+    })
+}
+
+fn bertscore_model(models: &LessonModels) -> Result<String, LessonError> {
+    models.bertscore.clone().ok_or_else(|| {
+        LessonError::Needs(
+            "this step shows BERTScore: load a BERTScore model (the bundled MiniLM is enough)"
+                .into(),
+        )
+    })
+}
+
+fn causal_lm(models: &LessonModels) -> Result<String, LessonError> {
+    models.causal_lm.clone().ok_or_else(|| {
+        LessonError::Needs(format!(
+            "this step needs a causal language model: load one, e.g. {BROWSER_LM}{} (the paper's GPT-2)",
+            size(BROWSER_LM)
+        ))
+    })
 }
 
 fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
@@ -556,35 +760,46 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
         .parse()
         .map_err(|e: crate::metrics::ParseError| LessonError::Failed(e.to_string()))?;
     let mut spec = Settings::default().spec(metric);
-    if let MetricSpec::BertScore(b) = &mut spec {
-        b.model = Some(models.bertscore.clone().ok_or_else(|| {
-            LessonError::Needs(
-                "this step shows BERTScore: load a BERTScore model (the bundled MiniLM is enough)"
-                    .into(),
-            )
-        })?);
-    }
-    if let MetricSpec::Menli(m) = &mut spec {
-        m.model = Some(models.nli.clone().ok_or_else(|| {
-            let size = |id: &str| {
-                // As the page writes registry sizes: "329 MB", "1.6 GB".
-                crate::models::registry::find(id).map_or(String::new(), |m| {
-                    if m.size_mb >= 1000.0 {
-                        format!(" ({:.1} GB)", m.size_mb / 1000.0)
-                    } else {
-                        format!(" ({} MB)", m.size_mb)
-                    }
-                })
-            };
+    match &mut spec {
+        MetricSpec::BertScore(b) => b.model = Some(bertscore_model(models)?),
+        MetricSpec::GptPpl { model, .. } => *model = Some(causal_lm(models)?),
+        MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \
-                 browser (MENLI used microsoft/deberta-large-mnli{})",
+                     browser (MENLI used microsoft/deberta-large-mnli{})",
                 size(BROWSER_NLI),
                 size("microsoft/deberta-large-mnli")
             ))
-        })?);
+        })?),
+        _ => {}
     }
     Ok(spec)
+}
+
+/// `text` with a positioned error at the start, in the middle and at the end.
+fn positioned(
+    injection: &str,
+    text: &str,
+    seed: u64,
+    models: &LessonModels,
+) -> Result<Vec<String>, LessonError> {
+    let tokenizer = models.lm_tokenizer.ok_or_else(|| {
+        LessonError::Needs(
+            "this step corrupts GPT-2 tokens: load GPT-2's tokenizer (its vocabulary)".into(),
+        )
+    })?;
+    let inj = inject::create(injection).map_err(|e| LessonError::Failed(e.to_string()))?;
+    let ctx = Context {
+        lm_tokenizer: Some(tokenizer),
+        ..Context::default()
+    };
+    (1..=POSITIONS.len())
+        .map(|variant| {
+            inject::apply(inj, text, variant as f64, seed, &ctx)
+                .map(|o| o.text)
+                .map_err(|e| LessonError::Failed(e.to_string()))
+        })
+        .collect()
 }
 
 /// Runs step `step` of lesson `lesson`: applies its action, scores its
@@ -603,8 +818,16 @@ pub async fn run_step(
     let s = l.steps.get(step).ok_or_else(|| {
         LessonError::NotFound(format!("lesson {lesson:?} has {} steps", l.steps.len()))
     })?;
-    if let Action::Audit { reference_free } = s.action {
-        return audit_step(engine, s, reference_free, models).await;
+    match s.action {
+        Action::Audit { reference_free } => {
+            return audit_step(engine, s, reference_free, models).await;
+        }
+        Action::PositionedFeatures {
+            injection,
+            seed,
+            features,
+        } => return positioned_features_step(engine, s, injection, seed, features, models).await,
+        _ => {}
     }
     let t = &s.texts;
     let src = (!t.source.is_empty()).then_some(t.source);
@@ -633,7 +856,14 @@ pub async fn run_step(
                     .map(|(l, t)| ((*l).to_owned(), (*t).to_owned())),
             );
         }
-        Action::Audit { .. } => unreachable!("audit steps return above"),
+        Action::Positioned { injection, seed } => {
+            let variants = positioned(injection, t.hypothesis, *seed, models)?;
+            texts[0].0 = "clean".into();
+            texts.extend(POSITIONS.iter().map(|p| (*p).to_owned()).zip(variants));
+        }
+        Action::Audit { .. } | Action::PositionedFeatures { .. } => {
+            unreachable!("audit and set steps return above")
+        }
         Action::Attack {
             metric,
             goal,
@@ -764,6 +994,78 @@ async fn audit_step(
     })
 }
 
+/// A positioned-errors step over [`PASSAGES`]: how far each passage's
+/// MAUVE features move when its error sits at each position.
+async fn positioned_features_step(
+    engine: &Engine,
+    s: &Step,
+    injection: &str,
+    seed: u64,
+    features: Featuriser,
+    models: &LessonModels<'_>,
+) -> Result<StepResult, LessonError> {
+    let name = match features {
+        Featuriser::CausalLm => causal_lm(models)?,
+        Featuriser::Encoder => bertscore_model(models)?,
+    };
+    let plm = engine.model(ModelSlot::Mauve, Some(&name))?;
+    // Set k holds every passage with its error at position k.
+    let mut sets: Vec<Vec<String>> = vec![Vec::new(); POSITIONS.len()];
+    for (i, p) in PASSAGES.iter().enumerate() {
+        for (set, v) in sets
+            .iter_mut()
+            .zip(positioned(injection, p, seed + i as u64, models)?)
+        {
+            // Trimmed as MAUVE's CLI and page take texts (a random first
+            // token may start with a space).
+            set.push(v.trim().to_owned());
+        }
+    }
+    let model = |e: ModelError| LessonError::Failed(format!("{}: {e}", plm.name));
+    let clean = mauve::features(&plm, &PASSAGES).await.map_err(model)?;
+    let mean_cosine = |other: &ndarray::Array2<f32>| {
+        let cosines = clean.outer_iter().zip(other.outer_iter()).map(|(a, b)| {
+            let (a, b) = (a.mapv(f64::from), b.mapv(f64::from));
+            a.dot(&b) / (a.dot(&a).sqrt() * b.dot(&b).sqrt())
+        });
+        cosines.sum::<f64>() / PASSAGES.len() as f64
+    };
+    let mut values = vec![mean_cosine(&clean)];
+    for set in &sets {
+        let texts: Vec<&str> = set.iter().map(String::as_str).collect();
+        values.push(mean_cosine(
+            &mauve::features(&plm, &texts).await.map_err(model)?,
+        ));
+    }
+    let texts: Vec<(String, String)> =
+        std::iter::once(("clean".to_owned(), PASSAGES[0].to_owned()))
+            .chain(
+                POSITIONS
+                    .iter()
+                    .zip(&sets)
+                    .map(|(p, set)| ((*p).to_owned(), set[0].clone())),
+            )
+            .collect();
+    let options = mauve::Options::default();
+    let rows = vec![Row {
+        metric: FEATURE_COSINE.into(),
+        name: format!(
+            "MAUVE features' cosine to the clean passage ({}, mean of {})",
+            plm.name,
+            PASSAGES.len()
+        ),
+        values,
+        signature: mauve::signature(&plm.name, &options, &plm.precision.to_string()).to_string(),
+    }];
+    let claim = check(&s.claim, &rows, &texts, None);
+    Ok(StepResult {
+        texts,
+        rows,
+        attack: None,
+        claim,
+    })
+}
+
 fn check(
     claim: &Claim,
     rows: &[Row],
@@ -851,6 +1153,25 @@ fn check(
                     label(*a),
                     f(r.values[*a]),
                     if held { "above" } else { "not above" },
+                    others.join(", ")
+                ),
+            }
+        }
+        Claim::Lowest { metric, a } => {
+            let r = row(metric).expect("shown");
+            let others: Vec<String> = (0..r.values.len())
+                .filter(|&i| i != *a)
+                .map(|i| format!("{} {}", label(i), f(r.values[i])))
+                .collect();
+            let held = (0..r.values.len()).all(|i| i == *a || r.values[*a] < r.values[i]);
+            Checked {
+                held,
+                statement: format!(
+                    "{} scores the {} ({}) {} every other text ({})",
+                    r.name,
+                    label(*a),
+                    f(r.values[*a]),
+                    if held { "below" } else { "not below" },
                     others.join(", ")
                 ),
             }

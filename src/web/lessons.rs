@@ -14,21 +14,27 @@ pub fn lesson_registry() -> Result<JsValue, JsError> {
 
 /// Runs step `step` of lesson `lesson`. `bertscore` names the loaded model
 /// BERTScore runs on (also the raising search's word neighbours), `nli` the
-/// one MENLI runs on; without them, a step that needs one says what to load.
+/// one MENLI runs on, `causal_lm` the one GPT-PPL runs on (and MAUVE's GPT-2
+/// features); positioned errors use the GPT-2 tokenizer the page loaded
+/// (`loadGpt2Tokenizer`). Without them, a step that needs one says what to load.
 #[wasm_bindgen(js_name = runLessonStep)]
 pub async fn run_lesson_step(
     lesson: String,
     step: usize,
     bertscore: Option<String>,
     nli: Option<String>,
+    causal_lm: Option<String>,
 ) -> Result<JsValue, JsError> {
     let neighbours = match bertscore.as_deref() {
         Some(name) => Some(super::attack::neighbours_of(name).await?),
         None => None,
     };
+    let lm_tokenizer = super::with_lm_tokenizer(|t| t.cloned());
     let models = LessonModels {
         bertscore,
         nli,
+        causal_lm,
+        lm_tokenizer: lm_tokenizer.as_ref(),
         neighbours: neighbours.as_deref(),
     };
     let engine = super::attack::engine();

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, CLI, playground } from "./harness.mjs";
+import { ROOT, CLI, playground, gpt2Folder } from "./harness.mjs";
 
 const openPage = playground();
 
@@ -28,16 +28,25 @@ function table(page) {
     .map((tr) => [tr.dataset.metric, [...tr.querySelectorAll("td")].map((td) => Number(td.dataset.raw))])));
 }
 
-/** The NLI step's offer, served from a tiny random NLI classifier (no real model offline). */
-const NLI = "cross-encoder/nli-distilroberta-base";
-const serveNli = (page) => page.route(`https://huggingface.co/${NLI}/resolve/main/**`, (route) => {
-  const file = join(ROOT, "tests", "fixtures", "plm", "roberta_cls", route.request().url().split("/resolve/main/")[1]);
-  if (!existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
-  return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
-});
+/**
+ * The models steps offer, served from tiny random checkpoints (no real model
+ * offline): the NLI classifier and GPT-2 (with the real GPT-2 tokenizer).
+ */
+const OFFERS = {
+  "cross-encoder/nli-distilroberta-base": { size: "329 MB", dir: () => join(ROOT, "tests", "fixtures", "plm", "roberta_cls"), needs: /NLI model/ },
+  gpt2: { size: "548 MB", dir: gpt2Folder, needs: /causal language model/ },
+};
+const serveOffers = (page) => Promise.all(Object.entries(OFFERS).map(([id, offer]) => {
+  const dir = offer.dir();
+  return page.route(`https://huggingface.co/${id}/resolve/main/**`, (route) => {
+    const file = join(dir, route.request().url().split("/resolve/main/")[1]);
+    if (!existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
+    return route.fulfill({ status: 200, body: readFileSync(file), headers: { "content-type": "application/octet-stream" } });
+  });
+}));
 
 test("every lesson step runs offline and its claim holds on the numbers shown", async () => {
-  const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 900 }, beforeLoad: serveNli });
+  const { context, page, errors } = await openPage({ clearStorage: true, viewport: { width: 1280, height: 900 }, beforeLoad: serveOffers });
   await context.grantPermissions(["clipboard-read", "clipboard-write"]).catch(() => {});
   const lessons = await page.evaluate(() => window.wasmBindings.lessonRegistry());
   assert.ok(lessons.length >= 6);
@@ -51,26 +60,28 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
   await page.selectOption("#model-backend", "cpu");
   await page.click("#step-load");
   await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  const loaded = new Set();
   for (const lesson of lessons) {
     await page.click(`#lesson-picker button[data-lesson="${lesson.id}"]`);
     for (let i = 0; i < lesson.steps.length; i++) {
       const step = lesson.steps[i];
       assert.equal(await page.getAttribute("#lesson-step", "data-step"), String(i));
-      // The NLI step first asks for an NLI model and offers the registry's small one with its size.
-      const nli = step.metrics.includes("menli");
-      if (nli) {
+      // A step that needs a model first asks for it and offers the registry's small one with its size.
+      const offer = step.modelOffer;
+      if (offer && !loaded.has(offer)) {
         await page.click("#step-run");
         await page.waitForSelector("#step-load:not([hidden])", { timeout: 30_000 });
-        assert.equal(await page.textContent("#step-load"), `Load ${NLI} (329 MB)`);
-        assert.match(await page.textContent("#step-status"), /NLI model/);
+        assert.equal(await page.textContent("#step-load"), `Load ${offer} (${OFFERS[offer].size})`);
+        assert.match(await page.textContent("#step-status"), OFFERS[offer].needs);
         await page.click("#step-load");
-        await page.waitForFunction((id) => document.getElementById("model-loaded").textContent.includes(id), NLI, { timeout: 120_000 });
+        await page.waitForFunction((id) => document.getElementById("model-loaded").textContent.includes(id), offer, { timeout: 120_000 });
+        loaded.add(offer);
       }
       await page.click("#step-run");
       await page.waitForFunction(() => document.getElementById("step-result").dataset.held !== undefined
         || document.getElementById("step-status").className === "bad", null, { timeout: 240_000 });
-      // A random NLI classifier stands in for a real one: its verdict is checked, not required.
-      if (!nli) assert.equal(await page.getAttribute("#step-result", "data-held"), "true", `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
+      // A random NLI classifier or GPT-2 stands in for a real one: its verdict is checked, not required.
+      if (!offer) assert.equal(await page.getAttribute("#step-result", "data-held"), "true", `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
       const values = await table(page);
       const texts = await page.$$eval("#step-texts p", (ps) => ps.map((p) => p.childNodes[1].textContent));
       texts.labels = await page.$$eval("#step-texts p .label", (ls) => ls.map((l) => l.textContent.replace(/:$/, "")));
@@ -82,6 +93,7 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
         higher: () => v[c.a] > v[c.b],
         dropsMore: () => v[0] - v[c.a] > v[0] - v[c.b],
         highest: () => v.every((x, k) => k === c.a || v[c.a] > x),
+        lowest: () => v.every((x, k) => k === c.a || v[c.a] < x),
         tracksMore: () => Math.abs(v[texts.labels.indexOf(c.correlate)]) > Math.abs(v[texts.labels.indexOf(c.human)]),
         baseline: () => true,
         attackMet: () => true,

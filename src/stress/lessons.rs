@@ -1138,40 +1138,30 @@ fn check(
                 ),
             }
         }
-        Claim::Highest { metric, a } => {
+        Claim::Highest { metric, a } | Claim::Lowest { metric, a } => {
             let r = row(metric).expect("shown");
+            let highest = matches!(claim, Claim::Highest { .. });
             let others: Vec<String> = (0..r.values.len())
                 .filter(|&i| i != *a)
                 .map(|i| format!("{} {}", label(i), f(r.values[i])))
                 .collect();
-            let held = (0..r.values.len()).all(|i| i == *a || r.values[*a] > r.values[i]);
+            let beyond = |i: usize| {
+                if highest {
+                    r.values[*a] > r.values[i]
+                } else {
+                    r.values[*a] < r.values[i]
+                }
+            };
+            let held = (0..r.values.len()).all(|i| i == *a || beyond(i));
+            let side = if highest { "above" } else { "below" };
             Checked {
                 held,
                 statement: format!(
-                    "{} scores the {} ({}) {} every other text ({})",
+                    "{} scores the {} ({}) {}{side} every other text ({})",
                     r.name,
                     label(*a),
                     f(r.values[*a]),
-                    if held { "above" } else { "not above" },
-                    others.join(", ")
-                ),
-            }
-        }
-        Claim::Lowest { metric, a } => {
-            let r = row(metric).expect("shown");
-            let others: Vec<String> = (0..r.values.len())
-                .filter(|&i| i != *a)
-                .map(|i| format!("{} {}", label(i), f(r.values[i])))
-                .collect();
-            let held = (0..r.values.len()).all(|i| i == *a || r.values[*a] < r.values[i]);
-            Checked {
-                held,
-                statement: format!(
-                    "{} scores the {} ({}) {} every other text ({})",
-                    r.name,
-                    label(*a),
-                    f(r.values[*a]),
-                    if held { "below" } else { "not below" },
+                    if held { "" } else { "not " },
                     others.join(", ")
                 ),
             }

@@ -289,41 +289,58 @@ fn the_position_lesson_features_are_recomputed_here() {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         block_on(mauve::features(&plm, &texts)).unwrap()
     };
+    // Every text's features, L2-normalised, then centred on the mean of
+    // all 32 (as MAUVE's PCA centres); rows: clean, start, middle, end.
     let clean: Vec<String> = PASSAGES.iter().map(|p| p.to_string()).collect();
-    let clean_features = features(&clean);
-    assert_eq!(r.rows[0].values.len(), 4);
-    assert!((r.rows[0].values[0] - 1.0).abs() < 1e-6);
+    let mut sets = vec![clean];
     for k in 1..4 {
         let set: Vec<String> = PASSAGES
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 let out = inject::apply(injection, p, k as f64, i as u64, &ctx).unwrap();
+                assert!(out.applied);
                 out.text.trim().to_owned()
             })
             .collect();
         assert_eq!(r.texts[k].1, set[0]);
-        let f = features(&set);
-        let mut total = 0.0;
-        for i in 0..PASSAGES.len() {
-            let (a, b) = (clean_features.row(i), f.row(i));
-            let dot: f64 = a
-                .iter()
-                .zip(&b)
-                .map(|(x, y)| f64::from(*x) * f64::from(*y))
-                .sum();
-            let norm = |v: ndarray::ArrayView1<f32>| {
-                v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt()
-            };
-            total += dot / (norm(a) * norm(b));
+        sets.push(set);
+    }
+    let mut rows: Vec<Vec<f64>> = Vec::new();
+    for set in &sets {
+        let f = features(set);
+        for row in f.rows() {
+            let v: Vec<f64> = row.iter().map(|x| f64::from(*x)).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            rows.push(v.iter().map(|x| x / norm).collect());
         }
-        let expected = total / PASSAGES.len() as f64;
+    }
+    let width = rows[0].len();
+    let mean: Vec<f64> = (0..width)
+        .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
+        .collect();
+    for r in &mut rows {
+        r.iter_mut().zip(&mean).for_each(|(x, m)| *x -= m);
+    }
+    let cosine = |a: &[f64], b: &[f64]| {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        dot / (norm(a) * norm(b))
+    };
+    let n = PASSAGES.len();
+    assert_eq!(r.rows[0].values.len(), 4);
+    for k in 0..4 {
+        let expected = (0..n)
+            .map(|i| cosine(&rows[i], &rows[k * n + i]))
+            .sum::<f64>()
+            / n as f64;
         assert!(
             (r.rows[0].values[k] - expected).abs() < 1e-9,
             "position {k}: {} vs {expected}",
             r.rows[0].values[k]
         );
     }
+    assert!((r.rows[0].values[0] - 1.0).abs() < 1e-9);
     // The errors sit where the labels say: the start's first words, the end's
     // last words differ from the clean passage's.
     let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();

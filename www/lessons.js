@@ -177,13 +177,14 @@ async function run() {
         throw err;
       });
     }
-    const result = await engine.runLessonStep(l.id, current.step, bertscoreModel(), nliModel(), causalLmModel());
+    const result = await engine.runLessonStep(l.id, at.step, bertscoreModel(), nliModel(), causalLmModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
     lastResult = { at, result };
     $("step-export").disabled = false;
     status(result.claim.held ? "" : "On these numbers the claim does not hold.", result.claim.held ? "muted" : "warn");
   } catch (err) {
+    if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     const message = String(err.message ?? err);
     status(message, "bad");
     offerLoad(message);

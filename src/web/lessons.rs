@@ -29,7 +29,16 @@ pub async fn run_lesson_step(
         Some(name) => Some(super::attack::neighbours_of(name).await?),
         None => None,
     };
-    let lm_tokenizer = super::with_lm_tokenizer(|t| t.cloned());
+    // Only positioned-error steps read GPT-2's tokenizer (a copy of ~50k
+    // entries): the others are not given it.
+    let positioned = registry()
+        .iter()
+        .find(|l| l.id == lesson)
+        .and_then(|l| l.steps.get(step))
+        .is_some_and(|s| s.action.uses_lm_tokenizer());
+    let lm_tokenizer = positioned
+        .then(|| super::with_lm_tokenizer(|t| t.cloned()))
+        .flatten();
     let models = LessonModels {
         bertscore,
         nli,

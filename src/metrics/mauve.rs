@@ -246,12 +246,7 @@ pub fn compute(p: &Array2<f32>, q: &Array2<f32>, options: &Options) -> Result<Ma
             "features contain NaN or infinity".into(),
         ));
     }
-    for mut row in data.rows_mut() {
-        let norm = row.dot(&row).sqrt();
-        if norm > 0.0 {
-            row /= norm;
-        }
-    }
+    normalise_rows(&mut data);
     let (reduced, dimensions) = pca(data, options.explained_variance)?;
     let labels = kmeans(reduced, clusters, options)?;
     let mut q_counts = vec![0f64; clusters];
@@ -284,6 +279,17 @@ pub fn compute(p: &Array2<f32>, q: &Array2<f32>, options: &Options) -> Result<Ma
         clusters,
         dimensions,
     })
+}
+
+/// Scales each row to unit length (zero rows stay zero), as MAUVE prepares
+/// its features.
+pub fn normalise_rows(data: &mut Array2<f64>) {
+    for mut row in data.rows_mut() {
+        let norm = row.dot(&row).sqrt();
+        if norm > 0.0 {
+            row /= norm;
+        }
+    }
 }
 
 /// Centres the rows, projects them on the principal axes and keeps the

@@ -274,6 +274,19 @@ pub struct StepResult {
     pub claim: Checked,
 }
 
+impl StepResult {
+    /// The result of a step without an attack, its claim checked on `rows`.
+    fn checked(s: &Step, texts: Vec<(String, String)>, rows: Vec<Row>) -> Self {
+        let claim = check(&s.claim, &rows, &texts, None);
+        Self {
+            texts,
+            rows,
+            attack: None,
+            claim,
+        }
+    }
+}
+
 /// Why a step could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LessonError {
@@ -1005,13 +1018,7 @@ async fn audit_step(
             signature: m.metric.signature.clone(),
         })
         .collect();
-    let claim = check(&s.claim, &rows, &texts, None);
-    Ok(StepResult {
-        texts,
-        rows,
-        attack: None,
-        claim,
-    })
+    Ok(StepResult::checked(s, texts, rows))
 }
 
 /// A positioned-errors step over [`PASSAGES`]: how far each passage's
@@ -1054,12 +1061,7 @@ async fn positioned_features_step(
     let mut stacked = ndarray::concatenate(ndarray::Axis(0), &views)
         .map_err(|e| LessonError::Failed(e.to_string()))?
         .mapv(f64::from);
-    for mut row in stacked.rows_mut() {
-        let norm = row.dot(&row).sqrt();
-        if norm > 0.0 {
-            row /= norm;
-        }
-    }
+    mauve::normalise_rows(&mut stacked);
     let mean = stacked.mean_axis(ndarray::Axis(0)).expect("texts");
     stacked -= &mean;
     let n = PASSAGES.len();
@@ -1098,13 +1100,7 @@ async fn positioned_features_step(
         values,
         signature: signature.to_string(),
     }];
-    let claim = check(&s.claim, &rows, &texts, None);
-    Ok(StepResult {
-        texts,
-        rows,
-        attack: None,
-        claim,
-    })
+    Ok(StepResult::checked(s, texts, rows))
 }
 
 fn check(

@@ -1,0 +1,214 @@
+//! Encoder passes on a real GPU (burn-wgpu, natively through Vulkan) against
+//! the CPU (burn-flex, all cores) in the same process: all-MiniLM-L6-v2's
+//! shape and roberta-large's, random weights (timing does not depend on
+//! them), 30 tokens, batch 1 (a keystroke) and 32 (a suite), every hidden
+//! state computed and the last one read back, as a metric does.
+//!
+//! ```sh
+//! cargo bench --features gpu --bench gpu                # fusion off (the default build)
+//! cargo bench --features gpu-fusion --bench gpu         # burn's fusion on, autotune off
+//! BLINDSPOT_GPU_BUILD=autotune cargo bench --features gpu,burn/autotune --bench gpu
+//! BLINDSPOT_GPU_DTYPE=f16 cargo bench --features gpu --bench gpu   # f16 compute on the GPU
+//! BLINDSPOT_GPU_INT8=1 cargo bench --features gpu --bench gpu       # int8 weights kept int8
+//! cargo bench --features gpu --bench gpu -- gpu_                   # the GPU rows only
+//! ```
+//!
+//! Before timing, each model's GPU pass is compared with the CPU's on the
+//! same weights and tokens (largest absolute difference of the last hidden
+//! state, and of a BERTScore-style F1 computed from those states, printed
+//! as `parity`), so a fused or f16 pass that disagrees shows beside its time.
+//! `scripts/bench_gpu_torch.py` times PyTorch on the same shapes and batches
+//! for the README's ratios.
+
+use blindspot::models::bert::BertModel;
+use blindspot::models::{Batch, ModelConfig, read_back_blocking};
+use burn::module::{Module, ModuleMapper, Param};
+use burn::tensor::{Device, FloatDType, Tensor};
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use std::time::Duration;
+
+/// all-MiniLM-L6-v2's config.json, as far as the encoder's shape goes.
+const MINILM: &str = r#"{"model_type": "bert", "architectures": ["BertModel"],
+  "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
+  "intermediate_size": 1536, "vocab_size": 30522, "max_position_embeddings": 512,
+  "type_vocab_size": 2, "layer_norm_eps": 1e-12, "pad_token_id": 0, "hidden_act": "gelu"}"#;
+
+/// roberta-large's config.json (BERTScore's default English model).
+const ROBERTA_LARGE: &str = r#"{"model_type": "roberta", "architectures": ["RobertaModel"],
+  "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+  "intermediate_size": 4096, "vocab_size": 50265, "max_position_embeddings": 514,
+  "type_vocab_size": 1, "layer_norm_eps": 1e-5, "pad_token_id": 1, "hidden_act": "gelu"}"#;
+
+const TOKENS: usize = 30;
+
+/// Casts every float parameter to the GPU's compute dtype.
+struct CastFloats(FloatDType);
+
+impl ModuleMapper for CastFloats {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let dtype = self.0;
+        param.map(|t| t.cast(dtype))
+    }
+}
+
+/// The GPU, its float dtype set from `BLINDSPOT_GPU_DTYPE` (f32 or f16)
+/// before any tensor lives there.
+fn gpu() -> (Device, FloatDType) {
+    let (mut device, setup) = Device::wgpu_options()
+        .init_with_setup()
+        .unwrap_or_else(|e| panic!("no usable GPU (burn-wgpu): {e}"));
+    let info = setup.adapter.get_info();
+    println!(
+        "adapter: {} ({:?}, driver {} {})",
+        info.name, setup.backend, info.driver, info.driver_info
+    );
+    let dtype = match std::env::var("BLINDSPOT_GPU_DTYPE").as_deref() {
+        Ok("f16") => FloatDType::F16,
+        Ok("f32") | Err(_) => FloatDType::F32,
+        Ok(other) => panic!("BLINDSPOT_GPU_DTYPE={other}: f32 or f16"),
+    };
+    assert!(
+        device.supports_dtype(dtype),
+        "this adapter does not compute in {dtype:?}"
+    );
+    device
+        .configure(dtype)
+        .unwrap_or_else(|e| panic!("configure {dtype:?}: {e:?}"));
+    (device, dtype)
+}
+
+/// `batch` sequences of [`TOKENS`] ids: a start token, deterministic
+/// ordinary ids, an end token (no padding, as in a batch of equal lengths).
+fn sequences(config: &ModelConfig, batch: usize) -> Vec<Vec<u32>> {
+    let (start, end) = match config.family {
+        blindspot::models::Family::Roberta => (0, 2),
+        _ => (101, 102),
+    };
+    (0..batch)
+        .map(|s| {
+            let mut ids = vec![start];
+            ids.extend((1..TOKENS - 1).map(|i| 1000 + ((s * 7919 + i * 104_729) % 20_000) as u32));
+            ids.push(end);
+            ids
+        })
+        .collect()
+}
+
+fn pass(model: &BertModel, config: &ModelConfig, ids: &[Vec<u32>], device: &Device) -> Vec<f32> {
+    let batch = Batch::new(ids, config, device);
+    let out = model.forward(&batch);
+    let last = out.hidden_states.last().unwrap().clone();
+    read_back_blocking(last).unwrap().0
+}
+
+/// The larger difference, NaN if either is (`f32::max` would drop a NaN).
+fn worst(m: f32, d: f32) -> f32 {
+    if m.is_nan() || d.is_nan() {
+        f32::NAN
+    } else {
+        m.max(d)
+    }
+}
+
+/// BERTScore's greedy-matching F1 between two consecutive sequences of
+/// [`TOKENS`] states each at the start of `states` (special tokens left out).
+fn greedy_f1(states: &[f32], hidden: usize) -> f32 {
+    let rows = |s: usize| -> Vec<Vec<f32>> {
+        (1..TOKENS - 1)
+            .map(|t| {
+                let row = &states[(s * TOKENS + t) * hidden..][..hidden];
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                row.iter().map(|v| v / norm).collect()
+            })
+            .collect()
+    };
+    let (a, b) = (rows(0), rows(1));
+    let sim = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+    let best = |from: &[Vec<f32>], to: &[Vec<f32>]| {
+        from.iter()
+            .map(|x| to.iter().map(|y| sim(x, y)).fold(f32::MIN, f32::max))
+            .sum::<f32>()
+            / from.len() as f32
+    };
+    let (p, r) = (best(&a, &b), best(&b, &a));
+    2.0 * p * r / (p + r)
+}
+
+fn bench_encoders(c: &mut Criterion) {
+    let (gpu, dtype) = gpu();
+    let cpu = Device::flex();
+    // Which build this is: fusion from the crate feature; other burn features
+    // given on the command line (`--features gpu,burn/autotune`) are named
+    // through BLINDSPOT_GPU_BUILD.
+    let fusion = std::env::var("BLINDSPOT_GPU_BUILD").unwrap_or_else(|_| {
+        if cfg!(feature = "gpu-fusion") {
+            "fusion".into()
+        } else {
+            "nofusion".into()
+        }
+    });
+    for (name, json) in [("minilm", MINILM), ("roberta_large", ROBERTA_LARGE)] {
+        let config = ModelConfig::from_json(json).unwrap();
+        let on_cpu = BertModel::new(&config, &cpu);
+        let int8 = std::env::var("BLINDSPOT_GPU_INT8").is_ok_and(|v| v == "1");
+        // int8: the engine's quantization (linear weights Q8S, one scale per
+        // block), rounded on the CPU, the quantized tensors moved as they are,
+        // so the GPU runs burn's quantized matmul.
+        let on_cpu = if int8 {
+            blindspot::models::weights::quantize(on_cpu, false)
+        } else {
+            on_cpu
+        };
+        let mut on_gpu = on_cpu.clone().to_device(&gpu);
+        if dtype != FloatDType::F32 {
+            on_gpu = on_gpu.map(&mut CastFloats(dtype));
+        }
+        let gpu_label = format!("gpu_{dtype:?}{}_{fusion}", if int8 { "_int8" } else { "" });
+        // Parity on batch 32 before any timing.
+        let ids = sequences(&config, 32);
+        let want = pass(&on_cpu, &config, &ids, &cpu);
+        let got = pass(&on_gpu, &config, &ids, &gpu);
+        let max_abs = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, worst);
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        println!(
+            "parity {name} {gpu_label} vs cpu: max abs diff {max_abs:.3e} \
+             (largest |value| {scale:.3})"
+        );
+        let hidden = config.hidden_size;
+        let f1_diff = (0..16)
+            .map(|p| {
+                let f = |v: &[f32]| greedy_f1(&v[2 * p * TOKENS * hidden..], hidden);
+                (f(&want) - f(&got)).abs()
+            })
+            .fold(0f32, worst);
+        println!(
+            "parity {name} {gpu_label}: BERTScore-style F1 of 16 sequence pairs from these \
+             states, max abs difference {f1_diff:.3e}"
+        );
+        let mut group = c.benchmark_group(format!("{name}_{TOKENS}tok"));
+        // Flat sampling: a CPU pass of roberta-large at batch 32 takes about a
+        // second, and linear sampling would run it n(n+1)/2 times.
+        group
+            .sample_size(20)
+            .sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+        for batch in [1usize, 32] {
+            let ids = sequences(&config, batch);
+            group.bench_function(BenchmarkId::new(&gpu_label, batch), |b| {
+                b.iter(|| pass(&on_gpu, &config, &ids, &gpu))
+            });
+            group.bench_function(BenchmarkId::new("cpu_flex", batch), |b| {
+                b.iter(|| pass(&on_cpu, &config, &ids, &cpu))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_encoders);
+criterion_main!(benches);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs benches/gpu.rs's builds on a GPU machine whose container has the NVIDIA
+# driver but no Vulkan loader, then scripts/bench_gpu_torch.py, and keeps each
+# log in $OUT (or ./gpu-logs). The README's "A real GPU" figures came this way.
+#
+# Build the binaries on the development machine first and bring them along in
+# one folder, stripped and xz-compressed (about 10 MB each):
+#   cargo bench --features gpu --bench gpu --no-run                  -> gpu-nofusion
+#   cargo bench --features gpu-fusion --bench gpu --no-run           -> gpu-fusion
+#   cargo bench --features gpu,burn/autotune --bench gpu --no-run    -> gpu-autotune
+#   cargo bench --features gpu,burn/vulkan --bench gpu --no-run      -> gpu-vulkan (SPIR-V)
+# and the loader's Debian packages in another (apt-get download libvulkan1).
+#
+#   scripts/gpu_run.sh BIN_DIR DEB_DIR
+set -uo pipefail
+bins=${1:?folder of gpu-*.xz bench binaries}
+debs=${2:?folder of the Vulkan loader .deb files}
+out=${OUT:-gpu-logs}
+mkdir -p "$out"
+for f in "$debs"/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for x in "$bins"/gpu-*.xz; do xz -dkf "$x" && chmod +x "${x%.xz}"; done
+
+# One bench run: log name, then environment assignments, then the binary's
+# arguments (criterion filter). The filter `gpu_` leaves the CPU rows out.
+run() {
+  local name=$1 build=$2
+  shift 2
+  local bin="$bins/gpu-$build"
+  [ -x "$bin" ] || { echo "== $name: no $bin, skipped"; return; }
+  echo "== $name"
+  (cd /tmp && env "$@" timeout 200 "$bin" --bench gpu_) 2>&1 | tee "$out/$name.log" |
+    grep -E "adapter|parity|time:|panicked|^[a-z_]+_30tok/" | cut -c1-300
+}
+run nofusion_f32 nofusion
+run nofusion_f16 nofusion BLINDSPOT_GPU_DTYPE=f16
+run fusion_f32 fusion
+run autotune_f32 autotune BLINDSPOT_GPU_BUILD=autotune
+run autotune_f16 autotune BLINDSPOT_GPU_BUILD=autotune BLINDSPOT_GPU_DTYPE=f16
+run spirv_f32 vulkan BLINDSPOT_GPU_BUILD=spirv
+run spirv_f16 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_DTYPE=f16
+run spirv_int8 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_INT8=1
+# The CPU rows once, beside the GPU's, from the default build.
+echo "== cpu"
+(cd /tmp && timeout 200 "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
+  grep -E "time:|panicked|^[a-z_]+_30tok/"
+PYTHONUNBUFFERED=1 timeout 200 python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 | tee "$out/torch.log"

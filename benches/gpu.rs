@@ -15,11 +15,12 @@
 //!
 //! Before timing, each model's GPU pass is compared with the CPU's on the
 //! same weights and tokens (largest absolute difference of the last hidden
-//! state, and of a BERTScore-style F1 computed from those states, printed
+//! state, and of BERTScore's F1 computed from those states, printed
 //! as `parity`), so a fused or f16 pass that disagrees shows beside its time.
 //! `scripts/bench_gpu_torch.py` times PyTorch on the same shapes and batches
 //! for the README's ratios.
 
+use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::bert::BertModel;
 use blindspot::models::{Batch, ModelConfig, read_back_blocking};
 use burn::module::{Module, ModuleMapper, Param};
@@ -110,28 +111,33 @@ fn worst(m: f32, d: f32) -> f32 {
     }
 }
 
-/// BERTScore's greedy-matching F1 between two consecutive sequences of
-/// [`TOKENS`] states each at the start of `states` (special tokens left out).
-fn greedy_f1(states: &[f32], hidden: usize) -> f32 {
-    let rows = |s: usize| -> Vec<Vec<f32>> {
-        (1..TOKENS - 1)
-            .map(|t| {
-                let row = &states[(s * TOKENS + t) * hidden..][..hidden];
-                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
-                row.iter().map(|v| v / norm).collect()
-            })
-            .collect()
-    };
-    let (a, b) = (rows(0), rows(1));
-    let sim = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
-    let best = |from: &[Vec<f32>], to: &[Vec<f32>]| {
-        from.iter()
-            .map(|x| to.iter().map(|y| sim(x, y)).fold(f32::MIN, f32::max))
-            .sum::<f32>()
-            / from.len() as f32
-    };
-    let (p, r) = (best(&a, &b), best(&b, &a));
-    2.0 * p * r / (p + r)
+/// Sequence `s` of `states` (`[32, TOKENS, hidden]`) as BERTScore's token
+/// embeddings, special tokens left out.
+fn embeddings(states: &[f32], s: usize, hidden: usize) -> TokenEmbeddings {
+    let inner = 1..TOKENS - 1;
+    let mut rows =
+        states[(s * TOKENS + inner.start) * hidden..(s * TOKENS + inner.end) * hidden].to_vec();
+    for row in rows.chunks_exact_mut(hidden) {
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+        row.iter_mut().for_each(|v| *v /= norm);
+    }
+    TokenEmbeddings {
+        ids: inner.clone().map(|i| i as u32).collect(),
+        spans: inner.map(|_| 0..0).collect(),
+        rows,
+        width: hidden,
+        truncated: false,
+    }
+}
+
+/// BERTScore F1 (the metric's own greedy matching, uniform weights) of
+/// sequence `2p` against `2p + 1`.
+fn pair_f1(states: &[f32], p: usize, hidden: usize) -> f64 {
+    let (a, b) = (
+        embeddings(states, 2 * p, hidden),
+        embeddings(states, 2 * p + 1, hidden),
+    );
+    bertscore::score_pair(&a, &b, &Weights::default()).f
 }
 
 fn bench_encoders(c: &mut Criterion) {
@@ -140,17 +146,17 @@ fn bench_encoders(c: &mut Criterion) {
     // Which build this is: fusion from the crate feature; other burn features
     // given on the command line (`--features gpu,burn/autotune`) are named
     // through BLINDSPOT_GPU_BUILD.
-    let fusion = std::env::var("BLINDSPOT_GPU_BUILD").unwrap_or_else(|_| {
+    let build = std::env::var("BLINDSPOT_GPU_BUILD").unwrap_or_else(|_| {
         if cfg!(feature = "gpu-fusion") {
             "fusion".into()
         } else {
             "nofusion".into()
         }
     });
+    let int8 = std::env::var("BLINDSPOT_GPU_INT8").is_ok_and(|v| v == "1");
     for (name, json) in [("minilm", MINILM), ("roberta_large", ROBERTA_LARGE)] {
         let config = ModelConfig::from_json(json).unwrap();
         let on_cpu = BertModel::new(&config, &cpu);
-        let int8 = std::env::var("BLINDSPOT_GPU_INT8").is_ok_and(|v| v == "1");
         // int8: the engine's quantization (linear weights Q8S, one scale per
         // block), rounded on the CPU, the quantized tensors moved as they are,
         // so the GPU runs burn's quantized matmul.
@@ -163,7 +169,7 @@ fn bench_encoders(c: &mut Criterion) {
         if dtype != FloatDType::F32 {
             on_gpu = on_gpu.map(&mut CastFloats(dtype));
         }
-        let gpu_label = format!("gpu_{dtype:?}{}_{fusion}", if int8 { "_int8" } else { "" });
+        let gpu_label = format!("gpu_{dtype:?}{}_{build}", if int8 { "_int8" } else { "" });
         // Parity on batch 32 before any timing.
         let ids = sequences(&config, 32);
         let want = pass(&on_cpu, &config, &ids, &cpu);
@@ -180,14 +186,11 @@ fn bench_encoders(c: &mut Criterion) {
         );
         let hidden = config.hidden_size;
         let f1_diff = (0..16)
-            .map(|p| {
-                let f = |v: &[f32]| greedy_f1(&v[2 * p * TOKENS * hidden..], hidden);
-                (f(&want) - f(&got)).abs()
-            })
+            .map(|p| (pair_f1(&want, p, hidden) - pair_f1(&got, p, hidden)).abs() as f32)
             .fold(0f32, worst);
         println!(
-            "parity {name} {gpu_label}: BERTScore-style F1 of 16 sequence pairs from these \
-             states, max abs difference {f1_diff:.3e}"
+            "parity {name} {gpu_label}: BERTScore F1 of 16 sequence pairs from these states, \
+             max abs difference {f1_diff:.3e}"
         );
         let mut group = c.benchmark_group(format!("{name}_{TOKENS}tok"));
         // Flat sampling: a CPU pass of roberta-large at batch 32 takes about a

@@ -73,5 +73,6 @@ def main():
                     t = median_ms(model, ids(name, batch).to(device), sync, repeats)
                 print(f"torch {name} {label} batch {batch}: median {t:.2f} ms")
 
+
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, L
 use burn::tensor::{Device, Int, Tensor};
 
 use super::config::{Activation, ModelConfig};
+use super::dense::{self, Project};
 use super::gpt2::causal_bias;
 use super::{Batch, activate};
 use crate::models::bert::{attend, split_heads};
@@ -240,7 +241,7 @@ impl BartModel {
     /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
     /// as the output projection, plus `final_logits_bias`.
     pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        let logits = hidden.matmul(self.shared.weight.val().transpose().unsqueeze());
+        let logits = dense::linear(hidden, self.shared.weight.val().transpose(), None);
         match &self.final_logits_bias {
             Some(bias) => {
                 let [_, vocab] = bias.dims();
@@ -254,10 +255,10 @@ impl BartModel {
 impl Attention {
     fn forward(&self, x: Tensor<3>, memory: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let heads = self.num_heads;
-        let q = split_heads(self.q_proj.forward(x), heads);
-        let k = split_heads(self.k_proj.forward(memory.clone()), heads);
-        let v = split_heads(self.v_proj.forward(memory), heads);
-        self.out_proj.forward(attend(q, k, v, bias))
+        let q = split_heads(self.q_proj.project(x), heads);
+        let k = split_heads(self.k_proj.project(memory.clone()), heads);
+        let v = split_heads(self.v_proj.project(memory), heads);
+        self.out_proj.project(attend(q, k, v, bias))
     }
 }
 
@@ -265,8 +266,8 @@ impl EncoderLayer {
     fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let attended = self.self_attn.forward(x.clone(), x.clone(), bias);
         let x = self.self_attn_layer_norm.forward(x + attended);
-        let inner = activate(self.fc1.forward(x.clone()), self.activation);
-        self.final_layer_norm.forward(x + self.fc2.forward(inner))
+        let inner = activate(self.fc1.project(x.clone()), self.activation);
+        self.final_layer_norm.forward(x + self.fc2.project(inner))
     }
 }
 
@@ -282,8 +283,8 @@ impl DecoderLayer {
         let x = self.self_attn_layer_norm.forward(x + attended);
         let crossed = self.encoder_attn.forward(x.clone(), memory, memory_bias);
         let x = self.encoder_attn_layer_norm.forward(x + crossed);
-        let inner = activate(self.fc1.forward(x.clone()), self.activation);
-        self.final_layer_norm.forward(x + self.fc2.forward(inner))
+        let inner = activate(self.fc1.project(x.clone()), self.activation);
+        self.final_layer_norm.forward(x + self.fc2.project(inner))
     }
 }
 

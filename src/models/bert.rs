@@ -14,6 +14,7 @@ use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Tensor, activation};
 
 use super::config::{Activation, Family, Head, ModelConfig};
+use super::dense::{self, Project};
 use super::{Batch, activate};
 
 /// Token, position and token-type embeddings, summed and normalised.
@@ -213,7 +214,7 @@ impl BertModel {
         }
         let mut x = e.layer_norm.forward(x);
         if let Some(projection) = &self.embedding_projection {
-            x = projection.forward(x);
+            x = projection.project(x);
         }
         let bias = batch.pad_bias.clone();
         let mut hidden_states = Vec::with_capacity(layers + 1);
@@ -229,11 +230,10 @@ impl BertModel {
     /// or None without a masked-LM head.
     pub fn mlm_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<3>> {
         let head = self.mlm_head.as_ref()?;
-        let x = activate(head.dense.forward(last_hidden), head.activation);
+        let x = activate(head.dense.project(last_hidden), head.activation);
         let x = head.layer_norm.forward(x);
         let decoder = self.embeddings.word_embeddings.weight.val().transpose();
-        let [vocab] = head.bias.dims();
-        Some(x.matmul(decoder.unsqueeze()) + head.bias.val().reshape([1, 1, vocab]))
+        Some(dense::linear(x, decoder, Some(head.bias.val())))
     }
 
     /// Class logits `[batch, classes]` from the first token of the last
@@ -244,13 +244,13 @@ impl BertModel {
         let first = last_hidden
             .slice([0..batch, 0..1, 0..hidden])
             .reshape([batch, hidden]);
-        let pooled = head.dense.forward(first);
+        let pooled = head.dense.project(first);
         let pooled = match head.pool_activation {
             PoolActivation::Tanh => activation::tanh(pooled),
             PoolActivation::Relu => activation::relu(pooled),
             PoolActivation::Gelu => activation::gelu(pooled),
         };
-        Some(head.out.forward(pooled))
+        Some(head.out.project(pooled))
     }
 }
 
@@ -258,8 +258,8 @@ impl Layer {
     fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let attended = self.attention.forward(x.clone(), bias);
         let x = self.attention_norm.forward(x + attended);
-        let inner = activate(self.intermediate.forward(x.clone()), self.activation);
-        self.output_norm.forward(x + self.output.forward(inner))
+        let inner = activate(self.intermediate.project(x.clone()), self.activation);
+        self.output_norm.forward(x + self.output.project(inner))
     }
 }
 
@@ -267,10 +267,10 @@ impl SelfAttention {
     /// Scaled dot-product attention over all heads; `bias` (`[batch, 1, 1,
     /// tokens]`) hides padding.
     pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let q = split_heads(self.query.forward(x.clone()), self.num_heads);
-        let k = split_heads(self.key.forward(x.clone()), self.num_heads);
-        let v = split_heads(self.value.forward(x), self.num_heads);
-        self.output.forward(attend(q, k, v, bias))
+        let q = split_heads(self.query.project(x.clone()), self.num_heads);
+        let k = split_heads(self.key.project(x.clone()), self.num_heads);
+        let v = split_heads(self.value.project(x), self.num_heads);
+        self.output.project(attend(q, k, v, bias))
     }
 }
 

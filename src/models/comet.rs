@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use super::bert::BertModel;
 use super::config::{Family, ModelConfig};
+use super::dense::Project;
 use super::{Batch, ModelError};
 
 /// What kind of estimator a checkpoint holds (`class_identifier`).
@@ -505,7 +506,7 @@ impl CometModel {
         let last = self.estimator.ff.len() - 1;
         let mut x = features;
         for (i, layer) in self.estimator.ff.iter().enumerate() {
-            x = layer.forward(x);
+            x = layer.project(x);
             let act = if i < last {
                 Some(self.hparams.activations)
             } else {

@@ -27,6 +27,7 @@ use burn::nn::{
 use burn::tensor::{Device, Int, Tensor, TensorData, activation};
 
 use super::config::{Activation, Head, ModelConfig};
+use super::dense::Project;
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
 
@@ -284,7 +285,7 @@ impl DebertaModel {
             x = x + t.forward(batch.types.clone());
         }
         if let Some(p) = &e.embed_proj {
-            x = p.forward(x);
+            x = p.project(x);
         }
         // Padding is zeroed, as transformers multiplies by the mask (the
         // convolution reads the neighbours of the last real token).
@@ -362,7 +363,7 @@ impl DebertaModel {
         let (pooler, classifier) = (self.pooler.as_ref()?, self.classifier.as_ref()?);
         let [b, _, h] = last_hidden.dims();
         let first = last_hidden.slice([0..b, 0..1, 0..h]).reshape([b, h]);
-        Some(classifier.forward(activate(pooler.forward(first), self.pooler_activation)))
+        Some(classifier.project(activate(pooler.project(first), self.pooler_activation)))
     }
 }
 
@@ -408,9 +409,9 @@ impl Layer {
         let attended = self.attention.forward(x.clone(), bias, relative, settings);
         let x = self
             .attention_norm
-            .forward(x + self.attention_output.forward(attended));
-        let inner = activate(self.intermediate.forward(x.clone()), self.activation);
-        self.output_norm.forward(x + self.output.forward(inner))
+            .forward(x + self.attention_output.project(attended));
+        let inner = activate(self.intermediate.project(x.clone()), self.activation);
+        self.output_norm.forward(x + self.output.project(inner))
     }
 }
 
@@ -440,7 +441,7 @@ impl Attention {
                     .as_ref()
                     .or(shared.as_ref())
                     .expect("a position projection, own or shared, for each position term");
-                let p = layer.forward(r.embeddings.clone());
+                let p = layer.project(r.embeddings.clone());
                 split_heads(p, heads).expand([b, heads, rows, d])
             };
             if s.c2p {
@@ -474,7 +475,7 @@ impl Attention {
                 split_heads(
                     p.as_ref()
                         .expect("v2 attention has its three projections")
-                        .forward(x.clone()),
+                        .project(x.clone()),
                     heads,
                 )
             };
@@ -485,7 +486,7 @@ impl Attention {
             );
         };
         // transformers' view [b, l, heads, 3 d] then chunk(3) on the last axis.
-        let qkv = in_proj.forward(x);
+        let qkv = in_proj.project(x);
         let [b, l, h3] = qkv.dims();
         let d = h3 / (3 * heads);
         let qkv = qkv.reshape([b, l, heads, 3 * d]).swap_dims(1, 2);

@@ -4,10 +4,10 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
-use burn::tensor::module::linear;
 use burn::tensor::{Device, Tensor};
 
 use super::config::{Activation, ModelConfig};
+use super::dense::linear;
 use super::{Batch, activate};
 use crate::models::bert::{attend, split_heads};
 
@@ -143,7 +143,7 @@ impl Gpt2Model {
     /// Next-token logits `[batch, tokens, vocab]` from the final hidden
     /// state (the head is the token embedding matrix).
     pub fn lm_logits(&self, last_hidden: Tensor<3>) -> Tensor<3> {
-        last_hidden.matmul(self.wte.weight.val().transpose().unsqueeze())
+        linear(last_hidden, self.wte.weight.val().transpose(), None)
     }
 }
 

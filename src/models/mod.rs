@@ -14,6 +14,7 @@ pub mod bert;
 pub mod comet;
 pub mod config;
 pub mod deberta;
+pub mod dense;
 pub mod gpt2;
 pub mod registry;
 pub mod tokenizer;

@@ -509,39 +509,89 @@ function drawMoverScore(el, v, scored, base) {
     ? `mean over ${refs} references (the released examples' rule) · the plan below is against the first · ${v.elapsedMs.toFixed(0)} ms`
     : `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
   el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's limit" : "";
-  // The transport plan: rows are reference tokens, columns hypothesis tokens; darker = more mass moved.
+  drawPlan(el, v, detail, moved);
+}
+
+/**
+ * The transport plan: rows are reference tokens (or windows), columns the
+ * hypothesis's; darker = more mass moved. Like BERTScore's heatmap, a
+ * keystroke that keeps the grid updates the drawn plan in place, and cells
+ * carry no tooltip of their own (a readout below follows the pointer): the
+ * plan is redrawn on every keystroke, right after BERTScore's card.
+ */
+function drawPlan(el, v, detail, moved) {
+  const box = el.querySelector('[data-role="detail"]');
   const n = detail.refTokens.length, m = detail.hypTokens.length, cell = 16;
   const top = 8 + 7 * Math.max(...detail.hypTokens.map((t) => t.length), 4);
   const left = 8 + 7 * Math.max(...detail.refTokens.map((t) => t.length), 4);
   const most = Math.max(...detail.flow, 1e-12);
+  // Sequential blue scale (colour-blind safe).
+  const fill = (f) => {
+    const shade = Math.round(255 - 200 * (f / most));
+    return `rgb(${shade},${Math.min(255, shade + 20)},255)`;
+  };
+  const aria = `MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens`;
+  const noteText = v.spec.metric === "moverscore-v1"
+    ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
+    : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
+  // Labels in drawing order: the hypothesis's (columns), then the reference's (rows).
+  const labels = [...detail.hypTokens.map((t, j) => [t, detail.hypMass[j]]), ...detail.refTokens.map((t, i) => [t, detail.refMass[i]])];
+  const shape = `${n}x${m}:${left}:${top}`;
+  const drawn = box.querySelector('[data-role="flow"] svg');
+  if (drawn?.dataset.shape === shape) {
+    drawn.__plan = detail;
+    drawn.setAttribute("aria-label", aria);
+    drawn.querySelectorAll("text.tok").forEach((t, k) => {
+      const [text, mass] = labels[k];
+      if (t.firstChild.nodeType === Node.TEXT_NODE) t.firstChild.textContent = text;
+      else t.prepend(text);
+      t.lastChild.textContent = `mass ${mass.toFixed(4)}`;
+      t.dataset.mass = String(mass);
+      t.setAttribute("class", mass > 0 ? "tok" : "tok special");
+    });
+    drawn.querySelectorAll("rect[data-i]").forEach((r, k) => {
+      r.setAttribute("fill", fill(detail.flow[k]));
+      r.dataset.flow = String(detail.flow[k]);
+    });
+    box.querySelector(".plan-note").textContent = noteText;
+    return;
+  }
   const parts = [];
-  const label = (x, y, extra, text, mass) =>
+  const label = (x, y, extra, [text, mass]) =>
     parts.push(`<text x="${x}" y="${y}" ${extra} class="${mass > 0 ? "tok" : "tok special"}" data-mass="${mass}">${escapeXml(text)}<title>mass ${mass.toFixed(4)}</title></text>`);
-  detail.hypTokens.forEach((t, j) => {
+  detail.hypTokens.forEach((_, j) => {
     const x = left + j * cell + cell / 2;
-    label(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, t, detail.hypMass[j]);
+    label(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, labels[j]);
   });
-  detail.refTokens.forEach((t, i) => {
+  detail.refTokens.forEach((_, i) => {
     const y = top + i * cell;
-    label(left - 4, y + cell * 0.7, 'text-anchor="end"', t, detail.refMass[i]);
+    label(left - 4, y + cell * 0.7, 'text-anchor="end"', labels[m + i]);
     for (let j = 0; j < m; j++) {
       const f = detail.flow[i * m + j];
-      // Sequential blue scale (colour-blind safe).
-      const shade = Math.round(255 - 200 * (f / most));
-      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="rgb(${shade},${Math.min(255, shade + 20)},255)" data-flow="${f}"><title>${escapeXml(t)} → ${escapeXml(detail.hypTokens[j])}: ${f.toFixed(4)}</title></rect>`);
+      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${fill(f)}" data-i="${i}" data-j="${j}" data-flow="${f}"/>`);
     }
   });
   const wrap = document.createElement("div");
   wrap.className = "heatmap";
   wrap.dataset.role = "flow";
-  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens">${parts.join("")}</svg>`;
+  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}">${parts.join("")}</svg>`;
+  const svg = wrap.firstElementChild;
+  svg.__plan = detail;
+  const readout = document.createElement("p");
+  readout.className = "heatmap-readout";
+  readout.textContent = "Point at a cell to read the mass it moves.";
+  svg.addEventListener("pointerover", (e) => {
+    const { i, j } = e.target.dataset;
+    if (i === undefined) return;
+    const now = svg.__plan;
+    const w = now.hypTokens.length;
+    readout.textContent = `${now.refTokens[i]} → ${now.hypTokens[j]}: ${now.flow[i * w + Number(j)].toFixed(4)}`;
+  });
   const note = document.createElement("p");
-  note.className = "muted";
-  note.textContent = v.spec.metric === "moverscore-v1"
-    ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
-    : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
-  wrap.append(note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
-  el.querySelector('[data-role="detail"]').replaceChildren(wrap);
+  note.className = "muted plan-note";
+  note.textContent = noteText;
+  wrap.append(readout, note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
+  box.replaceChildren(wrap);
 }
 
 // --- BARTScore -------------------------------------------------------------

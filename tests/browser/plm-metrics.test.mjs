@@ -439,6 +439,28 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   await page.fill("#hypothesis", hyp2);
   const typed = await settled(page, "moverscore", hyp2);
   assert.ok(Math.abs(typed - native(hyp2)) <= 1e-4, `${typed} vs ${native(hyp2)}`);
+  // A keystroke that keeps the grid (here 16 tokens, the same margins)
+  // updates the plan in place, and draws exactly what a plan built afresh
+  // for the same text draws.
+  const plan = `${card} [data-role="flow"] svg`;
+  await page.evaluate((sel) => { document.querySelector(sel).kept = true; }, plan);
+  const hyp2b = "The budget was adopted.";
+  await page.fill("#hypothesis", hyp2b);
+  const adopted = await settled(page, "moverscore", hyp2b);
+  assert.ok(Math.abs(adopted - native(hyp2b)) <= 1e-4, `${adopted} vs ${native(hyp2b)}`);
+  const updated = await page.evaluate((sel) => ({ kept: document.querySelector(sel).kept === true, html: document.querySelector(sel).outerHTML }), plan);
+  assert.ok(updated.kept, "the plan was built again, not updated");
+  await page.fill("#hypothesis", hyp2);
+  await settled(page, "moverscore", hyp2);
+  await page.evaluate((sel) => document.querySelector(`${sel} [data-role="detail"]`).replaceChildren(), card);
+  await page.fill("#hypothesis", hyp2b);
+  await settled(page, "moverscore", hyp2b);
+  assert.equal(await page.evaluate((sel) => document.querySelector(sel).outerHTML, plan), updated.html);
+  // Cells carry no tooltip: pointing at one reads out the mass it moves.
+  await page.hover(`${card} [data-role="flow"] rect[data-i="1"][data-j="1"]`);
+  assert.match(await page.textContent(`${card} [data-role="flow"] .heatmap-readout`), /^the → the: \d+\.\d{4}$/);
+  await page.fill("#hypothesis", hyp2);
+  await settled(page, "moverscore", hyp2);
   await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "moverscore-card.png") });
   // v1 (the paper's moverscore.py) on a BERT-MNLI-shaped classifier: its
   // encoder runs encoder metrics too. Version and n-gram come from the card.
@@ -457,7 +479,7 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   // Rows and columns are windows of two kept tokens ("budget ." is not one: punctuation goes first).
   const labels = await page.locator(`${card} [data-role="flow"] text`).evaluateAll((els) => els.map((e) => e.firstChild.textContent));
   assert.ok(labels.length >= 4 && labels.every((t) => t.split(" ").length === 2 && !/ \.$/.test(t)), labels.join(" | "));
-  assert.match(await page.textContent(`${card} [data-role="flow"] p`), /windows of 2 kept tokens/);
+  assert.match(await page.textContent(`${card} [data-role="flow"] .plan-note`), /windows of 2 kept tokens/);
   const hyp3 = "The committee approved the budget after a debate.";
   await page.fill("#hypothesis", hyp3);
   const typedV1 = await settled(page, "moverscore", hyp3);

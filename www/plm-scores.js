@@ -315,6 +315,28 @@ function escapeXml(text) {
   return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 }
 
+/**
+ * Draws a grid of cells into `wrap` as one SVG string (hundreds of cells per
+ * keystroke cost a few ms this way; element by element, creation and layout
+ * took most of a frame), with a readout under it that follows the pointer:
+ * `describe(data, i, j)` for the cell under it, from the data last drawn
+ * (`svg.__data`, which in-place updates replace). Returns the SVG.
+ */
+function gridSvg(wrap, attrs, cells, data, hint, describe) {
+  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" ${attrs}>${cells}</svg>`;
+  const svg = wrap.firstElementChild;
+  svg.__data = data;
+  const readout = document.createElement("p");
+  readout.className = "heatmap-readout";
+  readout.textContent = hint;
+  svg.addEventListener("pointerover", (e) => {
+    const { i, j } = e.target.dataset;
+    if (i !== undefined) readout.textContent = describe(svg.__data, Number(i), Number(j));
+  });
+  wrap.append(readout);
+  return svg;
+}
+
 function heatmap(v) {
   const wrap = $("bertscore-heatmap");
   wrap.hidden = false;
@@ -338,7 +360,7 @@ function heatmap(v) {
   if (drawn?.dataset.shape === shape) {
     // Same grid and margins (most keystrokes): update in place instead of
     // parsing the whole map again.
-    drawn.__heatmap = v;
+    drawn.__data = v;
     drawn.setAttribute("aria-label", aria);
     const labels = [...refLabels.map((t, j) => [t, v.refWeights[j]]), ...hypLabels.map((t, i) => [t, v.hypWeights[i]])];
     drawn.querySelectorAll("text.tok").forEach((el, k) => {
@@ -354,8 +376,6 @@ function heatmap(v) {
     wrap.querySelector(".heatmap-note").textContent = noteText;
     return;
   }
-  // Built as one markup string: hundreds of cells per keystroke cost a few ms this way
-  // (element by element, creation and layout took most of a frame).
   const parts = [];
   const tokenText = (x, y, extra, text, weight) =>
     parts.push(`<text x="${x}" y="${y}" ${extra} class="${weight ? "tok" : "tok special"}" data-weight="${weight}">${escapeXml(text)}<title>weight ${weight.toFixed(4)}</title></text>`);
@@ -372,19 +392,9 @@ function heatmap(v) {
     }
     parts.push(`<rect x="${left + v.hypBest[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
   });
-  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}">${parts.join("")}</svg>`;
-  const svg = wrap.firstElementChild;
-  svg.__heatmap = v;
-  const readout = document.createElement("p");
-  readout.className = "heatmap-readout";
-  readout.textContent = "Point at a cell to read its similarity.";
-  svg.addEventListener("pointerover", (e) => {
-    const { i, j } = e.target.dataset;
-    if (i === undefined) return;
-    const now = svg.__heatmap;
-    readout.textContent = `${now.hypTokens[i]} ~ ${now.refTokens[j]}: ${now.similarity[i * m + Number(j)].toFixed(3)}`;
-  });
-  wrap.append(readout);
+  gridSvg(wrap, `width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}"`,
+    parts.join(""), v, "Point at a cell to read its similarity.",
+    (now, i, j) => `${now.hypTokens[i]} ~ ${now.refTokens[j]}: ${now.similarity[i * now.refTokens.length + j].toFixed(3)}`);
   const note = document.createElement("p");
   note.className = "muted heatmap-note";
   note.textContent = noteText;
@@ -539,7 +549,7 @@ function drawPlan(el, v, detail, moved) {
   const shape = `${n}x${m}:${left}:${top}`;
   const drawn = box.querySelector('[data-role="flow"] svg');
   if (drawn?.dataset.shape === shape) {
-    drawn.__plan = detail;
+    drawn.__data = detail;
     drawn.setAttribute("aria-label", aria);
     drawn.querySelectorAll("text.tok").forEach((t, k) => {
       const [text, mass] = labels[k];
@@ -574,23 +584,13 @@ function drawPlan(el, v, detail, moved) {
   const wrap = document.createElement("div");
   wrap.className = "heatmap";
   wrap.dataset.role = "flow";
-  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}">${parts.join("")}</svg>`;
-  const svg = wrap.firstElementChild;
-  svg.__plan = detail;
-  const readout = document.createElement("p");
-  readout.className = "heatmap-readout";
-  readout.textContent = "Point at a cell to read the mass it moves.";
-  svg.addEventListener("pointerover", (e) => {
-    const { i, j } = e.target.dataset;
-    if (i === undefined) return;
-    const now = svg.__plan;
-    const w = now.hypTokens.length;
-    readout.textContent = `${now.refTokens[i]} → ${now.hypTokens[j]}: ${now.flow[i * w + Number(j)].toFixed(4)}`;
-  });
+  gridSvg(wrap, `width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}"`,
+    parts.join(""), detail, "Point at a cell to read the mass it moves.",
+    (now, i, j) => `${now.refTokens[i]} → ${now.hypTokens[j]}: ${now.flow[i * now.hypTokens.length + j].toFixed(4)}`);
   const note = document.createElement("p");
   note.className = "muted plan-note";
   note.textContent = noteText;
-  wrap.append(readout, note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
+  wrap.append(note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
   box.replaceChildren(wrap);
 }
 

@@ -337,6 +337,28 @@ function gridSvg(wrap, attrs, cells, data, hint, describe) {
   return svg;
 }
 
+/** Sequential blue scale (colour-blind safe) for `t` in 0..1: darker = more. */
+function blue(t) {
+  const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, t)));
+  return `rgb(${shade},${Math.min(255, shade + 20)},255)`;
+}
+
+/**
+ * In-place update of a grid's token labels (`text.tok`, in drawing order):
+ * each label's text, its `<title>` and `data-<key>` from its value, greyed
+ * when the value is 0.
+ */
+function relabel(svg, labels, key) {
+  svg.querySelectorAll("text.tok").forEach((el, k) => {
+    const [text, value] = labels[k];
+    if (el.firstChild.nodeType === Node.TEXT_NODE) el.firstChild.textContent = text;
+    else el.prepend(text);
+    el.lastChild.textContent = `${key} ${value.toFixed(4)}`;
+    el.dataset[key] = String(value);
+    el.setAttribute("class", value ? "tok" : "tok special");
+  });
+}
+
 function heatmap(v) {
   const wrap = $("bertscore-heatmap");
   wrap.hidden = false;
@@ -348,11 +370,6 @@ function heatmap(v) {
   const left = 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4);
   const top = 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4);
   const n = v.hypTokens.length, m = v.refTokens.length;
-  // Sequential blue scale (colour-blind safe): darker = more similar.
-  const fill = (s) => {
-    const shade = Math.round(255 - 200 * Math.max(0, Math.min(1, s)));
-    return `rgb(${shade},${Math.min(255, shade + 20)},255)`;
-  };
   const aria = `BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens`;
   const noteText = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
   const shape = `${n}x${m}:${left}:${top}`;
@@ -362,16 +379,9 @@ function heatmap(v) {
     // parsing the whole map again.
     drawn.__data = v;
     drawn.setAttribute("aria-label", aria);
-    const labels = [...refLabels.map((t, j) => [t, v.refWeights[j]]), ...hypLabels.map((t, i) => [t, v.hypWeights[i]])];
-    drawn.querySelectorAll("text.tok").forEach((el, k) => {
-      const [t, w] = labels[k];
-      if (el.firstChild.nodeType === Node.TEXT_NODE) el.firstChild.textContent = t;
-      else el.prepend(t);
-      el.lastChild.textContent = `weight ${w.toFixed(4)}`;
-      el.dataset.weight = String(w);
-      el.setAttribute("class", w ? "tok" : "tok special");
-    });
-    drawn.querySelectorAll("rect[data-i]").forEach((el, k) => el.setAttribute("fill", fill(v.similarity[k])));
+    relabel(drawn, [...refLabels.map((t, j) => [t, v.refWeights[j]]), ...hypLabels.map((t, i) => [t, v.hypWeights[i]])], "weight");
+    // Darker = more similar.
+    drawn.querySelectorAll("rect[data-i]").forEach((el, k) => el.setAttribute("fill", blue(v.similarity[k])));
     drawn.querySelectorAll("rect.best").forEach((el, i) => el.setAttribute("x", String(left + v.hypBest[i] * cell)));
     wrap.querySelector(".heatmap-note").textContent = noteText;
     return;
@@ -388,7 +398,7 @@ function heatmap(v) {
     tokenText(left - 4, y + cell * 0.7, 'text-anchor="end"', t, v.hypWeights[i]);
     for (let j = 0; j < m; j++) {
       // No <title> per cell: the readout below the map follows the pointer.
-      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${fill(v.similarity[i * m + j])}" data-i="${i}" data-j="${j}"/>`);
+      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${blue(v.similarity[i * m + j])}" data-i="${i}" data-j="${j}"/>`);
     }
     parts.push(`<rect x="${left + v.hypBest[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
   });
@@ -513,13 +523,12 @@ function drawMoverScore(el, v, scored, base) {
   const { score, detail } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  const moved = detail.flow.reduce((a, b) => a + b, 0);
   const refs = part(score, "references");
   el.querySelector('[data-role="parts"]').textContent = refs > 1
     ? `mean over ${refs} references (the released examples' rule) · the plan below is against the first · ${v.elapsedMs.toFixed(0)} ms`
     : `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
   el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's limit" : "";
-  drawPlan(el, v, detail, moved);
+  drawPlan(el, v, detail);
 }
 
 /**
@@ -529,17 +538,14 @@ function drawMoverScore(el, v, scored, base) {
  * carry no tooltip of their own (a readout below follows the pointer): the
  * plan is redrawn on every keystroke, right after BERTScore's card.
  */
-function drawPlan(el, v, detail, moved) {
+function drawPlan(el, v, detail) {
   const box = el.querySelector('[data-role="detail"]');
+  const moved = detail.flow.reduce((a, b) => a + b, 0);
   const n = detail.refTokens.length, m = detail.hypTokens.length, cell = 16;
   const top = 8 + 7 * Math.max(...detail.hypTokens.map((t) => t.length), 4);
   const left = 8 + 7 * Math.max(...detail.refTokens.map((t) => t.length), 4);
   const most = Math.max(...detail.flow, 1e-12);
-  // Sequential blue scale (colour-blind safe).
-  const fill = (f) => {
-    const shade = Math.round(255 - 200 * (f / most));
-    return `rgb(${shade},${Math.min(255, shade + 20)},255)`;
-  };
+  const fill = (f) => blue(f / most); // darker = more mass moved
   const aria = `MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens`;
   const noteText = v.spec.metric === "moverscore-v1"
     ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
@@ -551,14 +557,7 @@ function drawPlan(el, v, detail, moved) {
   if (drawn?.dataset.shape === shape) {
     drawn.__data = detail;
     drawn.setAttribute("aria-label", aria);
-    drawn.querySelectorAll("text.tok").forEach((t, k) => {
-      const [text, mass] = labels[k];
-      if (t.firstChild.nodeType === Node.TEXT_NODE) t.firstChild.textContent = text;
-      else t.prepend(text);
-      t.lastChild.textContent = `mass ${mass.toFixed(4)}`;
-      t.dataset.mass = String(mass);
-      t.setAttribute("class", mass > 0 ? "tok" : "tok special");
-    });
+    relabel(drawn, labels, "mass");
     drawn.querySelectorAll("rect[data-i]").forEach((r, k) => {
       r.setAttribute("fill", fill(detail.flow[k]));
       r.dataset.flow = String(detail.flow[k]);

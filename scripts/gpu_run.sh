@@ -5,17 +5,25 @@
 #
 # Build the binaries on the development machine first and bring them along in
 # one folder, stripped and xz-compressed (about 10 MB each):
-#   cargo bench --features gpu --bench gpu --no-run                  -> gpu-nofusion
+#   cargo bench --features gpu-wgpu --bench gpu --no-run             -> gpu-nofusion
 #   cargo bench --features gpu-fusion --bench gpu --no-run           -> gpu-fusion
-#   cargo bench --features gpu,burn/autotune --bench gpu --no-run    -> gpu-autotune
-#   cargo bench --features gpu,burn/vulkan --bench gpu --no-run      -> gpu-vulkan (SPIR-V)
+#   cargo bench --features gpu --bench gpu --no-run                  -> gpu-autotune (the CLI's)
+#   cargo bench --features gpu-wgpu,burn/vulkan --bench gpu --no-run -> gpu-vulkan (SPIR-V)
 # and the loader's Debian packages in another (apt-get download libvulkan1).
 #
 #   scripts/gpu_run.sh BIN_DIR DEB_DIR
+#
+# RUNS="nofusion_f32 spirv_f32 ..." picks runs by log name (default: all, then
+# the CPU rows and PyTorch: cpu, torch); STEP_LIMIT caps each run's seconds
+# (default 200), so one call fits a short lease.
 set -uo pipefail
-bins=${1:?folder of gpu-*.xz bench binaries}
-debs=${2:?folder of the Vulkan loader .deb files}
+# Absolute: each run starts in /tmp.
+bins=$(cd "${1:?folder of gpu-*.xz bench binaries}" && pwd) || exit 2
+debs=$(cd "${2:?folder of the Vulkan loader .deb files}" && pwd) || exit 2
 out=${OUT:-gpu-logs}
+runs=${RUNS:-"nofusion_f32 nofusion_f16 fusion_f32 autotune_f32 autotune_f16 spirv_f32 spirv_f16 spirv_int8 cpu torch"}
+limit=${STEP_LIMIT:-200}
+wanted() { [[ " $runs " == *" $1 "* ]]; }
 mkdir -p "$out"
 for f in "$debs"/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -28,11 +36,12 @@ for x in "$bins"/gpu-*.xz; do xz -dkf "$x" && chmod +x "${x%.xz}"; done
 run() {
   local name=$1 build=$2
   shift 2
+  wanted "$name" || return 0
   local bin="$bins/gpu-$build"
   [ -x "$bin" ] || { echo "== $name: no $bin, skipped"; return; }
   echo "== $name"
-  (cd /tmp && env "$@" timeout 200 "$bin" --bench gpu_) 2>&1 | tee "$out/$name.log" |
-    grep -E "adapter|parity|time:|panicked|^[a-z_]+_30tok/" | cut -c1-300
+  (cd /tmp && env "$@" timeout "$limit" "$bin" --bench gpu_) 2>&1 | tee "$out/$name.log" |
+    grep -E "adapter|parity|time:|panicked|^[a-z0-9_]+_(30tok|sample16)/" | cut -c1-300
 }
 run nofusion_f32 nofusion
 run nofusion_f16 nofusion BLINDSPOT_GPU_DTYPE=f16
@@ -43,7 +52,12 @@ run spirv_f32 vulkan BLINDSPOT_GPU_BUILD=spirv
 run spirv_f16 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_DTYPE=f16
 run spirv_int8 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_INT8=1
 # The CPU rows once, beside the GPU's, from the default build.
-echo "== cpu"
-(cd /tmp && timeout 200 "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
-  grep -E "time:|panicked|^[a-z_]+_30tok/"
-PYTHONUNBUFFERED=1 timeout 200 python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 | tee "$out/torch.log"
+if wanted cpu; then
+  echo "== cpu"
+  (cd /tmp && timeout "$limit" "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
+    grep -E "time:|panicked|^[a-z_]+_30tok/"
+fi
+if wanted torch; then
+  PYTHONUNBUFFERED=1 timeout "$limit" python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 |
+    tee "$out/torch.log"
+fi

@@ -5,9 +5,10 @@
 //! state computed and the last one read back, as a metric does.
 //!
 //! ```sh
-//! cargo bench --features gpu --bench gpu                # fusion off (the default build)
+//! cargo bench --features gpu --bench gpu                # burn's autotune on (the CLI's build)
+//! cargo bench --features gpu-wgpu --bench gpu           # autotune and fusion off
 //! cargo bench --features gpu-fusion --bench gpu         # burn's fusion on, autotune off
-//! BLINDSPOT_GPU_BUILD=autotune cargo bench --features gpu,burn/autotune --bench gpu
+//! BLINDSPOT_GPU_BUILD=spirv cargo bench --features gpu-wgpu,burn/vulkan --bench gpu
 //! BLINDSPOT_GPU_DTYPE=f16 cargo bench --features gpu --bench gpu   # f16 compute on the GPU
 //! BLINDSPOT_GPU_INT8=1 cargo bench --features gpu --bench gpu       # int8 weights kept int8
 //! cargo bench --features gpu --bench gpu -- gpu_                   # the GPU rows only
@@ -19,12 +20,19 @@
 //! as `parity`), so a fused or f16 pass that disagrees shows beside its time.
 //! `scripts/bench_gpu_torch.py` times PyTorch on the same shapes and batches
 //! for the README's ratios.
+//!
+//! With `BLINDSPOT_GPU_MODEL=PATH` (a checkpoint folder or a prepared `.bpk`,
+//! such as `blindspot prepare models/all-MiniLM-L6-v2 minilm.bpk --quant q8`),
+//! the engine's own BERTScore of the 16 pairs in `src/data/sample.jsonl` runs
+//! with that model on the CPU and on the GPU at the chosen dtype: the largest
+//! F1 difference is printed (`parity bertscore`) and the GPU's call is timed.
 
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::bert::BertModel;
-use blindspot::models::{Batch, ModelConfig, read_back_blocking};
-use burn::module::{Module, ModuleMapper, Param};
-use burn::tensor::{Device, FloatDType, Tensor};
+use blindspot::models::weights::cast_floats;
+use blindspot::models::{Batch, ModelConfig, ModelFiles, Plm, read_back_blocking};
+use burn::module::Module;
+use burn::tensor::{Device, FloatDType};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use std::time::Duration;
 
@@ -42,19 +50,14 @@ const ROBERTA_LARGE: &str = r#"{"model_type": "roberta", "architectures": ["Robe
 
 const TOKENS: usize = 30;
 
-/// Casts every float parameter to the GPU's compute dtype.
-struct CastFloats(FloatDType);
-
-impl ModuleMapper for CastFloats {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let dtype = self.0;
-        param.map(|t| t.cast(dtype))
-    }
+/// The GPU, its float dtype set from `BLINDSPOT_GPU_DTYPE` (f32 or f16)
+/// before any tensor lives there; initialised once per process.
+fn gpu() -> (Device, FloatDType) {
+    static GPU: std::sync::OnceLock<(Device, FloatDType)> = std::sync::OnceLock::new();
+    GPU.get_or_init(init_gpu).clone()
 }
 
-/// The GPU, its float dtype set from `BLINDSPOT_GPU_DTYPE` (f32 or f16)
-/// before any tensor lives there.
-fn gpu() -> (Device, FloatDType) {
+fn init_gpu() -> (Device, FloatDType) {
     let (mut device, setup) = Device::wgpu_options()
         .init_with_setup()
         .unwrap_or_else(|e| panic!("no usable GPU (burn-wgpu): {e}"));
@@ -76,6 +79,21 @@ fn gpu() -> (Device, FloatDType) {
         .configure(dtype)
         .unwrap_or_else(|e| panic!("configure {dtype:?}: {e:?}"));
     (device, dtype)
+}
+
+/// Which build this is, from the crate features; other burn features given
+/// on the command line (`--features gpu-wgpu,burn/vulkan`) are named through
+/// `BLINDSPOT_GPU_BUILD`.
+fn build_label() -> String {
+    std::env::var("BLINDSPOT_GPU_BUILD").unwrap_or_else(|_| {
+        if cfg!(feature = "gpu") {
+            "autotune".into()
+        } else if cfg!(feature = "gpu-fusion") {
+            "fusion".into()
+        } else {
+            "nofusion".into()
+        }
+    })
 }
 
 /// `batch` sequences of [`TOKENS`] ids: a start token, deterministic
@@ -143,16 +161,7 @@ fn pair_f1(states: &[f32], p: usize, hidden: usize) -> f64 {
 fn bench_encoders(c: &mut Criterion) {
     let (gpu, dtype) = gpu();
     let cpu = Device::flex();
-    // Which build this is: fusion from the crate feature; other burn features
-    // given on the command line (`--features gpu,burn/autotune`) are named
-    // through BLINDSPOT_GPU_BUILD.
-    let build = std::env::var("BLINDSPOT_GPU_BUILD").unwrap_or_else(|_| {
-        if cfg!(feature = "gpu-fusion") {
-            "fusion".into()
-        } else {
-            "nofusion".into()
-        }
-    });
+    let build = build_label();
     let int8 = std::env::var("BLINDSPOT_GPU_INT8").is_ok_and(|v| v == "1");
     for (name, json) in [("minilm", MINILM), ("roberta_large", ROBERTA_LARGE)] {
         let config = ModelConfig::from_json(json).unwrap();
@@ -167,7 +176,7 @@ fn bench_encoders(c: &mut Criterion) {
         };
         let mut on_gpu = on_cpu.clone().to_device(&gpu);
         if dtype != FloatDType::F32 {
-            on_gpu = on_gpu.map(&mut CastFloats(dtype));
+            on_gpu = cast_floats(on_gpu, dtype);
         }
         let gpu_label = format!("gpu_{dtype:?}{}_{build}", if int8 { "_int8" } else { "" });
         // Parity on batch 32 before any timing.
@@ -213,5 +222,73 @@ fn bench_encoders(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_encoders);
+/// Loads `path` on `device` as the engine does (an int8 file at int8, else
+/// f32; on a device configured for f16 the engine casts it).
+fn load_real(path: &std::path::Path, device: &Device) -> Plm {
+    let files = ModelFiles::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let precision = files.stored_precision;
+    Plm::load("model", files, device, precision)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The engine's BERTScore (last layer, no idf) of the sample pairs.
+fn sample_f1(plm: &Plm, pairs: &[(String, String)]) -> Vec<f64> {
+    let hyps: Vec<&str> = pairs.iter().map(|(h, _)| h.as_str()).collect();
+    let refs: Vec<Vec<&str>> = pairs.iter().map(|(_, r)| vec![r.as_str()]).collect();
+    let layer = plm.config.num_layers;
+    let (scores, _) = futures::executor::block_on(bertscore::score_texts(
+        plm, &hyps, &refs, layer, false, None,
+    ))
+    .unwrap_or_else(|e| panic!("BERTScore: {e}"));
+    scores.iter().map(|s| s.score.f).collect()
+}
+
+fn bench_real_model(c: &mut Criterion) {
+    let Ok(path) = std::env::var("BLINDSPOT_GPU_MODEL") else {
+        return;
+    };
+    let path = std::path::Path::new(&path);
+    let (gpu, dtype) = gpu();
+    let build = build_label();
+    let pairs: Vec<(String, String)> = include_str!("../src/data/sample.jsonl")
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                v["hyp"].as_str().unwrap().into(),
+                v["ref"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let on_cpu = load_real(path, &Device::flex());
+    let on_gpu = load_real(path, &gpu);
+    let want = sample_f1(&on_cpu, &pairs);
+    let got = sample_f1(&on_gpu, &pairs);
+    let diff = want
+        .iter()
+        .zip(&got)
+        .map(|(a, b)| (a - b).abs() as f32)
+        .fold(0f32, worst);
+    let label = format!("gpu_{dtype:?}_{build}");
+    println!(
+        "parity bertscore {label} vs cpu: {} pairs of src/data/sample.jsonl, {} \
+         ({} layers, layer {}), F1 max abs diff {diff:.3e} (cpu F1 {:.4}..{:.4})",
+        pairs.len(),
+        path.display(),
+        on_cpu.config.num_layers,
+        on_cpu.config.num_layers,
+        want.iter().copied().fold(f64::INFINITY, f64::min),
+        want.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    let mut group = c.benchmark_group("bertscore_sample16");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    group.bench_function(&label, |b| b.iter(|| sample_f1(&on_gpu, &pairs)));
+    group.bench_function("cpu_flex", |b| b.iter(|| sample_f1(&on_cpu, &pairs)));
+    group.finish();
+}
+
+criterion_group!(benches, bench_real_model, bench_encoders);
 criterion_main!(benches);

@@ -227,6 +227,26 @@ fn bad_input_gives_one_line_errors_and_exit_2() {
         &run(bin().args(["score", "--hyps", &h, "--refs", &short]), None),
         "has 1 lines but",
     );
+    // Models on a GPU in a build without one (CI's): the error says how to build it.
+    for device in ["gpu", "gpu-f16"] {
+        assert_user_error(
+            &run(
+                bin().args([
+                    "--device",
+                    device,
+                    "score",
+                    "--hyps",
+                    &h,
+                    "--refs",
+                    &h,
+                    "--metrics",
+                    "bertscore-f",
+                ]),
+                None,
+            ),
+            "--features gpu",
+        );
+    }
     assert_user_error(
         &run(
             bin().args([

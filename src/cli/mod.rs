@@ -20,8 +20,9 @@ use input::Pairs;
 #[derive(Parser)]
 #[command(name = "blindspot", version, about)]
 struct Cli {
-    /// Where language models run: `cpu` (burn-flex), or `gpu` (burn-wgpu:
-    /// Vulkan, Metal or DX12; needs a build with `--features gpu`).
+    /// Where language models run: `cpu` (burn-flex), `gpu` (burn-wgpu:
+    /// Vulkan, Metal or DX12; needs a build with `--features gpu`), or
+    /// `gpu-f16` (the GPU computing in f16: BERT-family encoders only).
     #[arg(long, global = true, value_enum, default_value_t = models::Backend::Cpu)]
     device: models::Backend,
     #[command(subcommand)]

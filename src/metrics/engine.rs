@@ -419,7 +419,7 @@ impl Engine {
             layer,
             spec.idf,
             baseline.as_ref(),
-            &plm.precision.to_string(),
+            &plm.precision_label(),
         );
         let totals: Vec<bertscore::BertScore> = scored
             .iter()
@@ -479,7 +479,7 @@ impl Engine {
     ) -> Result<Column, EngineError> {
         let id = spec.id();
         let texts: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
-        let precision = plm.precision.to_string();
+        let precision = plm.precision_label();
         let (result, signature) = match causal_bos {
             Some(bos) => (
                 perplexity::causal(plm, &texts, bos).await,
@@ -578,7 +578,7 @@ impl Engine {
         let signature = menli::signature(
             &plm.name,
             &setup,
-            &plm.precision.to_string(),
+            &plm.precision_label(),
             combined.as_ref().map(|(id, ..)| id.as_str()),
         );
         let scores = nli
@@ -697,7 +697,7 @@ impl Engine {
         let scored = comet::score(plm, &inputs, Some(&self.sentences))
             .await
             .map_err(model_error(plm))?;
-        let signature = comet::signature(&plm.name, kind, &plm.precision.to_string());
+        let signature = comet::signature(&plm.name, kind, &plm.precision_label());
         let scores = scored
             .iter()
             .map(|s| Score {
@@ -744,7 +744,7 @@ impl Engine {
             }
         }
         let scored = bleurt::score(plm, &pairs).await.map_err(model_error(plm))?;
-        let signature = bleurt::signature(&plm.name, &plm.precision.to_string());
+        let signature = bleurt::signature(&plm.name, &plm.precision_label());
         let scores = scored
             .iter()
             .map(|s| Score {
@@ -806,7 +806,7 @@ impl Engine {
         let scored = moverscore::score(plm, &pairs, version, idf_texts.as_ref(), &[], cache)
             .await
             .map_err(model_error(plm))?;
-        let signature = moverscore::signature(version, &plm.name, idf, &plm.precision.to_string());
+        let signature = moverscore::signature(version, &plm.name, idf, &plm.precision_label());
         let scores = segments
             .iter()
             .zip(&first)
@@ -920,7 +920,7 @@ impl Engine {
             let v: Vec<f64> = idx.map(|k| scored[k].score).collect();
             v.iter().sum::<f64>() / v.len() as f64
         };
-        let precision = plm.precision.to_string();
+        let precision = plm.precision_label();
         let mut columns = Vec::with_capacity(parts.len());
         for &part in parts {
             let spec = MetricSpec::BartScore(BartScoreSpec {

@@ -161,7 +161,7 @@ pub async fn score_texts(
     let q = features(plm, &as_strs(&q_texts)).await.map_err(model)?;
     Ok(MauveScore {
         result: compute(&p, &q, options)?,
-        signature: signature(&plm.name, options, &plm.precision.to_string()),
+        signature: signature(&plm.name, options, &plm.precision_label()),
         hypotheses: p_texts.len(),
         references: q_texts.len(),
     })

@@ -155,6 +155,18 @@ pub struct Plm {
     pub precision: Precision,
 }
 
+impl Plm {
+    /// Precision as signatures show it: the weights' (`f32`, `int8`), and
+    /// f16 where the device computes in f16 (`f16`, `int8-f16`).
+    pub fn precision_label(&self) -> String {
+        match (self.precision, self.device.settings().float_dtype) {
+            (p, burn::tensor::FloatDType::F32) => p.to_string(),
+            (Precision::F32, d) => format!("{d:?}").to_lowercase(),
+            (p, d) => format!("{p}-{d:?}").to_lowercase(),
+        }
+    }
+}
+
 /// One forward pass's results, still on the device.
 pub struct ForwardOutput {
     /// Embedding output then each layer's (`num_layers + 1`, `[batch, tokens, hidden]`).

@@ -14,10 +14,10 @@ use burn::store::{
 use burn::tensor::quantization::{
     Calibration, QuantScheme, QuantStore, QuantValue, ScaleDtype, compute_q_params, compute_range,
 };
-use burn::tensor::{DType, Device, Tensor};
+use burn::tensor::{DType, Device, FloatDType, Tensor};
 
 use super::comet::{CometHparams, CometModel};
-use super::config::{Family, ModelConfig};
+use super::config::{Family, Head, ModelConfig};
 use super::tokenizer::LmTokenizer;
 use super::{ModelError, Network, Plm, bart, bert, deberta, gpt2};
 
@@ -560,6 +560,21 @@ macro_rules! each_network {
     };
 }
 
+/// Casts every float parameter of a module to one dtype.
+struct CastFloats(FloatDType);
+
+impl ModuleMapper for CastFloats {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let dtype = self.0;
+        param.map(|t| t.cast(dtype))
+    }
+}
+
+/// `module` with every float parameter cast to `dtype`.
+pub fn cast_floats<M: Module>(module: M, dtype: FloatDType) -> M {
+    module.map(&mut CastFloats(dtype))
+}
+
 impl Network {
     /// The network `config` describes with `weights` loaded, at `precision`
     /// (weights stored int8 stay int8; f32 weights are quantized when asked).
@@ -575,7 +590,31 @@ impl Network {
         // COMET loads on the CPU too: its mixture weights are read once there.
         let target = device;
         let cpu = Device::flex();
-        let on_cpu = precision == Precision::Int8 || config.comet.is_some();
+        // A device configured for f16 (`--device gpu-f16`) gets the network
+        // loaded in f32 on the CPU, moved, then cast. Only BERT-family
+        // encoders: their BERTScore under f16 was measured (README, "A real
+        // GPU"); the other heads' log-probabilities and classifiers were not.
+        let compute = target.settings().float_dtype;
+        match compute {
+            FloatDType::F32 => {}
+            FloatDType::F16
+                if config.comet.is_none()
+                    && config.head == Head::None
+                    && matches!(
+                        config.family,
+                        Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra
+                    ) => {}
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "{} does not run at {other:?}: only BERT-family encoders without a head \
+                     (hidden states: BERTScore, MoverScore) are offered in f16; \
+                     load it on a device that computes in f32 (`--device gpu`)",
+                    config.architecture
+                )));
+            }
+        }
+        let on_cpu =
+            precision == Precision::Int8 || config.comet.is_some() || compute != FloatDType::F32;
         let device = if on_cpu { &cpu } else { target };
         let mut network = match (&config.comet, config.family) {
             (Some(hparams), _) => Network::Comet(CometModel::new(config, hparams, device)),
@@ -609,10 +648,15 @@ impl Network {
         if let Network::Comet(m) = &mut network {
             m.resolve_mix()?;
         }
-        Ok(if on_cpu {
+        let network = if on_cpu {
             each_network!(network, m => m.to_device(target))
         } else {
             network
+        };
+        Ok(if compute == FloatDType::F32 {
+            network
+        } else {
+            each_network!(network, m => cast_floats(m, compute))
         })
     }
 

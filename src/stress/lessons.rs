@@ -1090,7 +1090,7 @@ async fn positioned_features_step(
         .with("inj", injection)
         .with("seed", seed)
         .with("n", n)
-        .with("prec", &plm.precision);
+        .with("prec", plm.precision_label());
     let rows = vec![Row {
         metric: FEATURE_COSINE.into(),
         name: format!(

@@ -1,0 +1,75 @@
+//! f16 compute (`--device gpu-f16`): on a device configured for f16 the
+//! engine casts a BERT-family encoder at load, labels its signatures `f16`,
+//! and refuses networks whose f16 numbers were never measured. Runs on
+//! burn-flex configured for f16, alone in its own test binary: burn fixes a
+//! device's float dtype once per process.
+
+mod common;
+
+use blindspot::metrics::bertscore::{self, Weights};
+use blindspot::models::{ModelFiles, Plm, Precision};
+use burn::tensor::{Device, FloatDType};
+
+#[test]
+fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
+    let mut device = Device::flex();
+    device.configure(FloatDType::F16).unwrap();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let files = ModelFiles::from_path(dir.as_ref()).unwrap();
+    let plm = Plm::load("all-MiniLM-L6-v2", files, &device, Precision::F32).unwrap();
+    assert_eq!(plm.precision_label(), "f16");
+
+    // bert_score's f32 numbers (layer 6, idf off, one reference), first 100 pairs.
+    let golden = common::golden("bertscore.json");
+    let rows = common::rows(golden["file"].as_str().unwrap());
+    let system = golden["system"].as_str().unwrap();
+    let run = golden["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layer"] == 6 && r["idf"] == false && r["refs"] == "ref_a")
+        .unwrap();
+    let lines: Vec<usize> = golden["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(100)
+        .map(|l| l.as_u64().unwrap() as usize - 1)
+        .collect();
+    let texts = |path: &str| -> Vec<String> {
+        lines
+            .iter()
+            .map(|&l| common::field(&rows[l], path))
+            .collect()
+    };
+    let (hyps, refs) = (texts(&format!("systems/{system}")), texts("ref_a"));
+    let embed = |texts: &[String]| {
+        let t: Vec<&str> = texts.iter().map(String::as_str).collect();
+        futures::executor::block_on(bertscore::embed(&plm, &t, 6)).unwrap()
+    };
+    let (h, r) = (embed(&hyps), embed(&refs));
+    let w = Weights::uniform(&plm);
+    let worst = (0..hyps.len())
+        .map(|i| {
+            (bertscore::score(&h[i], &[r[i].clone()], &w).f - run["F"][i].as_f64().unwrap()).abs()
+        })
+        .fold(0f64, f64::max);
+    eprintln!("f16 on burn-flex: BERTScore F max |diff| vs bert_score (f32) {worst:.2e}");
+    // f16's rounding: 1.4e-4 here, 2.1e-4 on an H200 (README, "A real GPU").
+    assert!(worst <= 1e-3, "f16 moves F by {worst}");
+    // At f32 the engine matches bert_score within 1e-5 (tests/bertscore.rs).
+    assert!(
+        worst > 1e-5,
+        "F within f32's 1e-5 of bert_score: no f16 cast happened"
+    );
+
+    // A causal LM (the tiny random GPT-2) is refused with the reason.
+    let gpt2 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/gpt2");
+    let mut files = ModelFiles::from_path(gpt2.as_ref()).unwrap();
+    files.tokenizer_json = Some(common::gpt2_tokenizer().to_json().unwrap().into_bytes());
+    let err = Plm::load("gpt2", files, &device, Precision::F32).unwrap_err();
+    assert!(
+        err.to_string().contains("only BERT-family encoders"),
+        "{err}"
+    );
+}

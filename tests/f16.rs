@@ -63,6 +63,23 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
         "F within f32's 1e-5 of bert_score: no f16 cast happened"
     );
 
+    // int8 weights computed in f16: both roundings, within int8's bound.
+    let files = ModelFiles::from_path(dir.as_ref()).unwrap();
+    let int8 = Plm::load("all-MiniLM-L6-v2", files, &device, Precision::Int8).unwrap();
+    assert_eq!(int8.precision_label(), "int8-f16");
+    let embed8 = |texts: &[String]| {
+        let t: Vec<&str> = texts.iter().map(String::as_str).collect();
+        futures::executor::block_on(bertscore::embed(&int8, &t, 6)).unwrap()
+    };
+    let (h8, r8) = (embed8(&hyps), embed8(&refs));
+    let worst8 = (0..hyps.len())
+        .map(|i| {
+            (bertscore::score(&h8[i], &[r8[i].clone()], &w).f - run["F"][i].as_f64().unwrap()).abs()
+        })
+        .fold(0f64, f64::max);
+    eprintln!("int8 weights, f16 compute: BERTScore F max |diff| vs bert_score {worst8:.2e}");
+    assert!(worst8 <= 0.005, "int8 + f16 moves F by {worst8}");
+
     // A causal LM (the tiny random GPT-2) is refused with the reason.
     let gpt2 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/gpt2");
     let mut files = ModelFiles::from_path(gpt2.as_ref()).unwrap();

@@ -15,11 +15,16 @@
 #
 # RUNS="nofusion_f32 spirv_f32 ..." picks runs by log name (default: all, then
 # the CPU rows and PyTorch: cpu, torch); STEP_LIMIT caps each run's seconds
-# (default 200), so one call fits a short lease.
+# (default 200), so one call fits a short lease. BLINDSPOT_GPU_MODEL=F.bpk adds
+# the engine's BERTScore with that real model to each run (benches/gpu.rs).
 set -uo pipefail
 # Absolute: each run starts in /tmp.
 bins=$(cd "${1:?folder of gpu-*.xz bench binaries}" && pwd) || exit 2
 debs=$(cd "${2:?folder of the Vulkan loader .deb files}" && pwd) || exit 2
+if [ -n "${BLINDSPOT_GPU_MODEL:-}" ]; then
+  BLINDSPOT_GPU_MODEL=$(realpath "$BLINDSPOT_GPU_MODEL") || exit 2
+  export BLINDSPOT_GPU_MODEL
+fi
 out=${OUT:-gpu-logs}
 runs=${RUNS:-"nofusion_f32 nofusion_f16 fusion_f32 autotune_f32 autotune_f16 spirv_f32 spirv_f16 spirv_int8 cpu torch"}
 limit=${STEP_LIMIT:-200}
@@ -51,11 +56,11 @@ run autotune_f16 autotune BLINDSPOT_GPU_BUILD=autotune BLINDSPOT_GPU_DTYPE=f16
 run spirv_f32 vulkan BLINDSPOT_GPU_BUILD=spirv
 run spirv_f16 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_DTYPE=f16
 run spirv_int8 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_INT8=1
-# The CPU rows once, beside the GPU's, from the default build.
+# The CPU rows once, beside the GPU's, from the build without autotune.
 if wanted cpu; then
   echo "== cpu"
   (cd /tmp && timeout "$limit" "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
-    grep -E "time:|panicked|^[a-z_]+_30tok/"
+    grep -E "time:|panicked|^[a-z0-9_]+_(30tok|sample16)/"
 fi
 if wanted torch; then
   PYTHONUNBUFFERED=1 timeout "$limit" python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 |

@@ -228,7 +228,10 @@ fn bad_input_gives_one_line_errors_and_exit_2() {
         "has 1 lines but",
     );
     // Models on a GPU in a build without one (CI's): the error says how to build it.
-    for device in ["gpu", "gpu-f16"] {
+    for device in ["gpu", "gpu-f16"]
+        .into_iter()
+        .filter(|_| !cfg!(feature = "gpu-wgpu"))
+    {
         assert_user_error(
             &run(
                 bin().args([

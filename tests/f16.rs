@@ -1,14 +1,16 @@
 //! f16 compute (`--device gpu-f16`): on a device configured for f16 the
 //! engine casts a BERT-family encoder at load, labels its signatures `f16`,
-//! and refuses networks whose f16 numbers were never measured. Runs on
-//! burn-flex configured for f16, alone in its own test binary: burn fixes a
-//! device's float dtype once per process.
+//! and refuses what was never measured at f16. Runs on burn-flex configured
+//! for f16, alone in its own test binary: burn fixes a device's float dtype
+//! once per process. burn-flex is one device, so the GPU's "read on the CPU
+//! in f32, move" step is not exercised here (it ran on an H200: README, "A
+//! real GPU"); the cast and the refusals are.
 
 mod common;
 
 use blindspot::metrics::bertscore::{self, Weights};
-use blindspot::models::{ModelFiles, Plm, Precision};
-use burn::tensor::{Device, FloatDType};
+use blindspot::models::{ModelFiles, Plm, Precision, read_back};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 
 #[test]
 fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
@@ -79,6 +81,28 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
         .fold(0f64, f64::max);
     eprintln!("int8 weights, f16 compute: BERTScore F max |diff| vs bert_score {worst8:.2e}");
     assert!(worst8 <= 0.005, "int8 + f16 moves F by {worst8}");
+
+    // A masked-LM checkpoint loads for its hidden states (MoverScore's
+    // default is one), but its log-probabilities are refused at f16.
+    let mlm = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/plm/distilbert_mlm"
+    );
+    let mut files = ModelFiles::from_path(mlm.as_ref()).unwrap();
+    files.tokenizer_json = Some(std::fs::read(format!("{dir}/tokenizer.json")).unwrap());
+    let mlm = Plm::load("distilbert_mlm", files, &device, Precision::F32).unwrap();
+    let hidden = Tensor::<3>::zeros([1, 1, mlm.config.hidden_size], &device);
+    let err = mlm.mlm_logits(hidden).unwrap_err();
+    assert!(err.to_string().contains("not offered at F16"), "{err}");
+
+    // Values beyond f16's range come back as an error, never as a score.
+    let read = |values: [f32; 2]| {
+        let t = Tensor::<2>::from_data(TensorData::new(values.to_vec(), [1, 2]), &device);
+        futures::executor::block_on(read_back(t))
+    };
+    assert_eq!(read([1.0, 2.0]).unwrap().0, vec![1.0, 2.0]);
+    let err = read([1.0, 1e5]).unwrap_err();
+    assert!(err.to_string().contains("f16 pass overflowed"), "{err}");
 
     // A causal LM (the tiny random GPT-2) is refused with the reason.
     let gpt2 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/gpt2");

@@ -352,6 +352,15 @@ impl Plm {
     /// Masked-LM logits `[batch, tokens, vocab]` from `hidden` (the last
     /// hidden state, or rows of it).
     pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
+        let compute = self.device.settings().float_dtype;
+        if compute != burn::tensor::FloatDType::F32 {
+            // Log-probabilities over the vocabulary at f16 were never measured.
+            return Err(ModelError::Unsupported(format!(
+                "{}'s masked-LM log-probabilities are not offered at {compute:?}: \
+                 use a device that computes in f32 (`--device gpu`)",
+                self.name
+            )));
+        }
         match &self.network {
             Network::Bert(m) => m.mlm_logits(hidden),
             Network::Gpt2(_) | Network::Comet(_) | Network::Bart(_) | Network::Deberta(_) => None,
@@ -414,6 +423,7 @@ fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
 /// on the CPU the future is ready at once.
 pub async fn read_back<const D: usize>(t: Tensor<D>) -> Result<(Vec<f32>, [usize; D]), ModelError> {
     let dims = t.dims();
+    let half = t.dtype() == burn::tensor::DType::F16;
     let data = t
         .into_data_async()
         .await
@@ -422,6 +432,15 @@ pub async fn read_back<const D: usize>(t: Tensor<D>) -> Result<(Vec<f32>, [usize
         .convert::<f32>()
         .try_into_vec::<f32>()
         .map_err(|e| ModelError::Device(format!("unexpected tensor data: {e:?}")))?;
+    // f16 saturates at 65504: an activation beyond it comes back infinite or
+    // NaN, and must not become a score.
+    if half && values.iter().any(|v| !v.is_finite()) {
+        return Err(ModelError::Device(
+            "the f16 pass overflowed (values beyond f16's range): use a device that computes \
+             in f32 (`--device gpu`)"
+                .into(),
+        ));
+    }
     Ok((values, dims))
 }
 

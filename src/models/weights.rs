@@ -592,22 +592,23 @@ impl Network {
         let cpu = Device::flex();
         // A device configured for f16 (`--device gpu-f16`) gets the network
         // loaded in f32 on the CPU, moved, then cast. Only BERT-family
-        // encoders: their BERTScore under f16 was measured (README, "A real
-        // GPU"); the other heads' log-probabilities and classifiers were not.
+        // encoders, for their hidden states: BERTScore under f16 was measured
+        // (README, "A real GPU"); log-probabilities and classifiers were not
+        // (a masked-LM checkpoint loads, `Plm::mlm_logits` refuses there).
         let compute = target.settings().float_dtype;
         match compute {
             FloatDType::F32 => {}
             FloatDType::F16
                 if config.comet.is_none()
-                    && config.head == Head::None
+                    && matches!(config.head, Head::None | Head::MaskedLm)
                     && matches!(
                         config.family,
                         Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra
                     ) => {}
             other => {
                 return Err(ModelError::Unsupported(format!(
-                    "{} does not run at {other:?}: only BERT-family encoders without a head \
-                     (hidden states: BERTScore, MoverScore) are offered in f16; \
+                    "{} does not run at {other:?}: only BERT-family encoders (their hidden \
+                     states: BERTScore, MoverScore, MAUVE features) are offered in f16; \
                      load it on a device that computes in f32 (`--device gpu`)",
                     config.architecture
                 )));

@@ -278,10 +278,9 @@ fn bench_real_model(c: &mut Criterion) {
     let label = format!("gpu_{dtype:?}_{build}");
     println!(
         "parity bertscore {label} vs cpu: {} pairs of src/data/sample.jsonl, {} \
-         ({} layers, layer {}), F1 max abs diff {diff:.3e} (cpu F1 {:.4}..{:.4})",
+         (last layer, {}), F1 max abs diff {diff:.3e} (cpu F1 {:.4}..{:.4})",
         pairs.len(),
         path.display(),
-        on_cpu.config.num_layers,
         on_cpu.config.num_layers,
         want.iter().copied().fold(f64::INFINITY, f64::min),
         want.iter().copied().fold(f64::NEG_INFINITY, f64::max),

@@ -513,12 +513,7 @@ fn score_bertscore_matches_bert_score_golden() {
     let golden = common::golden("bertscore.json");
     let rows = common::rows("wmt21_de_en.jsonl");
     let system = golden["system"].as_str().unwrap();
-    let golden_run = golden["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["layer"] == 6 && r["idf"] == false && r["refs"] == "ref_a")
-        .unwrap();
+    let golden_run = common::bertscore_default_run(&golden);
     let input: String = (0..20)
         .map(|i| {
             let hyp = common::field(&rows[i], &format!("systems/{system}"));

@@ -8,7 +8,7 @@
 
 mod common;
 
-use blindspot::metrics::bertscore::{self, Weights};
+use blindspot::metrics::bertscore;
 use blindspot::models::{ModelFiles, Plm, Precision, read_back};
 use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 
@@ -25,12 +25,7 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
     let golden = common::golden("bertscore.json");
     let rows = common::rows(golden["file"].as_str().unwrap());
     let system = golden["system"].as_str().unwrap();
-    let run = golden["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["layer"] == 6 && r["idf"] == false && r["refs"] == "ref_a")
-        .unwrap();
+    let run = common::bertscore_default_run(&golden);
     let lines: Vec<usize> = golden["lines"]
         .as_array()
         .unwrap()
@@ -45,17 +40,20 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
             .collect()
     };
     let (hyps, refs) = (texts(&format!("systems/{system}")), texts("ref_a"));
-    let embed = |texts: &[String]| {
-        let t: Vec<&str> = texts.iter().map(String::as_str).collect();
-        futures::executor::block_on(bertscore::embed(&plm, &t, 6)).unwrap()
+    // The engine's BERTScore of the pairs, largest |F - bert_score's F|.
+    let worst_f = |plm: &Plm| {
+        let h: Vec<&str> = hyps.iter().map(String::as_str).collect();
+        let r: Vec<Vec<&str>> = refs.iter().map(|r| vec![r.as_str()]).collect();
+        let (scores, _) =
+            futures::executor::block_on(bertscore::score_texts(plm, &h, &r, 6, false, None))
+                .unwrap();
+        scores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.score.f - run["F"][i].as_f64().unwrap()).abs())
+            .fold(0f64, f64::max)
     };
-    let (h, r) = (embed(&hyps), embed(&refs));
-    let w = Weights::uniform(&plm);
-    let worst = (0..hyps.len())
-        .map(|i| {
-            (bertscore::score(&h[i], &[r[i].clone()], &w).f - run["F"][i].as_f64().unwrap()).abs()
-        })
-        .fold(0f64, f64::max);
+    let worst = worst_f(&plm);
     eprintln!("f16 on burn-flex: BERTScore F max |diff| vs bert_score (f32) {worst:.2e}");
     // f16's rounding: 1.4e-4 here, 2.1e-4 on an H200 (README, "A real GPU").
     assert!(worst <= 1e-3, "f16 moves F by {worst}");
@@ -69,16 +67,7 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
     let files = ModelFiles::from_path(dir.as_ref()).unwrap();
     let int8 = Plm::load("all-MiniLM-L6-v2", files, &device, Precision::Int8).unwrap();
     assert_eq!(int8.precision_label(), "int8-f16");
-    let embed8 = |texts: &[String]| {
-        let t: Vec<&str> = texts.iter().map(String::as_str).collect();
-        futures::executor::block_on(bertscore::embed(&int8, &t, 6)).unwrap()
-    };
-    let (h8, r8) = (embed8(&hyps), embed8(&refs));
-    let worst8 = (0..hyps.len())
-        .map(|i| {
-            (bertscore::score(&h8[i], &[r8[i].clone()], &w).f - run["F"][i].as_f64().unwrap()).abs()
-        })
-        .fold(0f64, f64::max);
+    let worst8 = worst_f(&int8);
     eprintln!("int8 weights, f16 compute: BERTScore F max |diff| vs bert_score {worst8:.2e}");
     assert!(worst8 <= 0.005, "int8 + f16 moves F by {worst8}");
 

@@ -73,6 +73,17 @@ pub fn golden(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The run of `tests/golden/bertscore.json` (already read) at BERTScore's
+/// last MiniLM layer, idf off, one reference (`ref_a`).
+pub fn bertscore_default_run(golden: &Value) -> &Value {
+    golden["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layer"] == 6 && r["idf"] == false && r["refs"] == "ref_a")
+        .expect("bertscore.json has the layer-6, idf-off, ref_a run")
+}
+
 /// The string at a `/`-separated path (`systems/M0/summary`, `refs/3`).
 pub fn field(row: &Value, path: &str) -> String {
     path.split('/')

@@ -535,6 +535,31 @@ fn score_bertscore_matches_bert_score_golden() {
         }
         assert!(line["bleu"].is_number());
     }
+    // Passes padded as on a GPU (BLINDSPOT_LENGTH_STEP) give the same scores.
+    let padded = jsonl_lines(&run(
+        bin()
+            .env("BLINDSPOT_LENGTH_STEP", "16")
+            .args(["score", "--input", "-", "--format", "jsonl"])
+            .args(["--metrics", "bertscore-f"]),
+        Some(&input),
+    ));
+    for (a, b) in padded.iter().zip(&lines).take(20) {
+        let d = (a["bertscore-f"].as_f64().unwrap() - b["bertscore-f"].as_f64().unwrap()).abs();
+        assert!(d <= 1e-6, "padding moved F by {d}");
+    }
+    for bad in ["0", "sixteen", "513"] {
+        let out = run(
+            bin().env("BLINDSPOT_LENGTH_STEP", bad).args([
+                "score",
+                "--input",
+                "-",
+                "--metrics",
+                "bertscore-f",
+            ]),
+            Some(&input),
+        );
+        assert_user_error(&out, "BLINDSPOT_LENGTH_STEP must be a whole number");
+    }
     let out = run(
         bin().args([
             "score",

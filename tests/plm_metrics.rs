@@ -223,3 +223,164 @@ fn metrics_refuse_models_without_the_head_they_need() {
     let e = block_on(menli::probabilities(&mlm, &[("a", "b")])).unwrap_err();
     assert!(e.to_string().contains("not an NLI model"), "{e}");
 }
+
+/// A checkpoint folder under `tests/fixtures` (its own tokenizer).
+fn folder(path: &str) -> Plm {
+    let files = ModelFiles::from_path(&root().join("tests/fixtures").join(path)).unwrap();
+    Plm::load(path, files, &Device::flex(), Precision::F32).unwrap()
+}
+
+/// Largest absolute difference between two equally long lists.
+fn deviation(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Runs `scores` on `plm` as the CPU does (no padding) and as a GPU does
+/// (passes padded to multiples of 16 tokens), checks the padding happened,
+/// and returns the largest difference.
+fn padded_deviation(mut plm: Plm, scores: impl Fn(&Plm) -> Vec<f64>) -> f64 {
+    assert_eq!(plm.length_step, 1, "the CPU pads nothing");
+    let exact = scores(&plm);
+    plm.length_step = blindspot::models::GPU_LENGTH_STEP;
+    let out = plm
+        .forward(&[vec![plm.config.pad_token_id.max(1); 5]])
+        .unwrap();
+    assert_eq!(out.hidden_states[0].dims()[1], 16, "{}", plm.name);
+    let padded = scores(&plm);
+    assert!(exact.len() > 3 && exact.iter().all(|v| v.is_finite()));
+    deviation(&exact, &padded)
+}
+
+/// A GPU pass is padded to a multiple of [`GPU_LENGTH_STEP`] tokens so that
+/// few shapes are compiled: every metric must read the same numbers from a
+/// padded pass (only float32 rounding of the masked positions may differ).
+#[test]
+fn padded_passes_give_every_model_metric_the_same_numbers() {
+    use blindspot::inject::masked_lm::PlmMaskedLm;
+    use blindspot::metrics::{bartscore, bertscore, bleurt, comet, mauve, moverscore};
+    const PADDED: f64 = 1e-5;
+    let texts = [
+        "The cat sat.",
+        "A considerably longer sentence, with a clause or two, about the weather in spring.",
+        "Hello",
+        "Twelve tokens or so would be about right here.",
+    ];
+    let pairs: Vec<(&str, &str)> = texts
+        .iter()
+        .zip(texts.iter().rev())
+        .map(|(a, b)| (*a, *b))
+        .collect();
+    let gpt2 = |plm: &Plm| {
+        let ppl = block_on(perplexity::causal(plm, &texts, true)).unwrap();
+        let mut v: Vec<f64> = ppl
+            .iter()
+            .flat_map(|p| p.surprisal.iter().flatten().copied())
+            .collect();
+        v.extend(
+            block_on(mauve::features(plm, &texts))
+                .unwrap()
+                .iter()
+                .map(|&x| f64::from(x)),
+        );
+        v
+    };
+    let mlm = |plm: &Plm| {
+        let ppl = block_on(perplexity::pseudo(plm, &texts)).unwrap();
+        let mut v: Vec<f64> = ppl
+            .iter()
+            .flat_map(|p| p.surprisal.iter().flatten().copied())
+            .collect();
+        let embedded = block_on(bertscore::embed(plm, &texts, 2)).unwrap();
+        v.extend(
+            embedded
+                .iter()
+                .flat_map(|e| e.rows.iter().map(|&x| f64::from(x))),
+        );
+        let queries: Vec<(Vec<&str>, usize)> =
+            texts.iter().map(|t| (t.split(' ').collect(), 0)).collect();
+        let top = block_on(PlmMaskedLm::new(plm).unwrap().top_k_batch(&queries, 3)).unwrap();
+        v.extend(top.iter().flatten().map(|(_, p)| f64::from(*p)));
+        v
+    };
+    let nli = |plm: &Plm| {
+        let probs = block_on(menli::probabilities(plm, &pairs)).unwrap();
+        probs.iter().flat_map(|p| [p.e, p.n, p.c]).collect()
+    };
+    let bleurt_scores = |plm: &Plm| {
+        block_on(bleurt::score(plm, &pairs))
+            .unwrap()
+            .iter()
+            .map(|s| s.value)
+            .collect()
+    };
+    let bart = |plm: &Plm| {
+        let scored = block_on(bartscore::score(plm, &pairs)).unwrap();
+        scored
+            .iter()
+            .flat_map(|s| s.logprob.iter().copied())
+            .collect()
+    };
+    let comet_scores = |plm: &Plm| {
+        let inputs: Vec<comet::CometInput> = pairs
+            .iter()
+            .map(|(a, b)| comet::CometInput {
+                mt: a,
+                reference: Some(b),
+                src: b,
+            })
+            .collect();
+        block_on(comet::score(plm, &inputs, None))
+            .unwrap()
+            .iter()
+            .map(|s| s.value)
+            .collect()
+    };
+    let pairs = &pairs;
+    let mover = |version| {
+        move |plm: &Plm| {
+            let scored = block_on(moverscore::score(plm, pairs, version, None, &[], None)).unwrap();
+            scored.iter().map(|s| s.value).collect::<Vec<f64>>()
+        }
+    };
+    let checks = [
+        (
+            "gpt2: GPT-PPL, MAUVE",
+            padded_deviation(fixture("gpt2"), gpt2),
+        ),
+        (
+            "bert_mlm: MLM-PPL, BERTScore, masked-LM",
+            padded_deviation(fixture("bert_mlm"), mlm),
+        ),
+        (
+            "roberta_cls: MENLI",
+            padded_deviation(fixture("roberta_cls"), nli),
+        ),
+        (
+            "BLEURT",
+            padded_deviation(folder("bleurt/tiny"), bleurt_scores),
+        ),
+        ("BARTScore", padded_deviation(folder("bart/tiny"), bart)),
+        (
+            "COMET",
+            padded_deviation(folder("comet/cometinho"), comet_scores),
+        ),
+        (
+            "MoverScore v2",
+            padded_deviation(folder("moverscore/tiny"), mover(moverscore::Version::V2)),
+        ),
+        (
+            "MoverScore v1",
+            padded_deviation(
+                folder("moverscore/tiny-bert-mnli"),
+                mover(moverscore::Version::V1 { ngram: 1 }),
+            ),
+        ),
+    ];
+    for (what, dev) in checks {
+        assert!(dev <= PADDED, "{what}: padding moved a number by {dev:e}");
+    }
+}

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use blindspot::models::weights::{self, WeightSource};
 use blindspot::models::{
-    Batch, LmTokenizer, ModelConfig, ModelError, ModelFiles, Network, Plm, Precision,
-    read_back_blocking,
+    Batch, GPU_LENGTH_STEP, LmTokenizer, ModelConfig, ModelError, ModelFiles, Network, Plm,
+    Precision, read_back_blocking,
 };
 use burn::tensor::{Device, Tensor};
 use serde_json::Value;
@@ -126,12 +126,25 @@ fn every_architecture_and_head_matches_transformers() {
     }
 }
 
-/// One fixture's hidden states and head outputs against transformers'.
+/// One fixture's hidden states and head outputs against transformers', in
+/// a batch padded to its longest sequence and in one padded further, to a
+/// multiple of [`GPU_LENGTH_STEP`] as a GPU pass is (padding must change
+/// no real token's numbers).
 fn check_checkpoint(name: &str, g: &Value) {
-    {
-        let (config, network) = load_fixture(name, Precision::F32);
-        let types = g.get("types").map(ids);
-        let batch = Batch::with_types(&ids(&g["ids"]), types.as_deref(), &config, &Device::flex());
+    let (config, network) = load_fixture(name, Precision::F32);
+    let types = g.get("types").map(ids);
+    let sequences = ids(&g["ids"]);
+    let longest = sequences.iter().map(Vec::len).max().unwrap();
+    for length in [longest, (longest + 1).next_multiple_of(GPU_LENGTH_STEP)] {
+        let name = &format!("{name} (padded to {length})");
+        let batch = Batch::padded(
+            &sequences,
+            types.as_deref(),
+            length,
+            &config,
+            &Device::flex(),
+        );
+        assert_eq!(batch.ids.dims()[1], length);
         let expected = g["hidden_states"].as_array().unwrap();
         let check_hidden = |hidden: &[Tensor<3>]| {
             assert_eq!(

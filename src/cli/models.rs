@@ -163,7 +163,27 @@ pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<P
     } else {
         precision
     };
-    Plm::load(&name, files, &device, precision).map_err(|e| model_error(path, e))
+    let mut plm = Plm::load(&name, files, &device, precision).map_err(|e| model_error(path, e))?;
+    if let Some(step) = length_step().map_err(|e| model_error(path, e))? {
+        plm.length_step = step;
+    }
+    Ok(plm)
+}
+
+/// `BLINDSPOT_LENGTH_STEP`: what a pass's token count is rounded up to a
+/// multiple of, instead of the device's default (`GPU_LENGTH_STEP` on a GPU,
+/// 1 on the CPU). For measuring the trade between padding and the shapes a
+/// GPU compiles; scores do not change.
+fn length_step() -> Result<Option<usize>, String> {
+    let Some(value) = std::env::var_os("BLINDSPOT_LENGTH_STEP") else {
+        return Ok(None);
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(step @ 1..=512) => Ok(Some(step)),
+        _ => Err(format!(
+            "BLINDSPOT_LENGTH_STEP must be a whole number of tokens from 1 to 512, not {value:?}"
+        )),
+    }
 }
 
 /// Prints one layer's hidden states per text as JSON lines (`tokens`, `truncated`, `hidden`).
@@ -186,9 +206,12 @@ pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
         let out = plm
             .forward(std::slice::from_ref(&ids))
             .map_err(|e| model_error(&args.model, e))?;
-        let (values, [_, n, w]) = read_back_blocking(out.hidden_states[layer].clone())
+        let (values, [_, _, w]) = read_back_blocking(out.hidden_states[layer].clone())
             .map_err(|e| model_error(&args.model, e))?;
-        let hidden: Vec<&[f32]> = (0..n).map(|t| &values[t * w..(t + 1) * w]).collect();
+        // A GPU pass is padded (`Plm::pass_length`): the real tokens' rows only.
+        let hidden: Vec<&[f32]> = (0..ids.len())
+            .map(|t| &values[t * w..(t + 1) * w])
+            .collect();
         let line = serde_json::json!({ "tokens": ids, "truncated": enc.truncated, "layer": layer, "hidden": hidden });
         println!("{line}");
     }

@@ -92,9 +92,8 @@ impl<'a> PlmMaskedLm<'a> {
         }
         for chunk in rows.chunks(32) {
             let seqs: Vec<Vec<u32>> = chunk.iter().map(|r| r.1.clone()).collect();
-            let l = seqs.iter().map(Vec::len).max().unwrap_or(0);
-            let b = seqs.len();
             let hidden = plm.forward(&seqs)?;
+            let [b, l, _] = hidden.hidden_states[0].dims();
             let mut select = vec![0f32; b * l];
             for (i, r) in chunk.iter().enumerate() {
                 select[i * l + r.2] = 1.0;

@@ -16,7 +16,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use super::Signature;
 use crate::models::comet::{CometKind, CometModel};
-use crate::models::{Batch, ModelError, Network, PassLimit, Plm, read_back};
+use crate::models::{ModelError, Network, PassLimit, Plm, read_back};
 
 /// Texts per encoder pass.
 pub const BATCH: usize = 16;
@@ -103,7 +103,7 @@ async fn embed(
         if ids.iter().any(Vec::is_empty) {
             return Err(ModelError::Unsupported("empty input sequence".into()));
         }
-        let batch = Batch::new(&ids, &plm.config, &plm.device);
+        let batch = plm.batch(&ids, None);
         let pooled = model.sentence_embeddings(&batch, &ids, pad_id);
         let (values, [_, w]) = read_back(pooled).await?;
         for (b, &i) in chunk.iter().enumerate() {

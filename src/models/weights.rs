@@ -793,6 +793,11 @@ impl Plm {
             network,
             device: device.clone(),
             precision,
+            length_step: if *device == Device::flex() {
+                1
+            } else {
+                super::GPU_LENGTH_STEP
+            },
         })
     }
 }

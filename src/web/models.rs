@@ -273,9 +273,11 @@ pub async fn embed_text(
     let enc = plm.encode(&text).map_err(js_err)?;
     let ids: Vec<u32> = enc.tokens.iter().map(|t| t.id).collect();
     let out = plm.forward(std::slice::from_ref(&ids)).map_err(js_err)?;
-    let (hidden, [_, _, width]) = read_back(out.hidden_states[layer].clone())
+    let (mut hidden, [_, _, width]) = read_back(out.hidden_states[layer].clone())
         .await
         .map_err(js_err)?;
+    // A GPU pass is padded (`Plm::pass_length`): keep the real tokens' rows.
+    hidden.truncate(ids.len() * width);
     to_js(&Embedding {
         tokens: ids,
         truncated: enc.truncated,

@@ -9,6 +9,7 @@
 #   cargo bench --features gpu-fusion --bench gpu --no-run           -> gpu-fusion
 #   cargo bench --features gpu --bench gpu --no-run                  -> gpu-autotune (the CLI's)
 #   cargo bench --features gpu-wgpu,burn/vulkan --bench gpu --no-run -> gpu-vulkan (SPIR-V)
+#   cargo bench --features gpu,burn/vulkan --bench gpu --no-run      -> gpu-vulkan-autotune
 # and the loader's Debian packages in another (apt-get download libvulkan1).
 #
 #   scripts/gpu_run.sh BIN_DIR DEB_DIR
@@ -26,7 +27,7 @@ if [ -n "${BLINDSPOT_GPU_MODEL:-}" ]; then
   export BLINDSPOT_GPU_MODEL
 fi
 out=${OUT:-gpu-logs}
-runs=${RUNS:-"nofusion_f32 nofusion_f16 fusion_f32 autotune_f32 autotune_f16 spirv_f32 spirv_f16 spirv_int8 cpu torch"}
+runs=${RUNS:-"nofusion_f32 nofusion_f16 fusion_f32 autotune_f32 autotune_f16 spirv_f32 spirv_f16 spirv_int8 spirv_autotune_f32 spirv_autotune_f16 cpu torch"}
 limit=${STEP_LIMIT:-200}
 wanted() { [[ " $runs " == *" $1 "* ]]; }
 mkdir -p "$out"
@@ -56,6 +57,8 @@ run autotune_f16 autotune BLINDSPOT_GPU_BUILD=autotune BLINDSPOT_GPU_DTYPE=f16
 run spirv_f32 vulkan BLINDSPOT_GPU_BUILD=spirv
 run spirv_f16 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_DTYPE=f16
 run spirv_int8 vulkan BLINDSPOT_GPU_BUILD=spirv BLINDSPOT_GPU_INT8=1
+run spirv_autotune_f32 vulkan-autotune BLINDSPOT_GPU_BUILD=spirv_autotune
+run spirv_autotune_f16 vulkan-autotune BLINDSPOT_GPU_BUILD=spirv_autotune BLINDSPOT_GPU_DTYPE=f16
 # The CPU rows once, beside the GPU's, from the build without autotune.
 if wanted cpu; then
   echo "== cpu"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The CLI end to end on a GPU machine whose container has the NVIDIA driver but
+# no Vulkan loader: BERTScore-F of a JSONL file of pairs with a random-weight
+# encoder of all-MiniLM-L6-v2's shape (built there with transformers: the real
+# weights do not fit the transfer beside the CLI) and MiniLM's tokenizer, on the
+# CPU and on the GPU at several BLINDSPOT_LENGTH_STEP values, the autotune cache
+# first cold, then warm. Each run's time, and how far its scores are from the
+# CPU's, go to $OUT (or ./gpu-cli-logs). The README's "CLI end to end" rows came
+# this way.
+#
+# Build the CLI on the development machine first, stripped and xz-compressed:
+#   cargo build --release --features gpu --bin blindspot
+#   strip -o X/blindspot target/release/blindspot && xz -9 X/blindspot
+#
+#   scripts/gpu_cli.sh X/blindspot.xz TOKENIZER_JSON PAIRS_JSONL DEB_DIR
+#
+# RUNS="cpu gpu16_cold ..." picks runs (default: all, in the order below).
+set -uo pipefail
+abs() { (cd "$(dirname "$1")" && echo "$PWD/$(basename "$1")"); }
+cli_xz=$(abs "${1:?blindspot.xz}") tokenizer=$(abs "${2:?tokenizer.json}")
+pairs=$(abs "${3:?pairs.jsonl}") debs=$(cd "${4:?folder of the Vulkan loader .deb files}" && pwd) || exit 2
+out=${OUT:-gpu-cli-logs}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+for f in "$debs"/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+xz -dkf "$cli_xz" && cli=${cli_xz%.xz} && chmod +x "$cli"
+model=/tmp/minilm-random
+python3 - "$model" <<'PY'
+import sys, torch, transformers as tf
+torch.manual_seed(0)
+cfg = tf.BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                    intermediate_size=1536, vocab_size=30522, max_position_embeddings=512)
+tf.BertModel(cfg).save_pretrained(sys.argv[1], safe_serialization=True)
+PY
+cp "$tokenizer" "$model/"
+runs=${RUNS:-"cpu gpu16_cold gpu16 gpu1 gpu1_again gpu32 gpu64 f16_16_cold f16_16"}
+# One run: its name, the device, the length step ("" for the device's
+# default), and "cold" to empty cubecl's autotune cache (~/.cache/cubecl,
+# since the CLI runs outside a Cargo project) first.
+run() {
+  local name=$1 device=$2 step=$3 cold=${4:-}
+  [[ " $runs " == *" $name "* ]] || return 0
+  [ "$cold" = cold ] && rm -rf "$HOME/.cache/cubecl"
+  local start ms
+  start=$(date +%s%N)
+  (cd /tmp && env ${step:+BLINDSPOT_LENGTH_STEP=$step} "$cli" --device "$device" score \
+    --input "$pairs" --metrics bertscore-f --model-dir "$model" --layer 6 --format jsonl \
+    > "$out/$name.jsonl" 2> "$out/$name.err")
+  local rc=$?
+  ms=$((($(date +%s%N) - start) / 1000000))
+  printf '%-12s %-8s step %-7s %-4s: %d.%03d s, exit %s, stderr lines %s\n' "$name" "$device" \
+    "${step:-default}" "${cold:-warm}" $((ms / 1000)) $((ms % 1000)) "$rc" "$(wc -l < "$out/$name.err")"
+  head -c 300 "$out/$name.err"
+}
+run cpu cpu ""
+run gpu16_cold gpu 16 cold
+run gpu16 gpu 16
+run gpu1 gpu 1
+run gpu1_again gpu 1
+run gpu32 gpu 32
+run gpu64 gpu 64
+run f16_16_cold gpu-f16 16 cold
+run f16_16 gpu-f16 16
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def scores(name):
+    rows = [json.loads(l) for l in open(os.path.join(out, name + ".jsonl"))]
+    return [r["bertscore-f"] for r in rows if "pair" in r]
+cpu = scores("cpu")
+for f in sorted(os.listdir(out)):
+    name = f[:-6]
+    if f.endswith(".jsonl") and name != "cpu":
+        ours = scores(name)
+        d = [abs(a - b) for a, b in zip(cpu, ours)]
+        print(f"{name}: {len(ours)} pairs, max |F - cpu| {max(d):.2e}")
+PY

@@ -25,7 +25,7 @@ for f in "$debs"/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-xz -dkf "$cli_xz" && cli=${cli_xz%.xz} && chmod +x "$cli"
+xz -dkf "$cli_xz" && cli=${cli_xz%.xz} && chmod +x "$cli" || exit 2
 model=/tmp/minilm-random
 python3 - "$model" <<'PY'
 import sys, torch, transformers as tf
@@ -34,25 +34,26 @@ cfg = tf.BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12
                     intermediate_size=1536, vocab_size=30522, max_position_embeddings=512)
 tf.BertModel(cfg).save_pretrained(sys.argv[1], safe_serialization=True)
 PY
-cp "$tokenizer" "$model/"
+[ $? -eq 0 ] && cp "$tokenizer" "$model/" || exit 2
 runs=${RUNS:-"cpu gpu16_cold gpu16 gpu1 gpu1_again gpu32 gpu64 f16_16_cold f16_16"}
 # One run: its name, the device, the length step ("" for the device's
-# default), and "cold" to empty cubecl's autotune cache (~/.cache/cubecl,
-# since the CLI runs outside a Cargo project) first.
+# default), and "cold" to empty cubecl's cache of GPU measurements and autotune
+# choices first (under the user's cache folder, since the CLI runs outside a
+# Cargo project; the driver's own shader cache stays).
 run() {
   local name=$1 device=$2 step=$3 cold=${4:-}
   [[ " $runs " == *" $name "* ]] || return 0
-  [ "$cold" = cold ] && rm -rf "$HOME/.cache/cubecl"
+  [ "$cold" = cold ] && rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/cubecl"
   local start ms
   start=$(date +%s%N)
-  (cd /tmp && env ${step:+BLINDSPOT_LENGTH_STEP=$step} "$cli" --device "$device" score \
+  (cd /tmp && env -u BLINDSPOT_LENGTH_STEP ${step:+BLINDSPOT_LENGTH_STEP=$step} "$cli" --device "$device" score \
     --input "$pairs" --metrics bertscore-f --model-dir "$model" --layer 6 --format jsonl \
     > "$out/$name.jsonl" 2> "$out/$name.err")
   local rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   printf '%-12s %-8s step %-7s %-4s: %d.%03d s, exit %s, stderr lines %s\n' "$name" "$device" \
     "${step:-default}" "${cold:-warm}" $((ms / 1000)) $((ms % 1000)) "$rc" "$(wc -l < "$out/$name.err")"
-  head -c 300 "$out/$name.err"
+  head -c 300 "$out/$name.err" && echo
 }
 run cpu cpu ""
 run gpu16_cold gpu 16 cold
@@ -69,11 +70,13 @@ out = sys.argv[1]
 def scores(name):
     rows = [json.loads(l) for l in open(os.path.join(out, name + ".jsonl"))]
     return [r["bertscore-f"] for r in rows if "pair" in r]
+if not os.path.exists(os.path.join(out, "cpu.jsonl")):
+    sys.exit("no cpu run to compare the scores with")
 cpu = scores("cpu")
 for f in sorted(os.listdir(out)):
     name = f[:-6]
     if f.endswith(".jsonl") and name != "cpu":
         ours = scores(name)
         d = [abs(a - b) for a, b in zip(cpu, ours)]
-        print(f"{name}: {len(ours)} pairs, max |F - cpu| {max(d):.2e}")
+        print(f"{name}: {len(ours)} of {len(cpu)} pairs, max |F - cpu| {max(d, default=float('nan')):.2e}")
 PY

@@ -493,6 +493,26 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["tokens"], serde_json::json!([101, 7592, 2088, 102]));
     assert_eq!(line["hidden"][0].as_array().unwrap().len(), 384);
+    // A pass padded as on a GPU prints the real tokens' rows, unchanged.
+    let out = run(
+        bin()
+            .env("BLINDSPOT_LENGTH_STEP", "16")
+            .args(["embed", "--model", minilm, "hello world"]),
+        None,
+    );
+    let padded: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(padded["hidden"].as_array().unwrap().len(), 4);
+    let rows = |v: &Value| -> Vec<f64> {
+        let rows = v["hidden"].as_array().unwrap().iter();
+        rows.flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+            .collect()
+    };
+    let d = rows(&padded)
+        .iter()
+        .zip(rows(&line))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(d <= 1e-4, "padding moved a hidden value by {d}");
     let out = run(
         bin().args(["embed", "--layer", "9", "--model", minilm, "x"]),
         None,
@@ -543,6 +563,7 @@ fn score_bertscore_matches_bert_score_golden() {
             .args(["--metrics", "bertscore-f"]),
         Some(&input),
     ));
+    assert_eq!(padded.len(), lines.len());
     for (a, b) in padded.iter().zip(&lines).take(20) {
         let d = (a["bertscore-f"].as_f64().unwrap() - b["bertscore-f"].as_f64().unwrap()).abs();
         assert!(d <= 1e-6, "padding moved F by {d}");

@@ -384,3 +384,19 @@ fn padded_passes_give_every_model_metric_the_same_numbers() {
         assert!(dev <= PADDED, "{what}: padding moved a number by {dev:e}");
     }
 }
+
+/// A pass's token budget counts the positions it computes, padding included:
+/// ten 2-token texts padded to 16 fit four to a 64-position pass.
+#[test]
+fn token_budgets_count_the_padding() {
+    use blindspot::models::PassLimit;
+    let mut plm = fixture("gpt2");
+    let items = vec![2usize; 10];
+    let sizes = |plm: &Plm| -> Vec<usize> {
+        let passes = plm.passes(&items, |&n| n, PassLimit::Tokens(64));
+        passes.iter().map(|p| p.len()).collect()
+    };
+    assert_eq!(sizes(&plm), [10]);
+    plm.length_step = blindspot::models::GPU_LENGTH_STEP;
+    assert_eq!(sizes(&plm), [4, 4, 2]);
+}

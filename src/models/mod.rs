@@ -192,13 +192,12 @@ pub struct ForwardOutput {
 }
 
 /// A GPU pass's token count is rounded up to a multiple of this. Each new
-/// tensor shape costs a GPU kernel compilation (and with autotune, a tuning
-/// run), and texts give many lengths: BERTScore of 2000 WMT21 pairs made 88
-/// passes of 42 different lengths, and the CLI took longer on an H200 than on
-/// 16 CPU cores although a pass of a known shape was 7x faster. With steps of
-/// 16 the same passes have at most 33 lengths up to 512 tokens (most texts:
-/// a handful), for at most 15 padded positions per sequence, which a GPU
-/// computes at little cost. The CPU pads nothing ([`CPU_PADDING`]).
+/// tensor shape can cost kernel compilations and, with autotune, tuning
+/// runs, and texts give many lengths: BERTScore of 2000 WMT21 pairs made 88
+/// passes of 42 different lengths (with steps of 16: at most 32 lengths up to
+/// 512 tokens). On an H200 this took the CLI's second run from 17.6 s to
+/// 12.3 s, for at most 15 padded positions per sequence, which a GPU computes
+/// at little cost. The CPU pads nothing ([`CPU_PADDING`]).
 pub const GPU_LENGTH_STEP: usize = 16;
 
 /// The most padding a CPU pass may compute, as a share of its positions.
@@ -247,14 +246,17 @@ pub fn passes<T>(items: &[T], len: impl Fn(&T) -> usize, limit: PassLimit, cpu: 
 }
 
 impl Plm {
-    /// [`passes`] for this model's device (the padding rule on the CPU).
+    /// [`passes`] for this model's device (the padding rule on the CPU),
+    /// with lengths as [`Plm::pass_length`] pads them.
     pub fn passes<'a, T>(
         &self,
         items: &'a [T],
         len: impl Fn(&T) -> usize,
         limit: PassLimit,
     ) -> Vec<&'a [T]> {
-        passes(items, len, limit, self.device == Device::flex())
+        // Budgets count the positions a pass computes: padded ones too.
+        let padded = |item: &T| self.pass_length(len(item));
+        passes(items, padded, limit, self.device == Device::flex())
     }
 
     /// The padded token count of a pass whose longest sequence has

@@ -138,10 +138,30 @@ fn gpu_device(dtype: FloatDType) -> Result<Device, String> {
                 .configure(dtype)
                 .map_err(|e| format!("the GPU cannot be set to {dtype:?}: {e:?}"))?;
         }
+        first_run_note();
         Ok(device)
     })
     .clone()
 }
+
+/// Says so when cubecl has nothing kept yet: its first autotuned run on a
+/// machine measures the GPU and tunes each kernel shape before scoring (about
+/// 25 s more on an H200), and keeps the results for later runs.
+#[cfg(feature = "gpu")]
+fn first_run_note() {
+    let kept = cubecl::environment::path();
+    if !kept.exists() {
+        eprintln!(
+            "note: first GPU run here: measuring the GPU and tuning kernels first (half a minute \
+             or more); the results are kept in {} for later runs",
+            kept.display()
+        );
+    }
+}
+
+/// Without autotune (`gpu-wgpu` alone) nothing is measured or tuned first.
+#[cfg(all(feature = "gpu-wgpu", not(feature = "gpu")))]
+fn first_run_note() {}
 
 #[cfg(not(feature = "gpu-wgpu"))]
 fn gpu_device(_: FloatDType) -> Result<Device, String> {

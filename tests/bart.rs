@@ -99,14 +99,6 @@ fn golden_values(g: &Value, key: &str) -> Vec<f64> {
         .collect()
 }
 
-fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
-}
-
 fn floats(v: &Value) -> Vec<f64> {
     match v {
         Value::Array(items) => items.iter().flat_map(floats).collect(),
@@ -185,7 +177,7 @@ fn encoder_and_decoder_match_transformers() {
                 .iter()
                 .map(|&v| f64::from(v))
                 .collect();
-            worst = worst.max(max_deviation(&ours, &floats(&layer[i])));
+            worst = worst.max(common::max_deviation(&ours, &floats(&layer[i])));
         }
     }
     assert!(worst <= TOLERANCE, "encoder hidden states off by {worst:e}");
@@ -205,7 +197,7 @@ fn encoder_and_decoder_match_transformers() {
             .flat_map(|k| cols.iter().map(move |&c| (k, c)))
             .map(|(k, c)| f64::from(values[(i * t + k) * v + c]))
             .collect();
-        worst = worst.max(max_deviation(&ours, &floats(&h["logits"][i])));
+        worst = worst.max(common::max_deviation(&ours, &floats(&h["logits"][i])));
     }
     assert!(worst <= TOLERANCE, "decoder logits off by {worst:e}");
 }
@@ -217,7 +209,7 @@ fn bartscore_matches_the_released_code() {
     assert_eq!(triples.len(), 30);
     let cols = columns(load(), &triples, true);
     for (col, key) in cols.iter().zip(["precision", "recall", "f", "faithful"]) {
-        let dev = max_deviation(&col.values(), &golden_values(&g, key));
+        let dev = common::max_deviation(&col.values(), &golden_values(&g, key));
         println!("bartscore {key}: max deviation {dev:.2e}");
         assert!(dev <= TOLERANCE, "{key}: {dev:e}");
     }
@@ -252,7 +244,7 @@ fn bartscore_matches_the_released_code() {
                 }
             );
             let ours: Vec<f64> = tokens.iter().map(|t| t.1).collect();
-            let dev = max_deviation(&ours, &floats(&pair["tokens"][key]));
+            let dev = common::max_deviation(&ours, &floats(&pair["tokens"][key]));
             assert!(dev <= TOLERANCE, "{k} {key}: {dev:e}");
         }
     }
@@ -306,7 +298,7 @@ fn pickle_and_prepared_files_give_the_same_scores_and_int8_stays_close() {
     };
     let f32_values = values(load());
     assert!(
-        max_deviation(
+        common::max_deviation(
             &values(load_from("tiny-torch", Precision::F32)),
             &f32_values
         ) <= 1e-6
@@ -316,8 +308,8 @@ fn pickle_and_prepared_files_give_the_same_scores_and_int8_stays_close() {
         let files = ModelFiles::from_burnpack(bpk).unwrap();
         values(Plm::load("tiny-bart", files, &Device::flex(), precision).unwrap())
     };
-    assert!(max_deviation(&prepared(Precision::F32), &f32_values) <= 1e-6);
-    let dev = max_deviation(&prepared(Precision::Int8), &f32_values);
+    assert!(common::max_deviation(&prepared(Precision::F32), &f32_values) <= 1e-6);
+    let dev = common::max_deviation(&prepared(Precision::Int8), &f32_values);
     println!("bartscore: int8 max deviation {dev:.2e}");
     assert!(dev > 0.0 && dev < 0.05, "int8 deviation {dev}");
 }

@@ -94,13 +94,6 @@ fn score(plm: Plm, spec: &MetricSpec, pairs: &[[String; 3]]) -> Result<Vec<f64>,
     Ok(column(plm, spec, pairs)?.values())
 }
 
-fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
-}
-
 #[test]
 fn scores_match_unbabel_comet_on_every_checkpoint() {
     let g = common::golden("comet.json");
@@ -114,7 +107,7 @@ fn scores_match_unbabel_comet_on_every_checkpoint() {
             .map(|v| v.as_f64().unwrap())
             .collect();
         let ours = score(load(name, Precision::F32), &spec_for(name), &pairs).unwrap();
-        let dev = max_deviation(&ours, &want);
+        let dev = common::max_deviation(&ours, &want);
         assert!(dev <= TOLERANCE, "{name}: max deviation {dev:e}");
         let mean = ours.iter().sum::<f64>() / ours.len() as f64;
         let system = g["models"][name]["system_score"].as_f64().unwrap();
@@ -156,7 +149,10 @@ fn prepared_files_give_the_same_scores_and_int8_stays_close() {
         assert!(files.comet_hparams.is_some());
         let plm = Plm::load(name, files, &Device::flex(), Precision::F32).unwrap();
         let prepared = score(plm, &spec_for(name), pairs).unwrap();
-        assert!(max_deviation(&prepared, &f32_scores) <= 1e-6, "{name} .bpk");
+        assert!(
+            common::max_deviation(&prepared, &f32_scores) <= 1e-6,
+            "{name} .bpk"
+        );
 
         let int8 = prepare(
             ModelFiles::from_path(&fixture(name)).unwrap(),
@@ -171,7 +167,7 @@ fn prepared_files_give_the_same_scores_and_int8_stays_close() {
         )
         .unwrap();
         let quantized = score(plm, &spec_for(name), pairs).unwrap();
-        let dev = max_deviation(&quantized, &f32_scores);
+        let dev = common::max_deviation(&quantized, &f32_scores);
         println!("{name}: int8 max deviation {dev:.2e}");
         assert!(dev > 0.0 && dev < 0.05, "{name}: int8 deviation {dev}");
     }

@@ -98,14 +98,6 @@ fn golden(g: &Value, key: &str) -> Vec<f64> {
         .collect()
 }
 
-fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
-}
-
 fn floats(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap()
@@ -151,12 +143,12 @@ fn scores_match_moverscore_v2_with_and_without_idf() {
     for (idf, key) in [(true, "idf"), (false, "uniform")] {
         let col = column(&engine, &pairs, idf).unwrap();
         // The released steps with float64 distances: exact agreement.
-        let dev = max_deviation(&col.values(), &golden(&g, &format!("{key}_f64")));
+        let dev = common::max_deviation(&col.values(), &golden(&g, &format!("{key}_f64")));
         println!("moverscore {key}: max deviation {dev:.2e} from the float64 distances");
         assert!(dev <= TOLERANCE, "{key}: {dev:e}");
         // The released code's float32 |x|² + |y|² − 2xy cancels for close
         // tokens: its own numbers move by about 1e-4 with float64 distances.
-        let released = max_deviation(&col.values(), &golden(&g, key));
+        let released = common::max_deviation(&col.values(), &golden(&g, key));
         println!(
             "moverscore {key}: max deviation {released:.2e} from the released float32 arithmetic"
         );
@@ -315,7 +307,7 @@ fn cli_scores_moverscore_with_idf_over_the_file() {
     let g = common::golden("moverscore.json");
     let model = format!("moverscore={}", fixture().display());
     let ours = cli_score(&pairs(&g), &["--idf", "--model", &model], "moverscore").unwrap();
-    let dev = max_deviation(&ours, &golden(&g, "idf_f64"));
+    let dev = common::max_deviation(&ours, &golden(&g, "idf_f64"));
     assert!(dev <= TOLERANCE, "{dev:e}");
 }
 
@@ -393,8 +385,8 @@ fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
             // Exact transport with float64 distances, and the released
             // float32 arithmetic with pyemd's FastEMD (rounded to millionths).
             let key = format!("{key}_n{ngram}");
-            let exact = max_deviation(&col.values(), &golden(&g, &format!("{key}_exact")));
-            let released = max_deviation(&col.values(), &golden(&g, &key));
+            let exact = common::max_deviation(&col.values(), &golden(&g, &format!("{key}_exact")));
+            let released = common::max_deviation(&col.values(), &golden(&g, &key));
             println!(
                 "moverscore-v1 {key}: max deviation {exact:.2e} (exact), {released:.2e} (released)"
             );
@@ -438,7 +430,7 @@ fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
     // "Airport!" keeps 3 tokens ([CLS] a [SEP]: "##irport" and "!" go), so
     // its one window of 4 is all of them.
     let col = column_of(&engine, &pairs, v1_spec(false, 4)).unwrap();
-    let dev = max_deviation(&col.values(), &golden(&g, "uniform_n4_exact"));
+    let dev = common::max_deviation(&col.values(), &golden(&g, "uniform_n4_exact"));
     assert!(dev <= EXACT, "windows of 4: {dev:e}");
     let Detail::Flow { hyp_tokens, .. } = &col.details[33] else {
         panic!("MoverScore details are its transport plan")
@@ -465,7 +457,7 @@ fn scores_match_moverscore_v1_with_ngrams_idf_and_stop_words() {
     ))
     .unwrap();
     let values: Vec<f64> = scored.iter().map(|s| s.value).collect();
-    let dev = max_deviation(&values, &golden(&g, "uniform_n1_stop_exact"));
+    let dev = common::max_deviation(&values, &golden(&g, "uniform_n1_stop_exact"));
     assert!(dev <= EXACT, "stop words: {dev:e}");
     assert!(
         scored[0]
@@ -499,7 +491,7 @@ fn cli_scores_moverscore_v1_bigrams_with_idf() {
     let model = format!("moverscore-v1={}", v1_fixture().display());
     let args = ["--idf", "--moverscore-ngram", "2", "--model", &model];
     let ours = cli_score(&pairs, &args, "moverscore-v1").unwrap();
-    let dev = max_deviation(&ours, &golden(&g, "idf_n2_exact"));
+    let dev = common::max_deviation(&ours, &golden(&g, "idf_n2_exact"));
     assert!(dev <= TOLERANCE, "{dev:e}");
     let e = cli_score(&pairs, &["--moverscore-ngram", "0"], "moverscore-v1").unwrap_err();
     assert!(e.contains("--moverscore-ngram"), "{e}");
@@ -614,7 +606,7 @@ fn several_references_average_as_run_summarization_does() {
         .iter()
         .map(|c| c["idf_n1_exact"].as_f64().unwrap())
         .collect();
-    let dev = max_deviation(&col.values(), &want);
+    let dev = common::max_deviation(&col.values(), &want);
     println!("moverscore-v1 over 11 references: max deviation {dev:.2e}");
     assert!(dev <= EXACT, "{dev:e}");
     assert!(col.scores.iter().all(|s| s.parts[1].value == 11.0));

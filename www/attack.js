@@ -47,6 +47,7 @@ function save() {
     strategy: $("attack-strategy").value,
     budget: $("attack-budget").value,
     seed: $("attack-seed").value,
+    workers: $("attack-workers").value,
   };
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
@@ -54,6 +55,12 @@ function save() {
     // Storage full or disabled: the panel still works.
   }
 }
+
+/** The most workers an attack asks for (model-worker.js also caps them by the model's size). */
+const MAX_WORKERS = 4;
+
+/** One worker per core, up to MAX_WORKERS: the search's own and its helpers. */
+const autoWorkers = () => Math.max(1, Math.min(MAX_WORKERS, navigator.hardwareConcurrency || 1));
 
 /** The metrics on offer: every model-free one, and each model card's live spec. */
 function metricOptions() {
@@ -191,10 +198,11 @@ async function run() {
   const points = [];
   status(`Searching with ${option.label}…`);
   const panel = $("attack-panel");
-  for (const k of ["success", "finalScore", "score", "text"]) delete panel.dataset[k];
+  for (const k of ["success", "finalScore", "score", "text", "workers"]) delete panel.dataset[k];
   panel.dataset.queries = "0";
   panel.dataset.state = "running";
   try {
+    const workers = Math.max(1, Math.min(MAX_WORKERS, Math.floor(Number($("attack-workers").value)) || autoWorkers()));
     const out = await engine.attackPair(request, (p) => {
       points.push(p);
       bar.value = Math.min(1, p.queries / p.budget);
@@ -203,7 +211,7 @@ async function run() {
       $("attack-text").textContent = p.text;
       status(`Step ${p.steps}: ${p.queries} of ${p.budget} queries, best ${p.score.toPrecision(4)} (${p.objective >= 0 ? "+" : ""}${p.objective.toFixed(2)} z toward the goal), noise ${p.noise.toFixed(2)}`);
       panel.dataset.queries = String(p.queries);
-    });
+    }, { workers });
     last = out;
     const o = out.outcome;
     plot(o.trajectory, o.score);
@@ -214,7 +222,9 @@ async function run() {
       `${verdict}: ${o.score.toPrecision(4)} → ${o.final_score.toPrecision(4)} (${o.change_z >= 0 ? "+" : ""}${o.change_z.toFixed(2)} z, std ${out.z.std.toPrecision(3)} over ${out.z.count} pairs)` +
         `${o.self_drop_z != null ? `, against itself −${o.self_drop_z.toFixed(2)} z` : ""}` +
         `${o.ppl ? `, perplexity ${o.ppl[0].toFixed(1)} → ${o.ppl[1].toFixed(1)}` : ""}` +
-        ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}`,
+        ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}` +
+        `${out.workers > 1 ? ` on ${out.workers} workers` : ""}` +
+        `${out.poolFailure ? ` (helpers given up: ${out.poolFailure})` : ""}`,
       o.success ? "ok" : "warn",
     );
     panel.dataset.state = "done";
@@ -222,6 +232,7 @@ async function run() {
     panel.dataset.finalScore = String(o.final_score);
     panel.dataset.text = o.text;
     panel.dataset.score = String(o.score);
+    panel.dataset.workers = String(out.workers);
     $("attack-signature").textContent = `${out.signature}${out.tools.length ? ` · ${out.tools.join(" · ")}` : ""}`;
     $("attack-apply").disabled = o.text === o.original;
   } catch (err) {
@@ -255,11 +266,13 @@ export function initAttack(modelEngine, wasm, hooks) {
   if (s.strategy && registry.strategies.some((x) => x.id === s.strategy)) $("attack-strategy").value = s.strategy;
   if (s.budget) $("attack-budget").value = s.budget;
   if (s.seed) $("attack-seed").value = s.seed;
+  $("attack-workers").placeholder = String(autoWorkers());
+  if (s.workers) $("attack-workers").value = s.workers;
   restoring = false;
   describe();
   $("attack-goal").addEventListener("change", onGoalChange);
   for (const id of ["attack-strategy", "attack-fluency"]) $(id).addEventListener("change", () => { describe(); save(); });
-  for (const id of ["attack-metric", "attack-budget", "attack-seed"]) $(id).addEventListener("change", save);
+  for (const id of ["attack-metric", "attack-budget", "attack-seed", "attack-workers"]) $(id).addEventListener("change", save);
   $("attack-run").addEventListener("click", run);
   $("attack-stop").addEventListener("click", () => {
     engine.stopAttack();

@@ -26,6 +26,8 @@ export function startModelEngine(wasm) {
     console.warn("model worker unavailable, models run on the main thread:", err);
     const local = { where: "main thread", modelRegistry: () => wasm.modelRegistry() };
     for (const name of REMOTE) local[name] = async (...args) => wasm[name](...args);
+    // Scoring helpers are the model worker's: here the attack runs alone.
+    local.attackPair = async (request, progress) => wasm.attackPair(request, progress);
     return local;
   }
   let next = 1;

@@ -196,6 +196,7 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
         masked_lm: masked_lm.as_ref().map(|m| m as _),
         neighbours: neighbours.as_ref(),
         fluency,
+        pool: None,
     };
     let engine = args.plm.engine().with_reference_cache();
     let bar = super::stress::items_bar(items.len());

@@ -4,6 +4,8 @@
 //! event loop so a stop request gets through.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -15,8 +17,8 @@ use crate::data::bundled_pairs;
 use crate::inject::masked_lm::PlmMaskedLm;
 use crate::metrics::{Engine, MetricSpec};
 use crate::stress::attack::{
-    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, Strategy, ZNorm, check,
-    pair_z_norm,
+    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, ScorePool, Strategy, ZNorm,
+    check, pair_z_norm, score_hypotheses,
 };
 
 thread_local! {
@@ -120,6 +122,120 @@ struct AttackView {
     elapsed_ms: f64,
     /// The search steps only (what queries per second are measured over).
     search_ms: f64,
+    /// Workers that scored the candidates: this one and the most helpers
+    /// that took shares of one batch.
+    workers: usize,
+    /// Why the helpers were given up mid-search (their shares were then
+    /// scored here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool_failure: Option<String>,
+}
+
+/// The model worker's helper workers (`model-worker.js`): `{size,
+/// score(helper, spec, texts, references, source) -> Promise<Float64Array>,
+/// failure}`, each helper running [`attack_scores`] on its own copy of the
+/// engine. `size` (the helpers ready now) and `failure` (why a helper could
+/// not start) are read when needed: they may be getters.
+struct JsPool {
+    pool: JsValue,
+    score: js_sys::Function,
+}
+
+impl JsPool {
+    /// `None` for `undefined` or `null`; an error for anything else that is
+    /// not such a pool.
+    fn of(value: &JsValue) -> Result<Option<Self>, JsError> {
+        if value.is_undefined() || value.is_null() {
+            return Ok(None);
+        }
+        let score = js_sys::Reflect::get(value, &"score".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        match score {
+            Some(score) => Ok(Some(JsPool {
+                pool: value.clone(),
+                score,
+            })),
+            None => Err(JsError::new(
+                "invalid scoring pool: expected {size, score(helper, spec, texts, references, source)}",
+            )),
+        }
+    }
+
+    fn get(&self, key: &str) -> JsValue {
+        js_sys::Reflect::get(&self.pool, &key.into()).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// Why a helper could not start, if one could not.
+    fn failure(&self) -> Option<String> {
+        self.get("failure").as_string()
+    }
+}
+
+impl ScorePool for JsPool {
+    fn size(&self) -> usize {
+        self.get("size")
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map_or(0, |n| n as usize)
+    }
+
+    fn score(
+        &self,
+        helper: usize,
+        spec: &MetricSpec,
+        texts: &[String],
+        refs: &[&str],
+        src: Option<&str>,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>> {
+        let strings =
+            |v: &mut dyn Iterator<Item = &str>| v.map(JsValue::from_str).collect::<js_sys::Array>();
+        let args = js_sys::Array::of5(
+            &JsValue::from(helper as u32),
+            &to_js(spec).unwrap_or(JsValue::NULL),
+            &strings(&mut texts.iter().map(String::as_str)),
+            &strings(&mut refs.iter().copied()),
+            &src.map_or(JsValue::UNDEFINED, JsValue::from_str),
+        );
+        // Called now: the helper starts while the search scores its share.
+        let started = self.score.apply(&JsValue::NULL, &args);
+        Box::pin(async move {
+            let message = |e: JsValue| {
+                e.dyn_ref::<js_sys::Error>()
+                    .map(|e| String::from(e.message()))
+                    .or_else(|| e.as_string())
+                    .unwrap_or_else(|| "a scoring helper failed".into())
+            };
+            let promise = started.map_err(message)?;
+            let value = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&promise))
+                .await
+                .map_err(message)?;
+            if !js_sys::Array::is_array(&value) && !value.is_instance_of::<js_sys::Float64Array>() {
+                return Err("a scoring helper returned no scores".into());
+            }
+            Ok(js_sys::Float64Array::new(&value).to_vec())
+        })
+    }
+}
+
+/// A helper worker's share of an attack's batch: `texts` scored as
+/// hypotheses against `references` (and `source`) with `spec`, exactly as
+/// the search scores its own share ([`score_hypotheses`]).
+#[wasm_bindgen(js_name = attackScores)]
+pub async fn attack_scores(
+    spec: JsValue,
+    texts: Vec<String>,
+    references: Vec<String>,
+    source: Option<String>,
+) -> Result<Vec<f64>, JsError> {
+    let spec: MetricSpec = serde_wasm_bindgen::from_value(spec)
+        .map_err(|e| JsError::new(&format!("invalid metric spec: {e}")))?;
+    let refs: Vec<&str> = references.iter().map(String::as_str).collect();
+    let engine = engine();
+    let (values, _) = score_hypotheses(&engine, &spec, &texts, &refs, source.as_deref())
+        .await
+        .map_err(js_err)?;
+    Ok(values)
 }
 
 /// The engine attacks and lessons score with (no card details).
@@ -166,13 +282,19 @@ pub(super) async fn neighbours_of(name: &str) -> Result<Rc<Neighbours>, JsError>
 /// source?, maskedLm?, neighbours?, fluency?}`. The z scale is the metric's
 /// spread over the bundled pairs and this one. `progress(AttackProgress)`
 /// after each step; `stopAttack()` ends the search after the current step
-/// (the best so far is returned).
+/// (the best so far is returned). `pool` (optional): helper workers that
+/// score shares of each batch ([`JsPool`]).
 #[wasm_bindgen(js_name = attackPair)]
-pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result<JsValue, JsError> {
+pub async fn attack_pair(
+    request: JsValue,
+    progress: js_sys::Function,
+    pool: JsValue,
+) -> Result<JsValue, JsError> {
     let start = js_sys::Date::now();
     STOP.with(|s| s.set(false));
     let r: AttackRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid attack request: {e}")))?;
+    let pool = JsPool::of(&pool)?;
     let refs = crate::text::references(&r.references);
     let src = r.source.as_deref().filter(|s| !s.trim().is_empty());
     let mlm_plm = r.masked_lm.as_deref().map(loaded).transpose()?;
@@ -193,6 +315,7 @@ pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result
         masked_lm: masked_lm.as_ref(),
         neighbours: neighbours.as_deref(),
         fluency,
+        pool: pool.as_ref().map(|p| p as &dyn ScorePool),
     };
     check(&r.spec, &r.config, &tools).map_err(js_err)?;
     let engine = engine();
@@ -232,6 +355,10 @@ pub async fn attack_pair(request: JsValue, progress: js_sys::Function) -> Result
         tools: tools.names(r.config.goal),
         elapsed_ms: js_sys::Date::now() - start,
         search_ms: js_sys::Date::now() - search_start,
+        workers: 1 + attack.helpers_used(),
+        pool_failure: attack
+            .pool_failure()
+            .or_else(|| pool.as_ref().and_then(JsPool::failure)),
     })
 }
 

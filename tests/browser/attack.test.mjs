@@ -116,10 +116,32 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
   assert.ok(Number(shown.finalScore) < Number(shown.score));
   const status = await page.textContent("#attack-status");
   const rate = Number(status.match(/(\d+) queries\/s/)[1]);
-  console.log(`MiniLM-BERTScore attack in the page (CPU worker, dev build): ${shown.queries} queries, ${rate} queries/s`);
   // The search ran in the worker: the page's thread did not block on it.
   const longest = await page.evaluate(() => Math.max(0, ...window.longTasks));
   assert.ok(longest < 200, `longest main-thread task ${longest} ms`);
+  // One worker per core (up to 4) by default: helpers load their copies of the
+  // model while the search runs (this short one may end first) ...
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency || 1);
+  assert.ok(Number(shown.workers) >= 1 && Number(shown.workers) <= Math.min(4, cores), shown.workers);
+  assert.doesNotMatch(status, /helpers given up/);
+  // ... and score shares of each batch once loaded: the same search again.
+  await search(page);
+  const pooled = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  const pooledStatus = await page.textContent("#attack-status");
+  assert.equal(Number(pooled.workers), Math.min(4, cores));
+  if (cores > 1) assert.match(pooledStatus, new RegExp(`queries/s on ${Math.min(4, cores)} workers`));
+  // The same search on one worker finds the same text with the same queries and scores.
+  await page.fill("#attack-workers", "1");
+  await search(page);
+  const alone = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  const aloneRate = Number((await page.textContent("#attack-status")).match(/(\d+) queries\/s/)[1]);
+  assert.equal(alone.workers, "1");
+  for (const other of [shown, pooled]) {
+    assert.deepEqual([alone.text, alone.queries, alone.success], [other.text, other.queries, other.success]);
+    assert.ok(Math.abs(Number(alone.finalScore) - Number(other.finalScore)) <= 1e-6);
+  }
+  const pooledRate = Number(pooledStatus.match(/(\d+) queries\/s/)[1]);
+  console.log(`MiniLM-BERTScore attack in the page (CPU, dev build): ${shown.queries} queries; ${rate} queries/s (first run), ${pooledRate} on ${pooled.workers} workers, ${aloneRate} on one`);
   // A raising search with a large budget: stopped by the user, the best so far kept.
   await page.selectOption("#attack-goal", "raise");
   await page.fill("#attack-budget", "100000");

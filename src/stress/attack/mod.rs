@@ -20,7 +20,7 @@ mod search;
 use serde::{Deserialize, Serialize};
 
 pub use edits::Neighbours;
-pub use search::{Attack, AttackProgress, AttackTools, check};
+pub use search::{Attack, AttackProgress, AttackTools, ScorePool, check, score_hypotheses};
 
 use super::suite::Shard;
 use crate::data::Item;

@@ -1,7 +1,10 @@
 //! The search: scoring candidates through the engine (de-duplicated,
 //! cached, batched, budgeted) and the strategies' steps.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -16,6 +19,50 @@ use crate::inject::{InjectRng, diff};
 use crate::metrics::{Engine, MetricSpec, Segment};
 use crate::text::words::words;
 
+/// Helpers that score a share of each batch of candidates in parallel with
+/// the search: the page's helper workers, each with its own copy of the
+/// engine and the metric's model (wasm in a browser runs one thread per
+/// worker). A helper scores exactly as [`score_hypotheses`] does.
+pub trait ScorePool {
+    /// How many helpers can take a share now (asked before each batch: a
+    /// helper still loading its model does not count yet).
+    fn size(&self) -> usize;
+    /// Has helper `helper` (below [`ScorePool::size`]) score `texts` as
+    /// hypotheses against `refs` (and `src`) with `spec`: one value per
+    /// text, in order, or why it could not. The work starts when this is
+    /// called, not when the future is first polled, so the search scores
+    /// its own share meanwhile.
+    fn score(
+        &self,
+        helper: usize,
+        spec: &MetricSpec,
+        texts: &[String],
+        refs: &[&str],
+        src: Option<&str>,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>>;
+}
+
+/// Scores `texts` as hypotheses against `refs` (and `src`) with `spec` in
+/// one engine call: the values and the metric's signature. The one way the
+/// search queries a metric, in this process and in a [`ScorePool`]'s helpers.
+pub async fn score_hypotheses(
+    engine: &Engine,
+    spec: &MetricSpec,
+    texts: &[String],
+    refs: &[&str],
+    src: Option<&str>,
+) -> Result<(Vec<f64>, String), AttackError> {
+    let segments: Vec<Segment> = texts
+        .iter()
+        .map(|t| Segment { hyp: t, refs, src })
+        .collect();
+    let column = engine
+        .score(std::slice::from_ref(spec), &segments)
+        .await?
+        .remove(0);
+    Ok((column.values(), column.signature.to_string()))
+}
+
 /// What proposes edits and checks fluency, besides the metric.
 #[derive(Default)]
 pub struct AttackTools<'a> {
@@ -26,6 +73,8 @@ pub struct AttackTools<'a> {
     /// A causal-LM perplexity spec (`gpt-ppl` with its model) for the
     /// fluency constraint of the over-penalisation and inconsistency goals.
     pub fluency: Option<MetricSpec>,
+    /// Helpers that score shares of each batch (none: all here).
+    pub pool: Option<&'a dyn ScorePool>,
 }
 
 impl AttackTools<'_> {
@@ -183,6 +232,10 @@ pub struct Attack<'a> {
     success: Option<Eval>,
     stop: Option<StopReason>,
     trajectory: Vec<TrajectoryPoint>,
+    /// Why the pool was given up (its shares are then scored here).
+    pool_failure: RefCell<Option<String>>,
+    /// The most helpers that took shares of one batch.
+    helpers_used: Cell<usize>,
     /// The metric's signature.
     pub signature: String,
 }
@@ -248,6 +301,8 @@ impl<'a> Attack<'a> {
             success: None,
             stop: None,
             trajectory: Vec::new(),
+            pool_failure: RefCell::new(None),
+            helpers_used: Cell::new(0),
             signature: String::new(),
         };
         let (scores, signature) = attack.score_texts(&[original.to_owned()], false).await?;
@@ -277,7 +332,10 @@ impl<'a> Attack<'a> {
     }
 
     /// Scores texts as hypotheses against the references (or, with
-    /// `against_original`, against the original text), in one engine call.
+    /// `against_original`, against the original text). With a pool, the
+    /// texts are split in equal shares, one per helper and one scored here
+    /// meanwhile; a helper that fails has its share scored here, and the
+    /// pool is not used again ([`Attack::pool_failure`]).
     async fn score_texts(
         &self,
         texts: &[String],
@@ -286,20 +344,54 @@ impl<'a> Attack<'a> {
         let own = [self.original.as_str()];
         let refs: Vec<&str> = self.refs.iter().map(String::as_str).collect();
         let refs: &[&str] = if against_original { &own } else { &refs };
-        let segments: Vec<Segment> = texts
-            .iter()
-            .map(|t| Segment {
-                hyp: t,
-                refs,
-                src: self.src.as_deref(),
-            })
+        let src = self.src.as_deref();
+        let helpers = match self.tools.pool {
+            Some(p) if texts.len() > 1 && self.pool_failure.borrow().is_none() => p.size(),
+            _ => 0,
+        };
+        let Some(pool) = self.tools.pool.filter(|_| helpers > 0) else {
+            return score_hypotheses(self.engine, self.spec, texts, refs, src).await;
+        };
+        let share = texts.len().div_ceil(helpers + 1);
+        let mut shares = texts.chunks(share);
+        let own_share = shares.next().unwrap_or_default();
+        // Started before this share is scored, so the helpers work meanwhile.
+        let remote: Vec<_> = shares
+            .enumerate()
+            .map(|(i, s)| (s, pool.score(i, self.spec, s, refs, src)))
             .collect();
-        let column = self
-            .engine
-            .score(std::slice::from_ref(self.spec), &segments)
-            .await?
-            .remove(0);
-        Ok((column.values(), column.signature.to_string()))
+        self.helpers_used
+            .set(self.helpers_used.get().max(remote.len()));
+        let (mut values, signature) =
+            score_hypotheses(self.engine, self.spec, own_share, refs, src).await?;
+        for (share, pending) in remote {
+            let failure = match pending.await {
+                Ok(v) if v.len() == share.len() => {
+                    values.extend(v);
+                    continue;
+                }
+                Ok(v) => format!(
+                    "a helper returned {} scores for {} texts",
+                    v.len(),
+                    share.len()
+                ),
+                Err(e) => e,
+            };
+            self.pool_failure.borrow_mut().get_or_insert(failure);
+            let (v, _) = score_hypotheses(self.engine, self.spec, share, refs, src).await?;
+            values.extend(v);
+        }
+        Ok((values, signature))
+    }
+
+    /// The most helpers that took shares of one batch (0: all scored here).
+    pub fn helpers_used(&self) -> usize {
+        self.helpers_used.get()
+    }
+
+    /// Why the search stopped using its pool's helpers, if it did.
+    pub fn pool_failure(&self) -> Option<String> {
+        self.pool_failure.borrow().clone()
     }
 
     async fn perplexity(&mut self, text: &str) -> Result<f64, AttackError> {

@@ -23,6 +23,20 @@ const HELPER_BYTES = 1.5e9;
 /** The most helpers an attack gets. */
 const MAX_HELPERS = 3;
 
+/** Helpers idle this long (no attack running) are stopped, and their model copies freed. */
+const HELPER_IDLE_MS = 120_000;
+let idleTimer = null;
+
+/** Stops every helper (the next attack starts them again, loading from the cache). */
+function stopHelpers() {
+  for (const h of helpers) {
+    if (!h) continue;
+    for (const call of h.pending.values()) call.reject(new Error("the scoring helper was stopped"));
+    h.worker.terminate();
+  }
+  helpers.length = 0;
+}
+
 /** Started helpers: {worker, next, pending, models: Map(key -> Promise), ready: Set(key), failed}. */
 const helpers = [];
 
@@ -145,7 +159,10 @@ self.onmessage = async ({ data }) => {
     // The page's progress callback becomes messages back to it.
     const progress = (done, total) => self.postMessage({ id, progress: [done, total] });
     const args = data.args.map((a) => (a === progressMarker ? progress : a));
-    if (method === "attackPair") args[2] = attackPool(args[0], args[2]);
+    if (method === "attackPair") {
+      clearTimeout(idleTimer);
+      args[2] = attackPool(args[0], args[2]);
+    }
     if (method === "unloadModel") forget(args[0]);
     const value = await bindings[method](...args);
     if (method === "loadModel") {
@@ -155,5 +172,10 @@ self.onmessage = async ({ data }) => {
     self.postMessage({ id, value });
   } catch (err) {
     self.postMessage({ id, error: String(err?.message ?? err) });
+  } finally {
+    if (method === "attackPair") {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(stopHelpers, HELPER_IDLE_MS);
+    }
   }
 };

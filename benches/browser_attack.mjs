@@ -41,7 +41,7 @@ const run = (b, workers) => page.evaluate(async ({ b, id, workers }) => {
     hypothesis: "On Monday the regional council said the new bridge over the river would open in spring, two months late.",
     references: "The regional council said on Monday that the new bridge across the river will open in the spring, two months later than planned.",
   }, () => {}, { workers });
-  if (out.poolFailure) throw new Error(`helpers given up: ${out.poolFailure}`);
+  if (out.poolFailure) throw new Error(`helpers left out: ${out.poolFailure}`);
   return { ms: performance.now() - t0, queries: out.outcome.queries, workers: out.workers };
 }, { b, id: MINILM, workers });
 

@@ -830,8 +830,8 @@ fn a_failing_helper_is_given_up_and_its_share_scored_here() {
             pool: Some(&helpers),
             ..AttackTools::default()
         };
-        let (pooled, failure, _) = outcome(&tools);
-        assert_eq!(pooled, alone);
+        let (pooled, failure, used) = outcome(&tools);
+        assert_eq!((pooled, used), (alone.clone(), 0));
         let failure = failure.expect("the failure is reported");
         assert!(failure.contains(says), "{failure}");
         // Asked once, then never again.

@@ -246,6 +246,16 @@ mod minilm {
             .collect()
     }
 
+    /// The count the page's helper workers size their model copies by:
+    /// transformers' `BertModel` parameters without the pooler, which
+    /// BERTScore and the other metrics do not use (22,713,216 with it).
+    #[test]
+    fn counts_its_parameters_as_transformers_does() {
+        let plm = common::cpu_model("all-MiniLM-L6-v2", &dir());
+        let n = plm.parameters();
+        assert_eq!(n, 22_565_376);
+    }
+
     fn sentences(meta: &str) -> Vec<String> {
         let refs: Vec<Value> = serde_json::from_str(meta).unwrap();
         refs.iter()

@@ -224,7 +224,7 @@ async function run() {
         `${o.ppl ? `, perplexity ${o.ppl[0].toFixed(1)} → ${o.ppl[1].toFixed(1)}` : ""}` +
         ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}` +
         `${out.workers > 1 ? ` on ${out.workers} workers` : ""}` +
-        `${out.poolFailure ? ` (helpers given up: ${out.poolFailure})` : ""}`,
+        `${out.poolFailure ? ` · helpers left out (${out.poolFailure}), their shares scored here` : ""}`,
       o.success ? "ok" : "warn",
     );
     panel.dataset.state = "done";

@@ -4,6 +4,7 @@
 // worker cannot start, the same calls run on the main thread.
 
 import { engineUrls } from "./suite.js";
+import { connect } from "./worker-rpc.js";
 
 /** Calls that go to the worker (the only ones it accepts); every other engine function stays local. */
 const REMOTE = ["loadModel", "unloadModel", "embedText", "scoreModel", "mauveTexts", "preferenceSuite", "auditSuite", "attackPair", "stopAttack", "runLessonStep", "loadGpt2Tokenizer"];
@@ -30,35 +31,15 @@ export function startModelEngine(wasm) {
     local.attackPair = async (request, progress) => wasm.attackPair(request, progress);
     return local;
   }
-  let next = 1;
-  const pending = new Map();
-  worker.onmessage = ({ data }) => {
-    const call = pending.get(data.id);
-    if (!call) return;
-    if ("progress" in data) {
-      call.onProgress?.(...data.progress);
-      return;
-    }
-    pending.delete(data.id);
-    if ("error" in data) call.reject(new Error(data.error));
-    else call.resolve(data.value);
-  };
-  worker.onerror = (e) => {
-    // A worker that dies (out of memory, a trap) fails every waiting call.
-    const err = new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);
-    for (const call of pending.values()) call.reject(err);
-    pending.clear();
-  };
+  // A worker that dies (out of memory, a trap) fails every waiting call.
+  const rpc = connect(worker, { died: (e) => new Error(`the model worker stopped: ${e.message ?? "unknown error"}`) });
   const engine = { where: "worker", worker, modelRegistry: () => wasm.modelRegistry() };
   for (const name of REMOTE) {
-    engine[name] = (...args) =>
-      new Promise((resolve, reject) => {
-        const id = next++;
-        // A function argument (a progress callback) stays here; the worker calls back by message.
-        const onProgress = args.find((a) => typeof a === "function");
-        pending.set(id, { resolve, reject, onProgress });
-        worker.postMessage({ id, method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) });
-      });
+    engine[name] = (...args) => {
+      // A function argument (a progress callback) stays here; the worker calls back by message.
+      const onProgress = args.find((a) => typeof a === "function");
+      return rpc.call({ method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) }, onProgress);
+    };
   }
   return engine;
 }

@@ -8,108 +8,111 @@
 // metric's model, that score shares of each batch of candidates while this
 // worker scores its own (wasm runs one thread per worker).
 
+import { connect, startEngine } from "./worker-rpc.js";
+
 /** Engine calls the page may make here (sent with init: model-engine.js's REMOTE list). */
 let methods = new Set();
 let engine = null;
 let progressMarker = null;
 let urls = null;
 
-/** What each loaded model was loaded as, by handle: {name, backend, precision, bytes}. */
+/** Loaded models by handle: the engine's model info ({name, backend, precision, parameters, ...}). */
 const loaded = new Map();
 
-/** A model copy for each helper this large in all: the helpers' memory. */
+/** The helpers' model copies stay within this many bytes in all (f32: 4 bytes a parameter). */
 const HELPER_BYTES = 1.5e9;
-
-/** The most helpers an attack gets. */
-const MAX_HELPERS = 3;
 
 /** Helpers idle this long (no attack running) are stopped, and their model copies freed. */
 const HELPER_IDLE_MS = 120_000;
 let idleTimer = null;
 
-/** Stops every helper (the next attack starts them again, loading from the cache). */
-function stopHelpers() {
-  for (const h of helpers) {
-    if (!h) continue;
-    for (const call of h.pending.values()) call.reject(new Error("the scoring helper was stopped"));
-    h.worker.terminate();
-  }
-  helpers.length = 0;
+/** Started helpers: {worker, rpc, key (its model's, once asked), loading (Promise), ready, loaded, failed}. */
+const helpers = [];
+
+/** Why helpers cannot start here (one died before it ever loaded a model): none are started again. */
+let helpersBroken = null;
+
+const modelKey = (m) => `${m.name}\u0000${m.precision}`;
+
+function retire(h, why) {
+  h.failed ??= why;
+  h.rpc.failAll(new Error(h.failed));
+  h.worker.terminate();
 }
 
-/** Started helpers: {worker, next, pending, models: Map(key -> Promise), ready: Set(key), failed}. */
-const helpers = [];
+/** Stops helpers from `from` on (the next attack starts them again, loading from the cache). */
+function stopHelpers(from = 0) {
+  for (const h of helpers.slice(from)) if (h) retire(h, "the scoring helper was stopped");
+  helpers.length = Math.min(helpers.length, from);
+}
 
 function helper(i) {
   if (helpers[i] && !helpers[i].failed) return helpers[i];
-  const h = { worker: new Worker("score-helper.js", { type: "module" }), next: 1, pending: new Map(), models: new Map(), ready: new Set(), failed: null };
-  h.worker.onmessage = ({ data }) => {
-    const call = h.pending.get(data.id);
-    if (!call) return;
-    h.pending.delete(data.id);
-    if ("error" in data) call.reject(new Error(data.error));
-    else call.resolve(data.value);
-  };
-  h.worker.onerror = (e) => {
-    // A helper that dies (out of memory, a trap) fails its waiting calls; the next attack starts another.
-    h.failed = `a scoring helper stopped: ${e.message ?? "unknown error"}`;
-    for (const call of h.pending.values()) call.reject(new Error(h.failed));
-    h.pending.clear();
-    h.worker.terminate();
-  };
-  h.worker.postMessage({ init: urls });
+  const worker = new Worker("score-helper.js", { type: "module" });
+  const h = { worker, key: null, loading: null, ready: false, loaded: false, failed: null };
+  // A helper that dies fails its waiting calls without taking this worker with it.
+  h.rpc = connect(worker, {
+    contain: true,
+    died: (e) => {
+      h.failed ??= `a scoring helper stopped: ${e.message ?? "unknown error"}`;
+      if (!h.loaded) helpersBroken ??= h.failed;
+      worker.terminate();
+      return new Error(h.failed);
+    },
+  });
+  worker.postMessage({ init: urls });
   helpers[i] = h;
   return h;
 }
 
-function ask(h, message) {
-  if (h.failed) return Promise.reject(new Error(h.failed));
-  return new Promise((resolve, reject) => {
-    const id = h.next++;
-    h.pending.set(id, { resolve, reject });
-    h.worker.postMessage({ id, ...message });
-  });
-}
-
-/** Helper `i` with `model` loaded (loading it on first use). */
+/** Has helper `i` hold `model` (one model per helper: loading it frees the one before). */
 function withModel(i, model) {
   const h = helper(i);
-  const key = `${model.name}\u0000${model.precision}`;
-  if (!h.models.has(key)) {
-    // The helper keeps one copy per name: the newest load replaces it.
-    for (const k of [...h.models.keys()]) if (k.startsWith(`${model.name}\u0000`)) h.models.delete(k);
-    for (const k of [...h.ready]) if (k.startsWith(`${model.name}\u0000`)) h.ready.delete(k);
-    const loading = ask(h, { load: { name: model.name, precision: model.precision } });
-    loading.then(() => h.ready.add(key), () => h.models.delete(key));
-    h.models.set(key, loading);
+  const key = modelKey(model);
+  if (h.key !== key) {
+    h.key = key;
+    h.ready = false;
+    const loading = h.rpc.call({ load: { name: model.name, precision: model.precision } });
+    h.loading = loading;
+    // Only the newest load counts: an older one finishing late changes nothing.
+    loading.then(
+      () => {
+        h.loaded = true;
+        if (h.loading === loading) h.ready = true;
+      },
+      () => h.loading === loading && (h.key = null),
+    );
   }
-  return h.models.get(key).then(() => h);
+  return h.loading;
 }
 
 /**
  * The pool an attack on `request` gets with `options.workers` workers in all
  * (this one included), or undefined: helpers only for a model-based metric
- * whose model runs on the CPU here, as many as the memory rule allows. Their
- * models start loading now; until a helper's is loaded the search scores
- * without it (`size` counts the helpers ready). A helper's score request is
- * posted at once: the search's own share runs without yielding, so a post
- * left to a promise callback would wait for it while the helper idled.
+ * whose model runs on the CPU here, as many as the memory rule allows (extra
+ * helpers are stopped). Their models start loading now; until a helper's is
+ * loaded the search scores without it (`size` counts the helpers ready). A
+ * score request is posted at once: the search's own share runs without
+ * yielding, so a post left to a promise callback would wait for it while the
+ * helper idled.
  */
 function attackPool(request, options) {
-  const wanted = Math.min(MAX_HELPERS, Math.floor(Number(options?.workers) || 1) - 1);
+  const wanted = Math.floor(Number(options?.workers) || 1) - 1;
   const name = request?.spec?.model;
   const model = [...loaded.values()].reverse().find((m) => m.name === name);
-  if (!(wanted > 0) || !model || model.backend !== "cpu" || typeof Worker === "undefined") return undefined;
-  const count = Math.min(wanted, Math.floor(HELPER_BYTES / Math.max(1, model.bytes)));
-  if (count < 1) return undefined;
-  const key = `${model.name}\u0000${model.precision}`;
+  const bytes = 4 * (model?.parameters ?? Infinity);
+  const count = model?.backend === "cpu" && typeof Worker !== "undefined" ? Math.min(wanted, Math.floor(HELPER_BYTES / bytes)) : 0;
+  stopHelpers(Math.max(0, count));
+  if (!(count > 0)) return undefined;
+  if (helpersBroken) return { size: 0, failure: helpersBroken, score: () => Promise.reject(new Error(helpersBroken)) };
+  const key = modelKey(model);
   let failure;
   for (let i = 0; i < count; i++) {
     withModel(i, model).catch((err) => {
-      failure ??= String(err?.message ?? err);
+      failure ??= `a scoring helper could not load ${model.name}: ${err?.message ?? err}`;
     });
   }
-  const ready = () => helpers.slice(0, count).filter((h) => h && !h.failed && h.ready.has(key));
+  const ready = () => helpers.filter((h) => h && !h.failed && h.ready && h.key === key);
   return {
     get size() {
       return ready().length;
@@ -119,27 +122,27 @@ function attackPool(request, options) {
     },
     score: (i, spec, texts, refs, source) => {
       const h = ready()[i];
-      return h ? ask(h, { score: [spec, texts, refs, source] }) : Promise.reject(new Error("no scoring helper is ready"));
+      if (!h) return Promise.reject(new Error("no scoring helper is ready"));
+      const scored = h.rpc.call({ score: [spec, texts, refs, source] });
+      // A helper whose call failed (a trap leaves its engine unusable) is not asked again.
+      scored.catch((err) => retire(h, String(err?.message ?? err)));
+      return scored;
     },
   };
 }
 
+/** An unloaded model leaves the helpers too. */
 function forget(handle) {
   const model = loaded.get(handle);
   loaded.delete(handle);
   if (!model) return;
   for (const h of helpers) {
-    if (!h || h.failed) continue;
-    for (const key of [...h.models.keys()]) if (key.startsWith(`${model.name}\u0000`)) h.models.delete(key);
-    for (const key of [...h.ready]) if (key.startsWith(`${model.name}\u0000`)) h.ready.delete(key);
-    ask(h, { unload: model.name }).catch(() => {});
+    if (!h || h.failed || h.key !== modelKey(model)) continue;
+    h.key = null;
+    h.ready = false;
+    h.loading = null;
+    h.rpc.call({ unload: true }).catch(() => {});
   }
-}
-
-async function load({ glue, wasm }) {
-  const bindings = await import(glue);
-  await bindings.default({ module_or_path: wasm });
-  return bindings;
 }
 
 self.onmessage = async ({ data }) => {
@@ -147,7 +150,7 @@ self.onmessage = async ({ data }) => {
     methods = new Set(data.methods);
     progressMarker = data.progress;
     urls = data.init;
-    engine = load(data.init);
+    engine = startEngine(data.init);
     engine.catch(() => {}); // reported to each call below
     return;
   }
@@ -165,10 +168,7 @@ self.onmessage = async ({ data }) => {
     }
     if (method === "unloadModel") forget(args[0]);
     const value = await bindings[method](...args);
-    if (method === "loadModel") {
-      const bytes = [...(args[3] ?? []), args[4]].reduce((n, b) => n + (b?.byteLength ?? 0), 0);
-      loaded.set(value.handle, { name: value.name, backend: value.backend, precision: args[6], bytes });
-    }
+    if (method === "loadModel") loaded.set(value.handle, value);
     self.postMessage({ id, value });
   } catch (err) {
     self.postMessage({ id, error: String(err?.message ?? err) });

@@ -4,13 +4,16 @@
 // each time a test finishes; the worker posts
 // {type: "progress" | "test" | "done" | "error"}. Cancelling terminates it.
 
+import { startEngine } from "./worker-rpc.js";
+
 let engine = null;
 
-async function load(glue, wasm) {
-  if (engine) return engine;
-  const bindings = await import(glue);
-  await bindings.default({ module_or_path: wasm });
-  engine = bindings;
+/** The engine, started once (again after a failed start). */
+function load(glue, wasm) {
+  engine ??= startEngine({ glue, wasm }).catch((err) => {
+    engine = null;
+    throw err;
+  });
   return engine;
 }
 

@@ -181,6 +181,18 @@ impl Plm {
             (p, d) => format!("{p}-{d:?}").to_lowercase(),
         }
     }
+
+    /// The network's parameter count.
+    pub fn parameters(&self) -> usize {
+        use burn::module::Module;
+        match &self.network {
+            Network::Bert(m) => m.num_params(),
+            Network::Gpt2(m) => m.num_params(),
+            Network::Comet(m) => m.num_params(),
+            Network::Bart(m) => m.num_params(),
+            Network::Deberta(m) => m.num_params(),
+        }
+    }
 }
 
 /// One forward pass's results, still on the device.

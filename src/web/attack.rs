@@ -123,7 +123,7 @@ struct AttackView {
     /// The search steps only (what queries per second are measured over).
     search_ms: f64,
     /// Workers that scored the candidates: this one and the most helpers
-    /// that took shares of one batch.
+    /// whose scores one batch used.
     workers: usize,
     /// Why the helpers were given up mid-search (their shares were then
     /// scored here).

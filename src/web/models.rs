@@ -103,6 +103,8 @@ struct ModelInfo {
     metrics: Vec<crate::metrics::MetricId>,
     backend: &'static str,
     precision: Precision,
+    /// The network's parameter count.
+    parameters: usize,
     /// The WebGPU warm-up pass at load ([`warm_up`]), in ms.
     warm_up_ms: Option<f64>,
 }
@@ -208,6 +210,7 @@ pub async fn load_model(
         metrics: crate::metrics::model_metrics_for(&plm.config),
         backend,
         precision,
+        parameters: plm.parameters(),
         warm_up_ms,
     };
     MODELS.with(|m| {

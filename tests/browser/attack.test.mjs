@@ -12,7 +12,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { chromium } from "playwright-core";
 import { ROOT, CLI, playground } from "./harness.mjs";
+import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
 
 const openPage = playground();
 const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
@@ -123,12 +125,13 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
   // model while the search runs (this short one may end first) ...
   const cores = await page.evaluate(() => navigator.hardwareConcurrency || 1);
   assert.ok(Number(shown.workers) >= 1 && Number(shown.workers) <= Math.min(4, cores), shown.workers);
-  assert.doesNotMatch(status, /helpers given up/);
+  assert.doesNotMatch(status, /helpers left out/);
   // ... and score shares of each batch once loaded: the same search again.
   await search(page);
   const pooled = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
   const pooledStatus = await page.textContent("#attack-status");
   assert.equal(Number(pooled.workers), Math.min(4, cores));
+  assert.doesNotMatch(pooledStatus, /helpers left out/);
   if (cores > 1) assert.match(pooledStatus, new RegExp(`queries/s on ${Math.min(4, cores)} workers`));
   // The same search on one worker finds the same text with the same queries and scores.
   await page.fill("#attack-workers", "1");
@@ -155,6 +158,55 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
   await page.locator("#attack-panel").screenshot({ path: join(ROOT, "test-artifacts", "attack-panel.png") });
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+test("a scoring helper that cannot start is left out: the search runs alone with the same result and says so", async () => {
+  // The page's own server cannot break one file (and a page route does not
+  // reach a worker's worker): a server of its own that does.
+  const { server, url } = await serveDist({ replace: { "/score-helper.js": 'throw new Error("this helper is broken");' } });
+  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(url);
+    await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+    await setPair(page);
+    await page.selectOption("#model-pick", MINILM);
+    await page.selectOption("#model-backend", "cpu");
+    await page.click("#model-load");
+    await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+    await page.waitForFunction(() => [...document.querySelectorAll("#attack-metric option")].some((o) => o.value.startsWith("bertscore-f@")));
+    const key = await page.evaluate(() => [...document.querySelectorAll("#attack-metric option")].find((o) => o.value.startsWith("bertscore-f@")).value);
+    await page.selectOption("#attack-metric", key);
+    await page.selectOption("#attack-goal", "over-penalise");
+    await page.fill("#attack-budget", "150");
+    await page.fill("#attack-workers", "2");
+    // The helper dies as it starts, during the first search or after it; from
+    // then on every search says why it ran alone.
+    let status = "";
+    for (let i = 0; i < 4 && !/helpers left out/.test(status); i++) {
+      await search(page);
+      status = await page.textContent("#attack-status");
+    }
+    assert.match(status, /helpers left out \(a scoring helper stopped: .*this helper is broken\)/);
+    const broken = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+    assert.equal(broken.workers, "1");
+    await search(page);
+    assert.match(await page.textContent("#attack-status"), /helpers left out/);
+    await page.fill("#attack-workers", "1");
+    await search(page);
+    const alone = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+    assert.deepEqual([broken.text, broken.queries, broken.finalScore], [alone.text, alone.queries, alone.finalScore]);
+    // The model worker lived on: the cards still score a new hypothesis.
+    const before = await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw");
+    await page.fill("#hypothesis", "The committee passed the budget.");
+    await page.waitForFunction((b) => document.querySelector('.card[data-metric="bertscore"] [data-role="value"]')?.dataset.raw !== b, before);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    server.close();
+  }
 });
 
 test("CLARE on WebGPU: a masked LM loaded from the hub proposes the edits, and the claimed chrF is the CLI's", async () => {

@@ -39,9 +39,11 @@ export async function siteHeaders(dist = DIST) {
  * Starts the server; resolves with `{ server, url }`. With `gzip`, text and
  * wasm go out gzip-compressed (level 9, as `scripts/dist_sizes.mjs` counts)
  * to browsers that accept it, as a static host would send them (benchmarks
- * of the first load).
+ * of the first load). `replace` maps paths ("/score-helper.js") to bodies
+ * served instead of the files: a broken file for a test, where a page route
+ * cannot reach (a worker started by a worker fetches past the page's routes).
  */
-export async function serveDist({ gzip = false } = {}) {
+export async function serveDist({ gzip = false, replace = {} } = {}) {
   const headers = await siteHeaders();
   const compressed = new Map();
   const server = createServer(async (req, res) => {
@@ -49,7 +51,7 @@ export async function serveDist({ gzip = false } = {}) {
     const file = join(DIST, path.endsWith("/") ? `${path}index.html` : path);
     let body;
     try {
-      body = await readFile(file);
+      body = path in replace ? Buffer.from(replace[path]) : await readFile(file);
     } catch {
       res.writeHead(404).end("not found");
       return;

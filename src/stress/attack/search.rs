@@ -234,7 +234,7 @@ pub struct Attack<'a> {
     trajectory: Vec<TrajectoryPoint>,
     /// Why the pool was given up (its shares are then scored here).
     pool_failure: RefCell<Option<String>>,
-    /// The most helpers that took shares of one batch.
+    /// The most helpers whose scores one batch used.
     helpers_used: Cell<usize>,
     /// The metric's signature.
     pub signature: String,
@@ -335,7 +335,7 @@ impl<'a> Attack<'a> {
     /// `against_original`, against the original text). With a pool, the
     /// texts are split in equal shares, one per helper and one scored here
     /// meanwhile; a helper that fails has its share scored here, and the
-    /// pool is not used again ([`Attack::pool_failure`]).
+    /// pool is not used again in this search ([`Attack::pool_failure`]).
     async fn score_texts(
         &self,
         texts: &[String],
@@ -360,14 +360,14 @@ impl<'a> Attack<'a> {
             .enumerate()
             .map(|(i, s)| (s, pool.score(i, self.spec, s, refs, src)))
             .collect();
-        self.helpers_used
-            .set(self.helpers_used.get().max(remote.len()));
         let (mut values, signature) =
             score_hypotheses(self.engine, self.spec, own_share, refs, src).await?;
+        let mut helped = 0;
         for (share, pending) in remote {
             let failure = match pending.await {
                 Ok(v) if v.len() == share.len() => {
                     values.extend(v);
+                    helped += 1;
                     continue;
                 }
                 Ok(v) => format!(
@@ -381,10 +381,11 @@ impl<'a> Attack<'a> {
             let (v, _) = score_hypotheses(self.engine, self.spec, share, refs, src).await?;
             values.extend(v);
         }
+        self.helpers_used.set(self.helpers_used.get().max(helped));
         Ok((values, signature))
     }
 
-    /// The most helpers that took shares of one batch (0: all scored here).
+    /// The most helpers whose scores one batch used (0: all scored here).
     pub fn helpers_used(&self) -> usize {
         self.helpers_used.get()
     }

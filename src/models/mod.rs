@@ -126,7 +126,7 @@ impl Batch {
 /// Applies a feed-forward activation.
 pub(crate) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
     match act {
-        Activation::Gelu => activation::gelu(x),
+        Activation::Gelu => dense::gelu(x),
         Activation::GeluTanh => activation::gelu_approximate(x),
         Activation::Relu => activation::relu(x),
     }

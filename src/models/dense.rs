@@ -1,5 +1,5 @@
 //! Dense (fully connected) layers: `x W + b`, where most of a transformer
-//! pass goes.
+//! pass goes, and the feed-forward GELU between them ([`gelu`]).
 //!
 //! In the browser's CPU backend (burn-flex in wasm) the product runs through
 //! rten-gemm instead of burn-flex's own matmul (the `gemm` crate): on the

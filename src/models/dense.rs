@@ -91,7 +91,7 @@ fn rten_linear<const D: usize>(
 /// Exact (erf) GELU, `0.5 x (1 + erf(x / sqrt 2))`: on the CPU in f32
 /// through rten-vecmath's vectorised kernel (its erf within 6.7e-7 of
 /// libm's, A&S 7.1.26), in place when `x` is the only reference to its
-/// data; elsewhere burn's.
+/// data and that data is contiguous from its start; elsewhere burn's.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     if x.device() != Device::flex() || x.dtype() != burn::tensor::DType::F32 {
         return burn::tensor::activation::gelu(x);

@@ -12,11 +12,12 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { ROOT, CLI, playground } from "./harness.mjs";
-import { serveDist, CHROMIUM_ARGS } from "./static-server.mjs";
 
 const openPage = playground();
+// A page route does not reach a worker started by a worker: a server of its
+// own serves the attack's helper broken.
+const openBroken = playground({ replace: { "/score-helper.js": 'throw new Error("this helper is broken");' } });
 const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
 const REF = "The committee approved the new budget after a long debate on Tuesday.";
 const HYP = "After a long debate on Tuesday, the committee passed the new budget.";
@@ -36,6 +37,20 @@ async function setPair(page) {
   await page.selectOption("#example", "custom");
   await page.fill("#reference", REF);
   await page.fill("#hypothesis", HYP);
+}
+
+/** Loads MiniLM on the CPU from the model panel and picks its BERTScore F1 to attack, over-penalising with 150 queries. */
+async function attackMiniLm(page) {
+  await setPair(page);
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  const key = await page.waitForFunction(() =>
+    [...document.querySelectorAll("#attack-metric option")].find((o) => o.value.startsWith("bertscore-f@"))?.value);
+  await page.selectOption("#attack-metric", await key.jsonValue());
+  await page.selectOption("#attack-goal", "over-penalise");
+  await page.fill("#attack-budget", "150");
 }
 
 async function search(page) {
@@ -92,16 +107,7 @@ test("a DeepWordBug search on chrF equals the CLI's and can be used as the hypot
 
 test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of the text it found; a long search stops", async () => {
   const { context, page, errors } = await openPage({ clearStorage: true });
-  await setPair(page);
-  await page.selectOption("#model-pick", MINILM);
-  await page.selectOption("#model-backend", "cpu");
-  await page.click("#model-load");
-  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
-  await page.waitForFunction(() => [...document.querySelectorAll("#attack-metric option")].some((o) => o.value.startsWith("bertscore-f@")));
-  const key = await page.evaluate(() => [...document.querySelectorAll("#attack-metric option")].find((o) => o.value.startsWith("bertscore-f@")).value);
-  await page.selectOption("#attack-metric", key);
-  await page.selectOption("#attack-goal", "over-penalise");
-  await page.fill("#attack-budget", "150");
+  await attackMiniLm(page);
   await page.evaluate(() => {
     window.longTasks = [];
     new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
@@ -161,52 +167,31 @@ test("MiniLM-BERTScore in the worker: the attack's claim is the CLI's score of t
 });
 
 test("a scoring helper that cannot start is left out: the search runs alone with the same result and says so", async () => {
-  // The page's own server cannot break one file (and a page route does not
-  // reach a worker's worker): a server of its own that does.
-  const { server, url } = await serveDist({ replace: { "/score-helper.js": 'throw new Error("this helper is broken");' } });
-  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
-  try {
-    const page = await browser.newPage();
-    const errors = [];
-    page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(url);
-    await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-    await setPair(page);
-    await page.selectOption("#model-pick", MINILM);
-    await page.selectOption("#model-backend", "cpu");
-    await page.click("#model-load");
-    await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
-    await page.waitForFunction(() => [...document.querySelectorAll("#attack-metric option")].some((o) => o.value.startsWith("bertscore-f@")));
-    const key = await page.evaluate(() => [...document.querySelectorAll("#attack-metric option")].find((o) => o.value.startsWith("bertscore-f@")).value);
-    await page.selectOption("#attack-metric", key);
-    await page.selectOption("#attack-goal", "over-penalise");
-    await page.fill("#attack-budget", "150");
-    await page.fill("#attack-workers", "2");
-    // The helper dies as it starts, during the first search or after it; from
-    // then on every search says why it ran alone.
-    let status = "";
-    for (let i = 0; i < 4 && !/helpers left out/.test(status); i++) {
-      await search(page);
-      status = await page.textContent("#attack-status");
-    }
-    assert.match(status, /helpers left out \(a scoring helper stopped: .*this helper is broken\)/);
-    const broken = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
-    assert.equal(broken.workers, "1");
+  const { context, page, errors } = await openBroken({ clearStorage: true });
+  await attackMiniLm(page);
+  await page.fill("#attack-workers", "2");
+  // The helper dies as it starts, during the first search or after it; from
+  // then on every search says why it ran alone.
+  let status = "";
+  for (let i = 0; i < 4 && !/helpers left out/.test(status); i++) {
     await search(page);
-    assert.match(await page.textContent("#attack-status"), /helpers left out/);
-    await page.fill("#attack-workers", "1");
-    await search(page);
-    const alone = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
-    assert.deepEqual([broken.text, broken.queries, broken.finalScore], [alone.text, alone.queries, alone.finalScore]);
-    // The model worker lived on: the cards still score a new hypothesis.
-    const before = await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw");
-    await page.fill("#hypothesis", "The committee passed the budget.");
-    await page.waitForFunction((b) => document.querySelector('.card[data-metric="bertscore"] [data-role="value"]')?.dataset.raw !== b, before);
-    assert.deepEqual(errors, []);
-  } finally {
-    await browser.close();
-    server.close();
+    status = await page.textContent("#attack-status");
   }
+  assert.match(status, /helpers left out \(a scoring helper stopped: .*this helper is broken\)/);
+  const broken = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  assert.equal(broken.workers, "1");
+  await search(page);
+  assert.match(await page.textContent("#attack-status"), /helpers left out/);
+  await page.fill("#attack-workers", "1");
+  await search(page);
+  const alone = await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset }));
+  assert.deepEqual([broken.text, broken.queries, broken.finalScore], [alone.text, alone.queries, alone.finalScore]);
+  // The model worker lived on: the cards still score a new hypothesis.
+  const before = await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw");
+  await page.fill("#hypothesis", "The committee passed the budget.");
+  await page.waitForFunction((b) => document.querySelector('.card[data-metric="bertscore"] [data-role="value"]')?.dataset.raw !== b, before);
+  assert.deepEqual(errors, []);
+  await context.close();
 });
 
 test("CLARE on WebGPU: a masked LM loaded from the hub proposes the edits, and the claimed chrF is the CLI's", async () => {

@@ -20,12 +20,14 @@ export const CLI = process.env.BLINDSPOT_BIN ?? join(ROOT, "target", "debug", "b
  * `openPage(options)`: a new browser context on the playground, ready
  * (`body[data-ready]`), resolving to `{ context, page, errors }`.
  * Options: `viewport`, `beforeLoad(page)` (e.g. routes) and `clearStorage`
- * (forget what an earlier page of the same context kept).
+ * (forget what an earlier page of the same context kept). `replace` (paths
+ * to bodies) serves broken files instead of the site's, for every page of
+ * this playground (see `serveDist`).
  */
-export function playground() {
+export function playground({ replace } = {}) {
   let server, url, browser;
   before(async () => {
-    ({ server, url } = await serveDist());
+    ({ server, url } = await serveDist({ replace }));
     browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
   });
   after(async () => {

@@ -4,7 +4,7 @@
 //! Every claimed number is recomputed here from the text the search
 //! returned.
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

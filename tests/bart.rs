@@ -5,7 +5,7 @@
 //! checkpoint's 64 positions are cut as the released code cuts them), the
 //! pickle and prepared files, int8, the CLI and the errors a user meets.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

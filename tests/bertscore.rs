@@ -2,7 +2,7 @@
 //! scripts/bertscore_golden.py): all-MiniLM-L6-v2, 300 WMT21 pairs, layers 6
 //! and 3, idf off and on, one and two references; and the int8 deviation.
 
-mod common;
+use crate::common;
 
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::{ModelFiles, Plm, Precision};

@@ -5,7 +5,7 @@
 //! engine as every caller scores; then prepared files, int8, the CLI and the
 //! errors a user meets.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

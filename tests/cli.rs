@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::assert_user_error;
 
 fn bin() -> Command {

@@ -3,7 +3,7 @@
 //! from scripts/comet_parity.py), through the engine as every caller
 //! scores; then the CLI, prepared files, int8, and the errors a user meets.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -13,7 +13,7 @@ use blindspot::stress::suite::{
 };
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{DATA, assert_user_error as user_error};
 
 const MINILM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");

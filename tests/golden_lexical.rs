@@ -10,7 +10,7 @@ use blindspot::metrics::{Bleu, Chrf, Level, Metric, Rouge, RougeKind, Segment};
 use blindspot::text::porter;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{field, rows};
 
 /// Both references print with 16 significant digits; 1e-6 on the 0-100 and

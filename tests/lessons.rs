@@ -5,7 +5,7 @@
 //! random GPT-2 (no real ones offline): their verdicts are recomputed,
 //! whether they hold or not.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::rc::Rc;

@@ -6,7 +6,7 @@
 //! (scripts/moverscore_v1_parity.py, a tiny 6-layer BERT-MNLI-shaped
 //! classifier): 36 pairs, n-grams 1 and 2, idf, stop words, the CLI.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 
 use blindspot::metrics::menli::{self, Direction, Formula, Premise, Setup};
 use blindspot::metrics::perplexity;

@@ -5,7 +5,7 @@
 //! head, all-MiniLM-L6-v2 on real sentences, int8 quantization, tokenizers,
 //! prepared files and the errors a user can meet.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -25,7 +25,7 @@ fn run_preference(dataset: &str, cases: &[MenliCase], ids: &[&str]) -> Preferenc
     .unwrap()
 }
 
-mod common;
+use crate::common;
 use common::DATA;
 
 const LEXICAL: &[&str] = &["bleu", "chrf", "rouge1", "rouge2", "rougeL"];

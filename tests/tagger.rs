@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 use blindspot::text::tagger::{Tagger, TokenInput};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{field, rows};
 
 const ENTITY_TYPES: &[&str] = &["PERSON", "GPE", "ORG", "LOC"];

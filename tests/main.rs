@@ -1,0 +1,25 @@
+//! The integration tests, one binary: each module below was its own test
+//! target, and linking ~20 binaries of burn (~200 MB each with line tables)
+//! cost CI minutes and gigabytes of disk. `cargo test --test integration attack::`
+//! runs one module. tests/f16.rs stays its own binary (its own process).
+
+mod common;
+
+mod attack;
+mod bart;
+mod bertscore;
+mod bleurt;
+mod cli;
+mod comet;
+mod data_loaders;
+mod engine;
+mod golden_lexical;
+mod inject_properties;
+mod lessons;
+mod mauve;
+mod moverscore;
+mod plm_metrics;
+mod plm_parity;
+mod published_vectors;
+mod stress_suite;
+mod tagger;

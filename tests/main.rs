@@ -1,5 +1,5 @@
 //! The integration tests, one binary: each module below was its own test
-//! target, and linking ~20 binaries of burn (~200 MB each with line tables)
+//! target, and linking 19 binaries of burn (~200 MB each with line tables)
 //! cost CI minutes and gigabytes of disk. `cargo test --test integration attack::`
 //! runs one module. tests/f16.rs stays its own binary (its own process).
 

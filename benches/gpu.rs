@@ -36,6 +36,11 @@ use burn::tensor::{Device, FloatDType};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use std::time::Duration;
 
+// The CLI's allocator (src/main.rs), so the CPU rows run as the CLI does (the
+// README's GPU tables before 2026-11-26 ran their CPU rows on glibc's malloc).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// all-MiniLM-L6-v2's config.json, as far as the encoder's shape goes.
 const MINILM: &str = r#"{"model_type": "bert", "architectures": ["BertModel"],
   "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,

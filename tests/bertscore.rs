@@ -12,12 +12,19 @@ use burn::tensor::Device;
 const TOLERANCE: f64 = 1e-5;
 
 fn model(precision: Precision) -> Plm {
+    model_with(precision, false)
+}
+
+/// With `integer`, an int8 model's projections are integer products (what
+/// the browser runs; natively the same kernel through SSE2).
+fn model_with(precision: Precision, integer: bool) -> Plm {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
-    Plm::load(
+    Plm::load_with(
         "all-MiniLM-L6-v2",
         ModelFiles::from_path(dir.as_ref()).unwrap(),
         &Device::flex(),
         precision,
+        integer,
     )
     .unwrap()
 }
@@ -48,6 +55,12 @@ fn matches_bert_score_on_300_wmt21_pairs() {
     let ref_b = golden_texts(&rows, &golden["lines"], "ref_b");
     let f32_model = model(Precision::F32);
     let int8_model = model(Precision::Int8);
+    let integer_model = model_with(Precision::Int8, true);
+    // All 36 projections (6 layers of query, key, value, attention output,
+    // intermediate, output) run as integer products.
+    assert_eq!(integer_model.integer.len(), 36);
+    assert_eq!(integer_model.precision_label(), "int8-i16");
+    assert!(int8_model.integer.is_empty());
     for layer in [6usize, 3] {
         let (h, a, b) = (
             embed(&f32_model, &hyps, layer),
@@ -97,16 +110,38 @@ fn matches_bert_score_on_300_wmt21_pairs() {
             embed(&int8_model, &hyps, layer),
             embed(&int8_model, &ref_a, layer),
         );
+        let (hi, ai) = (
+            embed(&integer_model, &hyps, layer),
+            embed(&integer_model, &ref_a, layer),
+        );
         let w = Weights::uniform(&f32_model);
-        let dev = (0..hyps.len())
-            .map(|i| {
-                (bertscore::score(&h[i], &[a[i].clone()], &w).f
-                    - bertscore::score(&hq[i], &[aq[i].clone()], &w).f)
-                    .abs()
-            })
-            .fold(0f64, f64::max);
-        eprintln!("layer {layer}: int8 F max |diff| vs fp32 {dev:.4}");
+        let f = |h: &[TokenEmbeddings], a: &[TokenEmbeddings], i: usize| {
+            bertscore::score(&h[i], &[a[i].clone()], &w).f
+        };
+        let worst = |x: &dyn Fn(usize) -> f64, y: &dyn Fn(usize) -> f64| {
+            (0..hyps.len())
+                .map(|i| (x(i) - y(i)).abs())
+                .fold(0f64, f64::max)
+        };
+        let fp32 = |i| f(&h, &a, i);
+        let int8 = |i| f(&hq, &aq, i);
+        let integer = |i| f(&hi, &ai, i);
+        let dev = worst(&fp32, &int8);
+        let dev_integer = worst(&fp32, &integer);
+        let integer_vs_int8 = worst(&int8, &integer);
+        eprintln!(
+            "layer {layer}: F max |diff| vs fp32: int8 {dev:.4}, int8 with integer products \
+             {dev_integer:.4} ({integer_vs_int8:.4} from int8's)"
+        );
         assert!(dev <= 0.005, "int8 moves F by {dev}");
+        assert!(
+            dev_integer <= 0.005,
+            "integer products move F by {dev_integer}"
+        );
+        assert!(
+            integer_vs_int8 <= 0.002,
+            "integer products move int8's F by {integer_vs_int8}"
+        );
     }
 }
 

@@ -50,6 +50,7 @@ fn load_fixture(name: &str, precision: Precision) -> (ModelConfig, Network) {
         files.stored_precision,
         precision,
         &Device::flex(),
+        false,
     )
     .unwrap_or_else(|e| panic!("{name}: {e}"));
     (config, network)
@@ -434,6 +435,7 @@ fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
             files.stored_precision,
             precision,
             &device,
+            false,
         )
         .unwrap();
         let Network::Bert(m) = net else {
@@ -473,6 +475,7 @@ fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
         Precision::Int8,
         Precision::F32,
         &device,
+        false,
     )
     .unwrap_err();
     assert!(e.to_string().contains("int8"), "{e}");
@@ -748,5 +751,68 @@ fn a_forward_pass_can_stop_at_the_layer_a_metric_reads() {
                 .len(),
             n + 1
         );
+    }
+}
+
+/// An int8 model's integer products (the browser's, [`Plm::load_with`])
+/// give nearly the outputs of its f32 products, on every family whose
+/// projections are int8 (this toy's 48-wide ones stay f32), and the
+/// products really ran: the outputs are not identical.
+#[test]
+fn integer_products_follow_the_int8_model() {
+    let device = Device::flex();
+    for name in [
+        "bert",
+        "roberta_mlm",
+        "xlmr",
+        "electra",
+        "deberta_v1",
+        "deberta_v3",
+    ] {
+        let dir = root().join("tests/fixtures/plm").join(name);
+        let config =
+            ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap();
+        let load = |keep_int8| {
+            let files = ModelFiles::from_path(&dir).unwrap();
+            let net = Network::load(
+                &config,
+                files.weights,
+                files.stored_precision,
+                Precision::Int8,
+                &device,
+                keep_int8,
+            )
+            .unwrap();
+            let packed = net.integer_weights();
+            (net, packed)
+        };
+        let ((float, none), (integer, packed)) = (load(false), load(true));
+        assert!(none.is_empty());
+        assert!(!packed.is_empty(), "{name}: nothing packed");
+        let batch = Batch::new(&[vec![5, 17, 23, 29, 6], vec![5, 31, 6]], &config, &device);
+        let last = |net: &Network| {
+            let hidden = match net {
+                Network::Bert(m) => m.forward(&batch).hidden_states,
+                Network::Deberta(m) => m.forward(&batch),
+                _ => unreachable!("{name}"),
+            };
+            read_back_blocking(hidden.last().unwrap().clone())
+                .unwrap()
+                .0
+        };
+        let (a, b) = (last(&float), last(&integer));
+        let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
+        let d = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "{name}: {} projections integer, last hidden state max |diff| {d:.2e} of {scale:.2}",
+            packed.len()
+        );
+        assert!(d > 0.0, "{name}: the integer products did not run");
+        assert!(d <= 0.01 * scale, "{name}: off by {d} (scale {scale})");
     }
 }

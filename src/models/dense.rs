@@ -13,6 +13,8 @@
 //! Tensors are read in place through burn's backend-extension API (no copy
 //! of the weights; the input is copied only when it is not contiguous).
 
+use super::qgemm::QuantMatrix;
+use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::tensor::{Device, Tensor, TensorData, module};
 use burn_flex::{Flex, FlexTensor};
@@ -20,6 +22,7 @@ use rten_gemm::{BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmOptions};
 use rten_simd::SimdUnaryOp;
 use rten_tensor::NdTensorView;
 use rten_vecmath::{ExtendInit, Gelu};
+use std::sync::Arc;
 
 /// A linear layer's forward pass, [`linear`] for burn's [`Linear`].
 pub trait Project {
@@ -29,8 +32,113 @@ pub trait Project {
 
 impl Project for Linear {
     fn project<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))
+        project(x, &self.weight, self.bias.as_ref())
     }
+}
+
+/// `x W + b` for a layer's parameters: through the integer product when
+/// the weight has one ([`IntegerWeights`]), else [`linear`].
+pub fn project<const D: usize>(
+    x: Tensor<D>,
+    weight: &Param<Tensor<2>>,
+    bias: Option<&Param<Tensor<1>>>,
+) -> Tensor<D> {
+    if x.device() == Device::flex()
+        && x.dtype() == burn::tensor::DType::F32
+        && let Some(q) = integer::find(weight.id)
+    {
+        return integer_linear(x, &q, bias.map(|b| b.val()));
+    }
+    linear(x, weight.val(), bias.map(|b| b.val()))
+}
+
+/// The integer products of one loaded int8 model (see [`super::qgemm`]):
+/// each projection's weight packed as 16-bit integers, found by its
+/// parameter's id while this value lives. Dropping it (with its model)
+/// frees them.
+#[derive(Debug, Clone, Default)]
+pub struct IntegerWeights(Vec<Arc<QuantMatrix>>);
+
+impl IntegerWeights {
+    /// Packs `weight` (`[in, out]`, dequantized to f32 here) for the layer
+    /// whose weight parameter is `id`.
+    pub fn add(&mut self, id: ParamId, weight: Tensor<2>) {
+        let [k, n] = weight.dims();
+        let data = weight
+            .dequantize()
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 after convert");
+        let q = Arc::new(QuantMatrix::new(&data, k, n));
+        integer::register(id, &q);
+        self.0.push(q);
+    }
+
+    /// How many projections run as integer products.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// None do.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Bytes the packed weights hold.
+    pub fn bytes(&self) -> usize {
+        self.0.iter().map(|q| q.bytes()).sum()
+    }
+}
+
+/// The packed weights by parameter id, weakly: a model's
+/// [`IntegerWeights`] own them.
+mod integer {
+    use super::{ParamId, QuantMatrix};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, Weak};
+
+    static PACKED: Mutex<Option<HashMap<ParamId, Weak<QuantMatrix>>>> = Mutex::new(None);
+
+    pub fn register(id: ParamId, q: &Arc<QuantMatrix>) {
+        let mut map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(HashMap::new);
+        map.retain(|_, w| w.strong_count() > 0);
+        map.insert(id, Arc::downgrade(q));
+    }
+
+    pub fn find(id: ParamId) -> Option<Arc<QuantMatrix>> {
+        let map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
+        map.as_ref()?.get(&id)?.upgrade()
+    }
+}
+
+/// [`project`]'s integer product: `x` is on the CPU in f32.
+fn integer_linear<const D: usize>(
+    x: Tensor<D>,
+    q: &QuantMatrix,
+    bias: Option<Tensor<1>>,
+) -> Tensor<D> {
+    let dims = x.dims();
+    assert_eq!(
+        dims[D - 1],
+        q.rows(),
+        "linear: input width {} for a [{}, {}] weight",
+        dims[D - 1],
+        q.rows(),
+        q.cols()
+    );
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let x = primitive(x);
+    let x = dense(&x);
+    let bias = bias.map(|b| b.into_data().convert::<f32>());
+    let bias = bias
+        .as_ref()
+        .map(|b| b.as_slice::<f32>().expect("f32 after convert"));
+    let out = q.matmul(x.as_slice::<f32>().expect("dense f32"), rows, bias);
+    let mut shape = dims;
+    shape[D - 1] = q.cols();
+    Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(out, shape)))
 }
 
 /// `x W + b` over the last dimension of `x`, `weight` stored `[in, out]`

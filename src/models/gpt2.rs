@@ -32,7 +32,7 @@ impl Conv1D {
 
     /// `x W + b`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        linear(x, self.weight.val(), Some(self.bias.val()))
+        super::dense::project(x, &self.weight, Some(&self.bias))
     }
 }
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod deberta;
 pub mod dense;
 pub mod gpt2;
+pub mod qgemm;
 pub mod registry;
 pub mod tokenizer;
 pub mod weights;
@@ -166,6 +167,9 @@ pub struct Plm {
     pub device: Device,
     /// Weight precision.
     pub precision: Precision,
+    /// An int8 model's projections packed for integer products (empty
+    /// when its products are f32).
+    pub integer: dense::IntegerWeights,
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
@@ -173,9 +177,12 @@ pub struct Plm {
 
 impl Plm {
     /// Precision as signatures show it: the weights' (`f32`, `int8`), and
-    /// f16 where the device computes in f16 (`f16`, `int8-f16`).
+    /// f16 where the device computes in f16 (`f16`, `int8-f16`), i16 where
+    /// int8 projections are integer products (`int8-i16`: the browser's
+    /// CPU, numbers within about 1e-4 of `int8`'s).
     pub fn precision_label(&self) -> String {
         match (self.precision, self.device.settings().float_dtype) {
+            (p, burn::tensor::FloatDType::F32) if !self.integer.is_empty() => format!("{p}-i16"),
             (p, burn::tensor::FloatDType::F32) => p.to_string(),
             (Precision::F32, d) => format!("{d:?}").to_lowercase(),
             (p, d) => format!("{p}-{d:?}").to_lowercase(),

@@ -5,7 +5,7 @@
 //! (burn's Q8S, per block), and the prepared `.bpk` format that carries a
 //! (quantized) network with its config and tokenizer in one file.
 
-use burn::module::{Module, ModuleMapper, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::store::burn_pack::{Bytes, Reader};
 use burn::store::{
     BurnpackStore, FloatCastAdapter, KeyRemapper, ModuleAdapter, ModuleSnapshot,
@@ -18,6 +18,7 @@ use burn::tensor::{DType, Device, FloatDType, Tensor};
 
 use super::comet::{CometHparams, CometModel};
 use super::config::{Family, Head, ModelConfig};
+use super::dense::IntegerWeights;
 use super::tokenizer::LmTokenizer;
 use super::{ModelError, Network, Plm, bart, bert, deberta, gpt2};
 
@@ -546,6 +547,41 @@ impl ModuleMapper for Int8Mapper {
     }
 }
 
+/// Whether [`Plm::load`] gives an int8 model on the CPU integer products:
+/// in the browser, where they are 1.6-2.9x faster than f32 ones (simd128
+/// has a 16-bit dot product and no fused multiply-add). Natively the f32
+/// products (gemm's AVX-512 or AVX2 kernels, on every core) stay.
+pub const INTEGER_PRODUCTS: bool = cfg!(target_arch = "wasm32");
+
+/// Packs every int8 projection weight of a module for integer products.
+struct Packer<'a> {
+    path: Vec<String>,
+    packed: &'a mut IntegerWeights,
+}
+
+impl ModuleVisitor for Packer<'_> {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_owned());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let n = self.path.len();
+        let projection = n >= 2
+            && self.path[n - 1] == "weight"
+            && PROJECTIONS.contains(&self.path[n - 2].as_str());
+        let weight = param.val();
+        if projection && D == 2 && matches!(weight.dtype(), DType::QFloat(_)) {
+            let dims = weight.dims();
+            self.packed
+                .add(param.id, weight.reshape([dims[0], dims[D - 1]]));
+        }
+    }
+}
+
 /// Applies one expression to whichever module a [`Network`] holds, giving
 /// back a network of the same kind.
 macro_rules! each_network {
@@ -584,6 +620,7 @@ impl Network {
         stored: Precision,
         precision: Precision,
         device: &Device,
+        keep_int8: bool,
     ) -> Result<Self, ModelError> {
         // int8 rounding happens on the CPU, then the f32 result moves to the
         // target device (quantization ops on WebGPU are not checked yet).
@@ -635,13 +672,15 @@ impl Network {
             (Precision::F32, Precision::Int8) => each_network!(network, m => quantize(m, false)),
             (Precision::F32, Precision::F32) => network,
         };
-        // Compute is dequantized: burn-flex would dequantize a quantized
-        // weight on every use (a MiniLM pass takes 1.3 s instead of 13 ms),
-        // and quantized kernels on WebGPU are not yet checked against the
-        // CPU. So the int8 values are expanded to f32 once, after loading:
-        // int8 is what is downloaded and cached, the numbers are the int8
-        // model's, the speed is f32's.
-        let mut network = if precision == Precision::Int8 {
+        // Compute is dequantized unless `keep_int8` (the caller then packs
+        // the projections for integer products, [`IntegerWeights`]):
+        // burn-flex would dequantize a quantized weight on every use (a
+        // MiniLM pass takes 1.3 s instead of 13 ms), and quantized kernels
+        // on WebGPU are not yet checked against the CPU. So the int8 values
+        // are expanded to f32 once, after loading: int8 is what is
+        // downloaded and cached, the numbers are the int8 model's, the
+        // speed is f32's.
+        let mut network = if precision == Precision::Int8 && !keep_int8 {
             each_network!(network, m => dequantize_all(m))
         } else {
             network
@@ -659,6 +698,25 @@ impl Network {
         } else {
             each_network!(network, m => cast_floats(m, compute))
         })
+    }
+
+    /// Packs every int8 projection for integer products (none when the
+    /// network was loaded without `keep_int8`): they run while the value
+    /// this returns lives.
+    pub fn integer_weights(&self) -> IntegerWeights {
+        let mut packed = IntegerWeights::default();
+        let mut packer = Packer {
+            path: Vec::new(),
+            packed: &mut packed,
+        };
+        match self {
+            Network::Bert(m) => m.visit(&mut packer),
+            Network::Gpt2(m) => m.visit(&mut packer),
+            Network::Comet(m) => m.visit(&mut packer),
+            Network::Bart(m) => m.visit(&mut packer),
+            Network::Deberta(m) => m.visit(&mut packer),
+        }
+        packed
     }
 
     fn load_weights(
@@ -740,12 +798,27 @@ impl Network {
 }
 
 impl Plm {
-    /// Builds a model from its files on `device` at `precision`.
+    /// Builds a model from its files on `device` at `precision`; an int8
+    /// model on the CPU computes with integer products in the browser
+    /// ([`INTEGER_PRODUCTS`]).
     pub fn load(
         name: &str,
         files: ModelFiles,
         device: &Device,
         precision: Precision,
+    ) -> Result<Self, ModelError> {
+        Self::load_with(name, files, device, precision, INTEGER_PRODUCTS)
+    }
+
+    /// [`Plm::load`], saying whether an int8 model on the CPU computes its
+    /// projections with integer products (16-bit, [`super::qgemm`]) or in
+    /// f32 from its int8 values.
+    pub fn load_with(
+        name: &str,
+        files: ModelFiles,
+        device: &Device,
+        precision: Precision,
+        integer: bool,
     ) -> Result<Self, ModelError> {
         let config = files.config()?;
         let tokenizer_json = files.tokenizer_json.ok_or_else(|| {
@@ -777,13 +850,20 @@ impl Plm {
                 h.tokenizer_source()
             )));
         }
+        let integer = integer && precision == Precision::Int8 && *device == Device::flex();
         let network = Network::load(
             &config,
             files.weights,
             files.stored_precision,
             precision,
             device,
+            integer,
         )?;
+        let packed = if integer {
+            network.integer_weights()
+        } else {
+            IntegerWeights::default()
+        };
         static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Self {
             name: name.to_owned(),
@@ -793,6 +873,7 @@ impl Plm {
             network,
             device: device.clone(),
             precision,
+            integer: packed,
             length_step: if *device == Device::flex() {
                 1
             } else {
@@ -818,6 +899,7 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
         files.stored_precision,
         files.stored_precision,
         &Device::flex(),
+        false,
     )?;
     let network = match precision {
         Precision::Int8 => each_network!(network, m => quantize(m, true)),

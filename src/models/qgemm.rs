@@ -1,0 +1,443 @@
+//! Integer products for int8 models on the browser's CPU: `x W + b` with
+//! `W` held as 16-bit integers (one scale per output column) and each row
+//! of `x` quantized on the fly (one scale per row), accumulated exactly in
+//! i32 and scaled back to f32.
+//!
+//! Why 16 bits: WebAssembly's simd128 has no 8-bit dot product (an i8 kernel
+//! widens to 16 bits in its inner loop, which made rten-gemm's u8 x i8 kernel
+//! slower than f32 in V8), but it has `i32x4.dot_i16x8_s`, one instruction
+//! (x86's `pmaddwd`) for eight multiply-adds, where an f32 product needs a
+//! multiply and an add for four. So the weights are widened once, at load,
+//! and the kernel is that instruction and an add.
+//!
+//! Exactness: the sums are exact integers. The bounds keep them exact: with
+//! weights in `±W_MAX` and a row's values in `±a_max(k)`, no sum over `k`
+//! terms can leave i32 ([`a_max`]). The only approximations are the two
+//! roundings to integers: a weight to 1/2046 of its column's largest, a
+//! value to about 1/2700 of its row's largest for a MiniLM feed-forward
+//! output (wider rows get fewer levels).
+//!
+//! The kernel is written once over three lane types: simd128 in wasm (what
+//! the page runs), SSE2 on x86-64 (so native tests exercise the same
+//! structure) and plain integers elsewhere; all three give the same bits.
+
+/// Largest weight magnitude after requantization (11-bit signed).
+pub const W_MAX: i32 = 1023;
+
+/// Columns in one packed panel of the weights (two 4-lane vectors).
+const NR: usize = 8;
+/// Rows of the input in one tile of the kernel.
+const MR: usize = 4;
+
+/// A weight matrix `[k, n]` packed for [`QuantMatrix::matmul`]: panels of
+/// [`NR`] columns, inside a panel pairs of rows interleaved per column
+/// (`w[2p][c], w[2p+1][c]` side by side, what `dot_i16x8` pairs up).
+#[derive(Debug, Clone)]
+pub struct QuantMatrix {
+    k: usize,
+    n: usize,
+    /// `k` rounded up to even (one zero row when odd).
+    k2: usize,
+    data: Vec<i16>,
+    /// Per output column: a weight is `data * scale`.
+    scale: Vec<f32>,
+}
+
+impl QuantMatrix {
+    /// Quantizes `w` (`[k, n]`, row-major) per output column.
+    pub fn new(w: &[f32], k: usize, n: usize) -> Self {
+        assert_eq!(w.len(), k * n, "a [{k}, {n}] weight has {k}·{n} values");
+        let mut amax = vec![0.0f32; n];
+        for row in w.chunks_exact(n) {
+            for (m, &v) in amax.iter_mut().zip(row) {
+                *m = m.max(v.abs());
+            }
+        }
+        let scale: Vec<f32> = amax
+            .iter()
+            .map(|&m| if m > 0.0 { m / W_MAX as f32 } else { 1.0 })
+            .collect();
+        let k2 = k.next_multiple_of(2);
+        let panels = n.div_ceil(NR);
+        let mut data = vec![0i16; panels * k2 * NR];
+        let inv: Vec<f32> = scale.iter().map(|s| 1.0 / s).collect();
+        for (r, row) in w.chunks_exact(n).enumerate() {
+            let at = (r / 2) * 2 * NR + r % 2;
+            for (c, (&v, &inv)) in row.iter().zip(&inv).enumerate() {
+                let q = (v * inv)
+                    .round_ties_even()
+                    .clamp(-W_MAX as f32, W_MAX as f32);
+                data[(c / NR) * k2 * NR + at + (c % NR) * 2] = q as i16;
+            }
+        }
+        QuantMatrix {
+            k,
+            n,
+            k2,
+            data,
+            scale,
+        }
+    }
+
+    /// Input width.
+    pub fn rows(&self) -> usize {
+        self.k
+    }
+
+    /// Output width.
+    pub fn cols(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 2 + self.scale.len() * 4
+    }
+
+    /// `x W + b` for `x` of `m` rows of [`QuantMatrix::rows`] values
+    /// (row-major), `m x n` row-major out.
+    pub fn matmul(&self, x: &[f32], m: usize, bias: Option<&[f32]>) -> Vec<f32> {
+        let (k, n, k2) = (self.k, self.n, self.k2);
+        assert_eq!(x.len(), m * k, "{m} rows of width {k}");
+        if let Some(b) = bias {
+            assert_eq!(b.len(), n, "a bias of width {n}");
+        }
+        let limit = a_max(k2);
+        let mut qx = vec![0i16; m * k2];
+        let mut row_scale = vec![0.0f32; m];
+        for ((row, q), s) in x
+            .chunks_exact(k)
+            .zip(qx.chunks_exact_mut(k2))
+            .zip(&mut row_scale)
+        {
+            let amax = row.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            if !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+                // A NaN or an infinity makes the row's outputs NaN, as the
+                // float product would, never a wrong finite number.
+                *s = f32::NAN;
+                continue;
+            }
+            *s = if amax > 0.0 { amax / limit as f32 } else { 1.0 };
+            // |v / s| <= limit, so the rounding needs no clamp.
+            lanes::quantize(row, 1.0 / *s, &mut q[..k]);
+        }
+        let zeros;
+        let bias = match bias {
+            Some(b) => b,
+            None => {
+                zeros = vec![0.0f32; n];
+                &zeros
+            }
+        };
+        let mut out = vec![0.0f32; m * n];
+        let mut tile = [[0i32; NR]; MR];
+        for (panel, w) in self.data.chunks_exact(k2 * NR).enumerate() {
+            let c0 = panel * NR;
+            let cols = NR.min(n - c0);
+            for r0 in (0..m).step_by(MR) {
+                let rows = MR.min(m - r0);
+                let a = &qx[r0 * k2..(r0 + rows) * k2];
+                // SAFETY: `a` holds `rows` rows of `k2` values and `w` one
+                // panel of `k2 / 2` pairs of NR columns: what the kernel reads.
+                unsafe {
+                    match rows {
+                        6 => kernel::<6>(a, w, k2, &mut tile),
+                        5 => kernel::<5>(a, w, k2, &mut tile),
+                        4 => kernel::<4>(a, w, k2, &mut tile),
+                        3 => kernel::<3>(a, w, k2, &mut tile),
+                        2 => kernel::<2>(a, w, k2, &mut tile),
+                        _ => kernel::<1>(a, w, k2, &mut tile),
+                    }
+                }
+                let scale = &self.scale[c0..c0 + cols];
+                let bias = &bias[c0..c0 + cols];
+                for (i, acc) in tile.iter().take(rows).enumerate() {
+                    let r = r0 + i;
+                    let sa = row_scale[r];
+                    let dst = &mut out[r * n + c0..r * n + c0 + cols];
+                    for (((d, &a), &s), &b) in dst.iter_mut().zip(acc).zip(scale).zip(bias) {
+                        *d = a as f32 * (sa * s) + b;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The largest magnitude a row's values are quantized to for a product over
+/// `k` terms: `k * W_MAX * a_max` stays within i32 (and every value within
+/// i16).
+pub fn a_max(k: usize) -> i32 {
+    let bound = i32::MAX as i64 / (k.max(1) as i64 * W_MAX as i64);
+    bound.clamp(1, i16::MAX as i64) as i32
+}
+
+/// `tile[i][j] = sum_p a[i][2p..2p+2] . w[p][j]` for `R` rows of `a`
+/// (each `k2` long) against one packed panel.
+///
+/// # Safety
+/// `a` holds at least `R * k2` values, `w` exactly `k2 * NR`.
+#[inline(always)]
+unsafe fn kernel<const R: usize>(a: &[i16], w: &[i16], k2: usize, tile: &mut [[i32; NR]; MR]) {
+    use lanes::*;
+    debug_assert!(a.len() >= R * k2 && w.len() == k2 * NR);
+    unsafe {
+        let mut acc = [[zero(); 2]; R];
+        let wp = w.as_ptr();
+        let ap = a.as_ptr();
+        for p in 0..k2 / 2 {
+            let b0 = load(wp.add(p * 2 * NR));
+            let b1 = load(wp.add(p * 2 * NR + NR));
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let x = splat_pair(ap.add(i * k2 + 2 * p));
+                acc[0] = dot_add(acc[0], x, b0);
+                acc[1] = dot_add(acc[1], x, b1);
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            store(tile[i].as_mut_ptr(), acc[0]);
+            store(tile[i].as_mut_ptr().add(4), acc[1]);
+        }
+    }
+}
+
+/// `dst = round(src * inv)`, ties to even, one value at a time.
+fn quantize_scalar(src: &[f32], inv: f32, dst: &mut [i16]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = (v * inv).round_ties_even() as i16;
+    }
+}
+
+/// Four i32 lanes, and the three operations the kernel needs.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod lanes {
+    use core::arch::wasm32::*;
+    pub type V = v128;
+    #[inline(always)]
+    pub fn zero() -> V {
+        i32x4_splat(0)
+    }
+    /// Eight i16 from `p`.
+    #[inline(always)]
+    pub unsafe fn load(p: *const i16) -> V {
+        unsafe { v128_load(p.cast()) }
+    }
+    /// The two i16 at `p`, repeated over the four lanes.
+    #[inline(always)]
+    pub unsafe fn splat_pair(p: *const i16) -> V {
+        unsafe { v128_load32_splat(p.cast()) }
+    }
+    /// `acc + (x[2i] b[2i] + x[2i+1] b[2i+1])` per lane.
+    #[inline(always)]
+    pub fn dot_add(acc: V, x: V, b: V) -> V {
+        i32x4_add(acc, i32x4_dot_i16x8(x, b))
+    }
+    #[inline(always)]
+    pub unsafe fn store(p: *mut i32, v: V) {
+        unsafe { v128_store(p.cast(), v) }
+    }
+    /// `dst = round(src * inv)`, ties to even (`src * inv` within i16).
+    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        let scale = f32x4_splat(inv);
+        let (chunks, rest) = (src.chunks_exact(8), src.len() / 8 * 8);
+        for (s, d) in chunks.zip(dst.chunks_exact_mut(8)) {
+            // SAFETY: `s` holds 8 f32 and `d` 8 i16.
+            unsafe {
+                let lo = v128_load(s.as_ptr().cast());
+                let hi = v128_load(s.as_ptr().add(4).cast());
+                let lo = i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(lo, scale)));
+                let hi = i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(hi, scale)));
+                v128_store(d.as_mut_ptr().cast(), i16x8_narrow_i32x4(lo, hi));
+            }
+        }
+        super::quantize_scalar(&src[rest..], inv, &mut dst[rest..]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod lanes {
+    use core::arch::x86_64::*;
+    pub type V = __m128i;
+    #[inline(always)]
+    pub fn zero() -> V {
+        // SAFETY: SSE2 is part of x86-64.
+        unsafe { _mm_setzero_si128() }
+    }
+    #[inline(always)]
+    pub unsafe fn load(p: *const i16) -> V {
+        unsafe { _mm_loadu_si128(p.cast()) }
+    }
+    #[inline(always)]
+    pub unsafe fn splat_pair(p: *const i16) -> V {
+        unsafe { _mm_set1_epi32(p.cast::<i32>().read_unaligned()) }
+    }
+    #[inline(always)]
+    pub fn dot_add(acc: V, x: V, b: V) -> V {
+        // SAFETY: SSE2 is part of x86-64.
+        unsafe { _mm_add_epi32(acc, _mm_madd_epi16(x, b)) }
+    }
+    #[inline(always)]
+    pub unsafe fn store(p: *mut i32, v: V) {
+        unsafe { _mm_storeu_si128(p.cast(), v) }
+    }
+    /// `dst = round(src * inv)`, ties to even (`src * inv` within i16).
+    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        let rest = src.len() / 8 * 8;
+        for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
+            // SAFETY: SSE2 is part of x86-64; `s` holds 8 f32, `d` 8 i16.
+            // The conversion rounds as MXCSR says: to nearest, ties to even
+            // (Rust never changes it).
+            unsafe {
+                let scale = _mm_set1_ps(inv);
+                let lo = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(s.as_ptr()), scale));
+                let hi = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(s.as_ptr().add(4)), scale));
+                _mm_storeu_si128(d.as_mut_ptr().cast(), _mm_packs_epi32(lo, hi));
+            }
+        }
+        super::quantize_scalar(&src[rest..], inv, &mut dst[rest..]);
+    }
+}
+
+#[cfg(not(any(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    target_arch = "x86_64"
+)))]
+mod lanes {
+    pub type V = [i32; 4];
+    #[inline(always)]
+    pub fn zero() -> V {
+        [0; 4]
+    }
+    #[inline(always)]
+    pub unsafe fn load(p: *const i16) -> [i16; 8] {
+        unsafe { p.cast::<[i16; 8]>().read_unaligned() }
+    }
+    #[inline(always)]
+    pub unsafe fn splat_pair(p: *const i16) -> [i16; 8] {
+        let [a, b] = unsafe { p.cast::<[i16; 2]>().read_unaligned() };
+        [a, b, a, b, a, b, a, b]
+    }
+    #[inline(always)]
+    pub fn dot_add(acc: V, x: [i16; 8], b: [i16; 8]) -> V {
+        std::array::from_fn(|l| {
+            let pair =
+                x[2 * l] as i32 * b[2 * l] as i32 + x[2 * l + 1] as i32 * b[2 * l + 1] as i32;
+            acc[l].wrapping_add(pair)
+        })
+    }
+    #[inline(always)]
+    pub unsafe fn store(p: *mut i32, v: V) {
+        unsafe { p.cast::<[i32; 4]>().write_unaligned(v) }
+    }
+    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        super::quantize_scalar(src, inv, dst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 20_001) as f32 / 10_000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn reference(
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<f32> {
+        let mut out = vec![0.0f64; m * n];
+        for r in 0..m {
+            for c in 0..n {
+                let mut s = b.map_or(0.0, |b| b[c] as f64);
+                for i in 0..k {
+                    s += x[r * k + i] as f64 * w[i * n + c] as f64;
+                }
+                out[r * n + c] = s;
+            }
+        }
+        out.into_iter().map(|v| v as f32).collect()
+    }
+
+    /// Every remainder of rows, columns and depth against an f64 product:
+    /// within what the two roundings allow.
+    #[test]
+    fn matches_the_float_product_within_its_roundings() {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (5, 7, 9),
+            (4, 384, 384),
+            (7, 33, 17),
+            (13, 1536, 40),
+        ] {
+            let x = values(m * k, 1 + m as u32);
+            let w = values(k * n, 2 + n as u32);
+            let b = values(n, 3);
+            let q = QuantMatrix::new(&w, k, n);
+            let ours = q.matmul(&x, m, Some(&b));
+            let exact = reference(&x, &w, Some(&b), m, k, n);
+            // Each term errs by at most |x| half a weight step plus |w| half
+            // a value step; values and weights are in [-1, 1].
+            let step = 0.5 / W_MAX as f32 + 0.5 / a_max(k.next_multiple_of(2)) as f32;
+            let bound = k as f32 * step;
+            let worst = ours
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(worst <= bound, "{m}x{k}x{n}: off by {worst} > {bound}");
+            // And far tighter in practice than that worst case.
+            assert!(worst < 2e-3 * (k as f32).sqrt(), "{m}x{k}x{n}: {worst}");
+        }
+    }
+
+    /// The sums are exact: integer inputs that need no rounding give the
+    /// integer product, at the largest magnitudes the bounds allow.
+    #[test]
+    fn sums_are_exact_at_the_bounds() {
+        let (m, k, n) = (3, 1536, 8);
+        let limit = a_max(k);
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| if i % 3 == 0 { -limit } else { limit } as f32)
+            .collect();
+        let w: Vec<f32> = (0..k * n)
+            .map(|i| if i % 5 == 0 { -W_MAX } else { W_MAX } as f32)
+            .collect();
+        let q = QuantMatrix::new(&w, k, n);
+        let ours = q.matmul(&x, m, None);
+        for r in 0..m {
+            for c in 0..n {
+                let exact: i64 = (0..k)
+                    .map(|i| x[r * k + i] as i64 * w[i * n + c] as i64)
+                    .sum();
+                assert_eq!(ours[r * n + c], exact as f32, "({r}, {c})");
+            }
+        }
+        assert!(k as i64 * W_MAX as i64 * limit as i64 <= i32::MAX as i64);
+    }
+
+    #[test]
+    fn zero_rows_and_columns_stay_zero() {
+        let (m, k, n) = (2, 4, 3);
+        let w = [0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.5, 0.0];
+        let x = [0.0; 8];
+        let q = QuantMatrix::new(&w, k, n);
+        assert_eq!(
+            q.matmul(&x, m, Some(&[1.0, 2.0, 3.0])),
+            [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+        );
+    }
+}

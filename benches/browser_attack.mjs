@@ -8,7 +8,9 @@
 // between the worker counts. `cargo bench --bench attack` measures the same
 // search natively.
 //
-//   make dist && node benches/browser_attack.mjs [budget] [workers, e.g. 1,2] [runs]
+//   make dist && node benches/browser_attack.mjs [budget] [workers, e.g. 1,2] [runs] [f32|q8]
+//
+// (q8: the int8 model, whose products in the browser are integer ones.)
 
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -16,18 +18,20 @@ import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
 const budget = Number(process.argv[2] ?? 300);
 const counts = (process.argv[3] ?? "1,2").split(",").map(Number);
 const runs = Number(process.argv[4] ?? 2);
+const precision = process.argv[5] ?? "f32";
+if (!["f32", "q8"].includes(precision)) throw new Error(`precision ${precision}: f32 or q8`);
 const { server, url } = await serveDist();
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
 const page = await browser.newPage();
 await page.goto(url);
 await page.waitForSelector("body[data-ready=true]", { timeout: 120_000 });
 const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
-await page.evaluate(async (id) => {
+await page.evaluate(async ({ id, precision }) => {
   const models = await import("./models.js");
   const { startModelEngine } = await import("./model-engine.js");
   window.benchEngine = startModelEngine(window.wasmBindings);
-  await models.loadModel(window.benchEngine, id, { backend: "cpu", precision: "f32" });
-}, MINILM);
+  await models.loadModel(window.benchEngine, id, { backend: "cpu", precision });
+}, { id: MINILM, precision });
 const cores = await page.evaluate(() => navigator.hardwareConcurrency);
 
 const run = (b, workers) => page.evaluate(async ({ b, id, workers }) => {

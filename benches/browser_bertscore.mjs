@@ -6,7 +6,9 @@
 // the first keystrokes after the model loads and, given WARM, again after WARM
 // more keystrokes (V8's optimizing compiles of the wasm done by then).
 //
-//   make dist && node benches/browser_bertscore.mjs [cpu|webgpu] [WARM]
+//   make dist && node benches/browser_bertscore.mjs [cpu|webgpu] [WARM] [f32|q8]
+//
+// (q8: the int8 model; on the CPU its products are integer ones.)
 
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -14,6 +16,8 @@ import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
 const backend = process.argv[2] ?? "cpu";
 const warm = Number(process.argv[3] ?? 0);
 if (!Number.isInteger(warm) || warm < 0) throw new Error(`WARM must be a whole number of keystrokes, not ${process.argv[3]}`);
+const precision = process.argv[4] ?? "f32";
+if (!["f32", "q8"].includes(precision)) throw new Error(`precision ${precision}: f32 or q8`);
 const { server, url } = await serveDist();
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
 const page = await browser.newPage();
@@ -25,6 +29,7 @@ const start = "On Monday the regional council said the new bridge over the river
 await page.fill("#hypothesis", start);
 await page.selectOption("#model-pick", "sentence-transformers/all-MiniLM-L6-v2");
 await page.selectOption("#model-backend", backend);
+await page.selectOption("#model-precision", precision);
 await page.click("#model-load");
 await page.waitForSelector('.card[data-metric="bertscore"][data-scored-hypothesis]', { timeout: 300_000 });
 

@@ -29,7 +29,8 @@ pub enum Precision {
     /// As in the checkpoint (cast to f32).
     F32,
     /// Linear-layer weights int8, symmetric, one f32 scale per block of
-    /// [`QUANT_BLOCK`] values; computed dequantized.
+    /// [`QUANT_BLOCK`] values; computed dequantized, or as integer products
+    /// ([`super::qgemm`]) on the browser's CPU.
     Int8,
 }
 

@@ -20,9 +20,11 @@ use input::Pairs;
 #[derive(Parser)]
 #[command(name = "blindspot", version, about)]
 struct Cli {
-    /// Where language models run: `cpu` (burn-flex), `gpu` (burn-wgpu:
-    /// Vulkan, Metal or DX12; needs a build with `--features gpu`), or
-    /// `gpu-f16` (the GPU computing in f16: BERT-family encoders only).
+    /// Where language models run: `cpu` (burn-flex), `cpu-i16` (the same,
+    /// with an int8 model's projections as 16-bit integer products, as the
+    /// page's CPU computes them), `gpu` (burn-wgpu: Vulkan, Metal or DX12;
+    /// needs a build with `--features gpu`), or `gpu-f16` (the GPU
+    /// computing in f16: BERT-family encoders only).
     #[arg(long, global = true, value_enum, default_value_t = models::Backend::Cpu)]
     device: models::Backend,
     #[command(subcommand)]

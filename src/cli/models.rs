@@ -95,6 +95,10 @@ pub fn list_models(json: bool) -> Result<(), CliError> {
 pub enum Backend {
     /// burn-flex on the CPU.
     Cpu,
+    /// burn-flex on the CPU, an int8 model's projections as integer
+    /// products (16-bit, what the page's CPU computes: its `int8-i16`
+    /// signatures); f32 models compute as on `cpu`.
+    CpuI16,
     /// burn-wgpu on the GPU (Vulkan, Metal or DX12).
     Gpu,
     /// burn-wgpu computing in f16, on GPUs with f16 shaders: BERT-family
@@ -113,7 +117,7 @@ pub(crate) fn use_backend(backend: Backend) {
 /// The device of the chosen backend, initialised once.
 fn device() -> Result<Device, String> {
     match BACKEND.get().copied().unwrap_or(Backend::Cpu) {
-        Backend::Cpu => Ok(Device::flex()),
+        Backend::Cpu | Backend::CpuI16 => Ok(Device::flex()),
         Backend::Gpu => gpu_device(FloatDType::F32),
         Backend::GpuF16 => gpu_device(FloatDType::F16),
     }
@@ -183,7 +187,9 @@ pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<P
     } else {
         precision
     };
-    let mut plm = Plm::load(&name, files, &device, precision).map_err(|e| model_error(path, e))?;
+    let integer = BACKEND.get() == Some(&Backend::CpuI16);
+    let mut plm = Plm::load_with(&name, files, &device, precision, integer)
+        .map_err(|e| model_error(path, e))?;
     if let Some(step) = length_step().map_err(|e| model_error(path, e))? {
         plm.length_step = step;
     }

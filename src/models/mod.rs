@@ -179,7 +179,7 @@ impl Plm {
     /// Precision as signatures show it: the weights' (`f32`, `int8`), and
     /// f16 where the device computes in f16 (`f16`, `int8-f16`), i16 where
     /// int8 projections are integer products (`int8-i16`: the browser's
-    /// CPU, numbers within about 1e-4 of `int8`'s).
+    /// CPU; BERTScore within 1e-3 of `int8`'s where measured).
     pub fn precision_label(&self) -> String {
         match (self.precision, self.device.settings().float_dtype) {
             (p, burn::tensor::FloatDType::F32) if !self.integer.is_empty() => format!("{p}-i16"),

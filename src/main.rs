@@ -13,5 +13,14 @@ mod cli;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // Rust ignores SIGPIPE, so printing to a pipe whose reader has gone
+    // (`blindspot embed ... | head -1`) panicked with a backtrace. Unix
+    // tools end quietly there: restore the default action.
+    #[cfg(unix)]
+    // SAFETY: called first, before any thread starts; SIG_DFL is a valid
+    // action for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     cli::run()
 }

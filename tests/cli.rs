@@ -513,6 +513,43 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
     assert!(d <= 1e-4, "padding moved a hidden value by {d}");
+    // `--device cpu-i16`: int8 through integer products (the page's CPU),
+    // near the f32-product int8 but not equal to it; f32 models unchanged.
+    let embed = |device: &str, quant: &str| -> Value {
+        let out = run(
+            bin().args([
+                "--device",
+                device,
+                "embed",
+                "--quant",
+                quant,
+                "--model",
+                minilm,
+                "hello world",
+            ]),
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let diff = |a: &Value, b: &Value| {
+        rows(a)
+            .iter()
+            .zip(rows(b))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
+    assert_eq!(rows(&embed("cpu-i16", "f32")), rows(&line));
+    let (int8, integer) = (embed("cpu", "q8"), embed("cpu-i16", "q8"));
+    let d = diff(&int8, &integer);
+    assert!(
+        d > 0.0 && d < 0.05,
+        "integer products moved int8's states by {d}"
+    );
     let out = run(
         bin().args(["embed", "--layer", "9", "--model", minilm, "x"]),
         None,

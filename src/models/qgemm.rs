@@ -97,6 +97,11 @@ impl QuantMatrix {
     /// `x W + b` for `x` of `m` rows of [`QuantMatrix::rows`] values
     /// (row-major), `m x n` row-major out.
     pub fn matmul(&self, x: &[f32], m: usize, bias: Option<&[f32]>) -> Vec<f32> {
+        self.matmul_with::<Native>(x, m, bias)
+    }
+
+    /// [`QuantMatrix::matmul`] through the lanes `L`.
+    fn matmul_with<L: Lanes>(&self, x: &[f32], m: usize, bias: Option<&[f32]>) -> Vec<f32> {
         let (k, n, k2) = (self.k, self.n, self.k2);
         assert_eq!(x.len(), m * k, "{m} rows of width {k}");
         if let Some(b) = bias {
@@ -117,9 +122,15 @@ impl QuantMatrix {
                 *s = f32::NAN;
                 continue;
             }
-            *s = if amax > 0.0 { amax / limit as f32 } else { 1.0 };
+            if amax < f32::MIN_POSITIVE {
+                // All zero (or subnormal: below 1.2e-38, the row scale would
+                // underflow): the row adds nothing but the bias.
+                *s = 1.0;
+                continue;
+            }
+            *s = amax / limit as f32;
             // |v / s| <= limit, so the rounding needs no clamp.
-            lanes::quantize(row, 1.0 / *s, &mut q[..k]);
+            L::quantize(row, 1.0 / *s, &mut q[..k]);
         }
         let zeros;
         let bias = match bias {
@@ -141,12 +152,10 @@ impl QuantMatrix {
                 // panel of `k2 / 2` pairs of NR columns: what the kernel reads.
                 unsafe {
                     match rows {
-                        6 => kernel::<6>(a, w, k2, &mut tile),
-                        5 => kernel::<5>(a, w, k2, &mut tile),
-                        4 => kernel::<4>(a, w, k2, &mut tile),
-                        3 => kernel::<3>(a, w, k2, &mut tile),
-                        2 => kernel::<2>(a, w, k2, &mut tile),
-                        _ => kernel::<1>(a, w, k2, &mut tile),
+                        4 => kernel::<L, 4>(a, w, k2, &mut tile),
+                        3 => kernel::<L, 3>(a, w, k2, &mut tile),
+                        2 => kernel::<L, 2>(a, w, k2, &mut tile),
+                        _ => kernel::<L, 1>(a, w, k2, &mut tile),
                     }
                 }
                 let scale = &self.scale[c0..c0 + cols];
@@ -179,70 +188,149 @@ pub fn a_max(k: usize) -> i32 {
 /// # Safety
 /// `a` holds at least `R * k2` values, `w` exactly `k2 * NR`.
 #[inline(always)]
-unsafe fn kernel<const R: usize>(a: &[i16], w: &[i16], k2: usize, tile: &mut [[i32; NR]; MR]) {
-    use lanes::*;
-    debug_assert!(a.len() >= R * k2 && w.len() == k2 * NR);
+unsafe fn kernel<L: Lanes, const R: usize>(
+    a: &[i16],
+    w: &[i16],
+    k2: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    debug_assert!(R <= MR && a.len() >= R * k2 && w.len() == k2 * NR);
     unsafe {
-        let mut acc = [[zero(); 2]; R];
+        let mut acc = [[L::zero(); 2]; R];
         let wp = w.as_ptr();
         let ap = a.as_ptr();
         for p in 0..k2 / 2 {
-            let b0 = load(wp.add(p * 2 * NR));
-            let b1 = load(wp.add(p * 2 * NR + NR));
+            let b0 = L::load(wp.add(p * 2 * NR));
+            let b1 = L::load(wp.add(p * 2 * NR + NR));
             for (i, acc) in acc.iter_mut().enumerate() {
-                let x = splat_pair(ap.add(i * k2 + 2 * p));
-                acc[0] = dot_add(acc[0], x, b0);
-                acc[1] = dot_add(acc[1], x, b1);
+                let x = L::splat_pair(ap.add(i * k2 + 2 * p));
+                acc[0] = L::dot_add(acc[0], x, b0);
+                acc[1] = L::dot_add(acc[1], x, b1);
             }
         }
         for (i, acc) in acc.iter().enumerate() {
-            store(tile[i].as_mut_ptr(), acc[0]);
-            store(tile[i].as_mut_ptr().add(4), acc[1]);
+            L::store(tile[i].as_mut_ptr(), acc[0]);
+            L::store(tile[i].as_mut_ptr().add(4), acc[1]);
         }
     }
 }
 
-/// `dst = round(src * inv)`, ties to even, one value at a time.
-fn quantize_scalar(src: &[f32], inv: f32, dst: &mut [i16]) {
-    for (d, &v) in dst.iter_mut().zip(src) {
-        *d = (v * inv).round_ties_even() as i16;
+/// What the kernel needs, over four i32 lanes: written once per instruction
+/// set, every implementation giving the same bits.
+trait Lanes {
+    /// Four i32 sums.
+    type Acc: Copy;
+    /// Eight i16: four pairs.
+    type Pairs: Copy;
+    fn zero() -> Self::Acc;
+    /// Eight i16 from `p` (any alignment).
+    ///
+    /// # Safety
+    /// `p` points at eight readable i16.
+    unsafe fn load(p: *const i16) -> Self::Pairs;
+    /// The two i16 at `p`, repeated over the four pairs.
+    ///
+    /// # Safety
+    /// `p` points at two readable i16.
+    unsafe fn splat_pair(p: *const i16) -> Self::Pairs;
+    /// `acc + (x[2l] b[2l] + x[2l+1] b[2l+1])` in each lane `l`.
+    fn dot_add(acc: Self::Acc, x: Self::Pairs, b: Self::Pairs) -> Self::Acc;
+    /// # Safety
+    /// `p` points at four writable i32.
+    unsafe fn store(p: *mut i32, v: Self::Acc);
+    /// `dst = round(src * inv)`, ties to even (every `src * inv` within
+    /// i16).
+    fn quantize(src: &[f32], inv: f32, dst: &mut [i16]);
+}
+
+/// The lanes this build runs: simd128 in wasm, SSE2 on x86-64, else
+/// [`Scalar`].
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+type Native = Simd128;
+#[cfg(target_arch = "x86_64")]
+type Native = Sse2;
+#[cfg(not(any(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    target_arch = "x86_64"
+)))]
+type Native = Scalar;
+
+/// Plain integers: the reference the others are tested against.
+#[cfg_attr(
+    any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "x86_64"
+    ),
+    allow(dead_code)
+)]
+struct Scalar;
+
+impl Lanes for Scalar {
+    type Acc = [i32; 4];
+    type Pairs = [i16; 8];
+    fn zero() -> Self::Acc {
+        [0; 4]
+    }
+    unsafe fn load(p: *const i16) -> Self::Pairs {
+        unsafe { p.cast::<[i16; 8]>().read_unaligned() }
+    }
+    unsafe fn splat_pair(p: *const i16) -> Self::Pairs {
+        let [a, b] = unsafe { p.cast::<[i16; 2]>().read_unaligned() };
+        [a, b, a, b, a, b, a, b]
+    }
+    fn dot_add(acc: Self::Acc, x: Self::Pairs, b: Self::Pairs) -> Self::Acc {
+        std::array::from_fn(|l| {
+            let pair =
+                x[2 * l] as i32 * b[2 * l] as i32 + x[2 * l + 1] as i32 * b[2 * l + 1] as i32;
+            acc[l].wrapping_add(pair)
+        })
+    }
+    unsafe fn store(p: *mut i32, v: Self::Acc) {
+        unsafe { p.cast::<[i32; 4]>().write_unaligned(v) }
+    }
+    fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = (v * inv).round_ties_even() as i16;
+        }
     }
 }
 
-/// Four i32 lanes, and the three operations the kernel needs.
+/// WebAssembly SIMD: `i32x4.dot_i16x8_s` is the kernel's instruction.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod lanes {
-    use core::arch::wasm32::*;
-    pub type V = v128;
+struct Simd128;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl Lanes for Simd128 {
+    type Acc = core::arch::wasm32::v128;
+    type Pairs = core::arch::wasm32::v128;
     #[inline(always)]
-    pub fn zero() -> V {
-        i32x4_splat(0)
+    fn zero() -> Self::Acc {
+        core::arch::wasm32::i32x4_splat(0)
     }
-    /// Eight i16 from `p`.
     #[inline(always)]
-    pub unsafe fn load(p: *const i16) -> V {
-        unsafe { v128_load(p.cast()) }
+    unsafe fn load(p: *const i16) -> Self::Pairs {
+        unsafe { core::arch::wasm32::v128_load(p.cast()) }
     }
-    /// The two i16 at `p`, repeated over the four lanes.
     #[inline(always)]
-    pub unsafe fn splat_pair(p: *const i16) -> V {
-        unsafe { v128_load32_splat(p.cast()) }
+    unsafe fn splat_pair(p: *const i16) -> Self::Pairs {
+        unsafe { core::arch::wasm32::v128_load32_splat(p.cast()) }
     }
-    /// `acc + (x[2i] b[2i] + x[2i+1] b[2i+1])` per lane.
     #[inline(always)]
-    pub fn dot_add(acc: V, x: V, b: V) -> V {
+    fn dot_add(acc: Self::Acc, x: Self::Pairs, b: Self::Pairs) -> Self::Acc {
+        use core::arch::wasm32::{i32x4_add, i32x4_dot_i16x8};
         i32x4_add(acc, i32x4_dot_i16x8(x, b))
     }
     #[inline(always)]
-    pub unsafe fn store(p: *mut i32, v: V) {
-        unsafe { v128_store(p.cast(), v) }
+    unsafe fn store(p: *mut i32, v: Self::Acc) {
+        unsafe { core::arch::wasm32::v128_store(p.cast(), v) }
     }
-    /// `dst = round(src * inv)`, ties to even (`src * inv` within i16).
-    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+    fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        use core::arch::wasm32::*;
         let scale = f32x4_splat(inv);
-        let (chunks, rest) = (src.chunks_exact(8), src.len() / 8 * 8);
-        for (s, d) in chunks.zip(dst.chunks_exact_mut(8)) {
-            // SAFETY: `s` holds 8 f32 and `d` 8 i16.
+        let rest = src.len() / 8 * 8;
+        for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
+            // SAFETY: `s` holds 8 f32 and `d` 8 i16 (wasm loads and stores
+            // take any alignment).
             unsafe {
                 let lo = v128_load(s.as_ptr().cast());
                 let hi = v128_load(s.as_ptr().add(4).cast());
@@ -251,38 +339,44 @@ mod lanes {
                 v128_store(d.as_mut_ptr().cast(), i16x8_narrow_i32x4(lo, hi));
             }
         }
-        super::quantize_scalar(&src[rest..], inv, &mut dst[rest..]);
+        Scalar::quantize(&src[rest..], inv, &mut dst[rest..]);
     }
 }
 
+/// x86-64's baseline: `pmaddwd` (`_mm_madd_epi16`) is the same instruction
+/// V8 emits for `i32x4.dot_i16x8_s`, so native tests run the page's kernel.
 #[cfg(target_arch = "x86_64")]
-mod lanes {
-    use core::arch::x86_64::*;
-    pub type V = __m128i;
+struct Sse2;
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Sse2 {
+    type Acc = core::arch::x86_64::__m128i;
+    type Pairs = core::arch::x86_64::__m128i;
     #[inline(always)]
-    pub fn zero() -> V {
+    fn zero() -> Self::Acc {
         // SAFETY: SSE2 is part of x86-64.
-        unsafe { _mm_setzero_si128() }
+        unsafe { core::arch::x86_64::_mm_setzero_si128() }
     }
     #[inline(always)]
-    pub unsafe fn load(p: *const i16) -> V {
-        unsafe { _mm_loadu_si128(p.cast()) }
+    unsafe fn load(p: *const i16) -> Self::Pairs {
+        unsafe { core::arch::x86_64::_mm_loadu_si128(p.cast()) }
     }
     #[inline(always)]
-    pub unsafe fn splat_pair(p: *const i16) -> V {
-        unsafe { _mm_set1_epi32(p.cast::<i32>().read_unaligned()) }
+    unsafe fn splat_pair(p: *const i16) -> Self::Pairs {
+        unsafe { core::arch::x86_64::_mm_set1_epi32(p.cast::<i32>().read_unaligned()) }
     }
     #[inline(always)]
-    pub fn dot_add(acc: V, x: V, b: V) -> V {
+    fn dot_add(acc: Self::Acc, x: Self::Pairs, b: Self::Pairs) -> Self::Acc {
+        use core::arch::x86_64::{_mm_add_epi32, _mm_madd_epi16};
         // SAFETY: SSE2 is part of x86-64.
         unsafe { _mm_add_epi32(acc, _mm_madd_epi16(x, b)) }
     }
     #[inline(always)]
-    pub unsafe fn store(p: *mut i32, v: V) {
-        unsafe { _mm_storeu_si128(p.cast(), v) }
+    unsafe fn store(p: *mut i32, v: Self::Acc) {
+        unsafe { core::arch::x86_64::_mm_storeu_si128(p.cast(), v) }
     }
-    /// `dst = round(src * inv)`, ties to even (`src * inv` within i16).
-    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+    fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
+        use core::arch::x86_64::*;
         let rest = src.len() / 8 * 8;
         for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
             // SAFETY: SSE2 is part of x86-64; `s` holds 8 f32, `d` 8 i16.
@@ -295,43 +389,7 @@ mod lanes {
                 _mm_storeu_si128(d.as_mut_ptr().cast(), _mm_packs_epi32(lo, hi));
             }
         }
-        super::quantize_scalar(&src[rest..], inv, &mut dst[rest..]);
-    }
-}
-
-#[cfg(not(any(
-    all(target_arch = "wasm32", target_feature = "simd128"),
-    target_arch = "x86_64"
-)))]
-mod lanes {
-    pub type V = [i32; 4];
-    #[inline(always)]
-    pub fn zero() -> V {
-        [0; 4]
-    }
-    #[inline(always)]
-    pub unsafe fn load(p: *const i16) -> [i16; 8] {
-        unsafe { p.cast::<[i16; 8]>().read_unaligned() }
-    }
-    #[inline(always)]
-    pub unsafe fn splat_pair(p: *const i16) -> [i16; 8] {
-        let [a, b] = unsafe { p.cast::<[i16; 2]>().read_unaligned() };
-        [a, b, a, b, a, b, a, b]
-    }
-    #[inline(always)]
-    pub fn dot_add(acc: V, x: [i16; 8], b: [i16; 8]) -> V {
-        std::array::from_fn(|l| {
-            let pair =
-                x[2 * l] as i32 * b[2 * l] as i32 + x[2 * l + 1] as i32 * b[2 * l + 1] as i32;
-            acc[l].wrapping_add(pair)
-        })
-    }
-    #[inline(always)]
-    pub unsafe fn store(p: *mut i32, v: V) {
-        unsafe { p.cast::<[i32; 4]>().write_unaligned(v) }
-    }
-    pub fn quantize(src: &[f32], inv: f32, dst: &mut [i16]) {
-        super::quantize_scalar(src, inv, dst);
+        Scalar::quantize(&src[rest..], inv, &mut dst[rest..]);
     }
 }
 
@@ -427,6 +485,66 @@ mod tests {
             }
         }
         assert!(k as i64 * W_MAX as i64 * limit as i64 <= i32::MAX as i64);
+    }
+
+    /// The build's lanes (SSE2 here, simd128 in the page) give exactly the
+    /// plain-integer reference's bits, rounding included.
+    #[test]
+    fn the_simd_lanes_give_the_reference_bits() {
+        for (m, k, n) in [
+            (1usize, 2usize, 8usize),
+            (5, 7, 9),
+            (9, 384, 40),
+            (4, 1537, 16),
+        ] {
+            // Each row's largest value is the quantization limit, so the
+            // scale is 1 and the halves are exact ties: they must round alike.
+            let limit = a_max(k.next_multiple_of(2)) as f32;
+            let x: Vec<f32> = values(m * k, 5)
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match i % k {
+                    0 => limit,
+                    c if c % 3 == 0 => (i % 17) as f32 - 8.5,
+                    _ => v * 100.0,
+                })
+                .collect();
+            let q = QuantMatrix::new(&values(k * n, 6), k, n);
+            let simd = q.matmul_with::<Native>(&x, m, None);
+            let scalar = q.matmul_with::<Scalar>(&x, m, None);
+            assert_eq!(simd, scalar, "{m}x{k}x{n}");
+        }
+    }
+
+    /// NaN or infinity in a row gives NaN outputs for that row only; a
+    /// subnormal row gives the bias.
+    #[test]
+    fn bad_rows_stay_visible_and_tiny_rows_stay_finite() {
+        let (k, n) = (4, 8);
+        let q = QuantMatrix::new(&values(k * n, 9), k, n);
+        let x = [
+            1.0,
+            f32::NAN,
+            0.5,
+            0.25,
+            f32::INFINITY,
+            1.0,
+            1.0,
+            1.0,
+            1e-40,
+            -1e-40,
+            0.0,
+            1e-42,
+            0.5,
+            -0.5,
+            0.25,
+            1.0,
+        ];
+        let bias = [2.0; 8];
+        let out = q.matmul(&x, 4, Some(&bias));
+        assert!(out[..2 * n].iter().all(|v| v.is_nan()));
+        assert_eq!(&out[2 * n..3 * n], &bias);
+        assert!(out[3 * n..].iter().all(|v| v.is_finite()));
     }
 
     #[test]

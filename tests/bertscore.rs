@@ -139,7 +139,7 @@ fn matches_bert_score_on_300_wmt21_pairs() {
             "integer products move F by {dev_integer}"
         );
         assert!(
-            integer_vs_int8 <= 0.002,
+            integer_vs_int8 <= 0.0012,
             "integer products move int8's F by {integer_vs_int8}"
         );
     }

@@ -816,3 +816,56 @@ fn integer_products_follow_the_int8_model() {
         assert!(d <= 0.01 * scale, "{name}: off by {d} (scale {scale})");
     }
 }
+
+/// A prepared file keeps its parameters' ids, so two loads of one file share
+/// them: an f32 load beside a packed int8 one keeps its f32 products, and an
+/// int8 load keeps its integer products when the other int8 load is gone.
+#[test]
+fn integer_products_follow_their_own_model_when_ids_repeat() {
+    let device = Device::flex();
+    let dir = root().join("tests/fixtures/plm/bert");
+    let config =
+        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let load = |precision, keep_int8| {
+        let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
+        let net = Network::load(
+            &config,
+            files.weights,
+            files.stored_precision,
+            precision,
+            &device,
+            keep_int8,
+        )
+        .unwrap();
+        let packed = net.integer_weights();
+        (net, packed)
+    };
+    let batch = Batch::new(&[vec![5, 17, 23, 29, 6]], &config, &device);
+    let last = |net: &Network| {
+        let Network::Bert(m) = net else {
+            unreachable!()
+        };
+        read_back_blocking(m.forward(&batch).hidden_states.last().unwrap().clone())
+            .unwrap()
+            .0
+    };
+    let (first, first_packed) = load(Precision::Int8, true);
+    assert!(!first_packed.is_empty());
+    let integer = last(&first);
+    let (float, _) = load(Precision::F32, false);
+    let (_, alone) = load_fixture("bert", Precision::F32);
+    assert_eq!(
+        last(&float),
+        last(&alone),
+        "the f32 load ran integer products"
+    );
+    let (second, second_packed) = load(Precision::Int8, true);
+    drop((first, first_packed));
+    assert_eq!(
+        last(&second),
+        integer,
+        "the second int8 load lost its integer products"
+    );
+    drop(second_packed);
+}

@@ -43,13 +43,18 @@ pub fn project<const D: usize>(
     weight: &Param<Tensor<2>>,
     bias: Option<&Param<Tensor<1>>>,
 ) -> Tensor<D> {
-    if x.device() == Device::flex()
+    let w = weight.val();
+    // Only an int8 weight has packed products; its id finds them, and the
+    // shape must agree (a prepared file keeps its parameters' ids, so two
+    // loads of one file share them).
+    if matches!(w.dtype(), burn::tensor::DType::QFloat(_))
+        && x.device() == Device::flex()
         && x.dtype() == burn::tensor::DType::F32
-        && let Some(q) = integer::find(weight.id)
+        && let Some(q) = integer::find(weight.id, w.dims())
     {
         return integer_linear(x, &q, bias.map(|b| b.val()));
     }
-    linear(x, weight.val(), bias.map(|b| b.val()))
+    linear(x, w, bias.map(|b| b.val()))
 }
 
 /// The integer products of one loaded int8 model (see [`super::qgemm`]):
@@ -98,18 +103,28 @@ mod integer {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, Weak};
 
-    static PACKED: Mutex<Option<HashMap<ParamId, Weak<QuantMatrix>>>> = Mutex::new(None);
+    /// Every live packing of each id: two loads of one prepared file hold
+    /// the same ids (and the same weights), and either may be dropped first.
+    static PACKED: Mutex<Option<HashMap<ParamId, Vec<Weak<QuantMatrix>>>>> = Mutex::new(None);
 
     pub fn register(id: ParamId, q: &Arc<QuantMatrix>) {
         let mut map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
         let map = map.get_or_insert_with(HashMap::new);
-        map.retain(|_, w| w.strong_count() > 0);
-        map.insert(id, Arc::downgrade(q));
+        map.retain(|_, v| {
+            v.retain(|w| w.strong_count() > 0);
+            !v.is_empty()
+        });
+        map.entry(id).or_default().push(Arc::downgrade(q));
     }
 
-    pub fn find(id: ParamId) -> Option<Arc<QuantMatrix>> {
+    /// A live packing of `id` of the shape `[rows, cols]`.
+    pub fn find(id: ParamId, [rows, cols]: [usize; 2]) -> Option<Arc<QuantMatrix>> {
         let map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
-        map.as_ref()?.get(&id)?.upgrade()
+        map.as_ref()?
+            .get(&id)?
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|q| q.rows() == rows && q.cols() == cols)
     }
 }
 
@@ -313,6 +328,37 @@ mod tests {
     fn max_diff<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> f32 {
         assert_eq!(a.dims(), b.dims());
         (a - b).abs().max().into_scalar()
+    }
+
+    /// `project` (what every projection and GPT-2's `Conv1D` call) runs an
+    /// int8 weight's packed integer product while its [`IntegerWeights`]
+    /// live, close to the f32 product of the int8 values; after they are
+    /// dropped, burn's product of the quantized weight. An f32 weight never
+    /// takes a packing.
+    #[test]
+    fn project_runs_the_packed_product_while_it_lives() {
+        use burn::tensor::quantization::{Calibration, compute_q_params, compute_range};
+        let scheme = super::super::weights::int8_scheme();
+        let f32_weight = tensor([64, 32], 4);
+        let range = compute_range(&scheme, &f32_weight, &Calibration::MinMax);
+        let quantized = f32_weight.quantize(&scheme, compute_q_params(&scheme, range));
+        let weight = Param::from_tensor(quantized.clone());
+        let bias = Param::from_tensor(tensor([32], 5));
+        let x = tensor([2, 5, 64], 6);
+        let float = module::linear(x.clone(), quantized.clone().dequantize(), Some(bias.val()));
+        let mut packed = IntegerWeights::default();
+        packed.add(weight.id, quantized.clone());
+        assert_eq!(packed.len(), 1);
+        let integer = project(x.clone(), &weight, Some(&bias));
+        let d = max_diff(integer.clone(), float.clone());
+        assert!(d > 0.0 && d < 2e-3, "integer product off by {d}");
+        // An f32 parameter with the same id is not routed to the packing.
+        let same_id = Param::initialized(weight.id, quantized.clone().dequantize());
+        let plain = project(x.clone(), &same_id, Some(&bias));
+        assert!(max_diff(plain, float.clone()) < 1e-5);
+        drop(packed);
+        let after = project(x, &weight, Some(&bias));
+        assert!(max_diff(after, float) < 1e-5);
     }
 
     /// rten-gemm's product (the page's, tested natively) equals burn's

@@ -53,9 +53,23 @@ impl QuantMatrix {
                 *m = m.max(v.abs());
             }
         }
+        // A NaN or infinite weight makes its column's outputs NaN.
+        for row in w.chunks_exact(n) {
+            for (m, v) in amax.iter_mut().zip(row) {
+                if !v.is_finite() {
+                    *m = f32::NAN;
+                }
+            }
+        }
         let scale: Vec<f32> = amax
             .iter()
-            .map(|&m| if m > 0.0 { m / W_MAX as f32 } else { 1.0 })
+            .map(|&m| {
+                if m > 0.0 || m.is_nan() {
+                    m / W_MAX as f32
+                } else {
+                    1.0
+                }
+            })
             .collect();
         let k2 = k.next_multiple_of(2);
         let panels = n.div_ceil(NR);
@@ -122,15 +136,16 @@ impl QuantMatrix {
                 *s = f32::NAN;
                 continue;
             }
-            if amax < f32::MIN_POSITIVE {
-                // All zero (or subnormal: below 1.2e-38, the row scale would
-                // underflow): the row adds nothing but the bias.
+            let inv = limit as f32 / amax;
+            if !inv.is_finite() {
+                // All zero, or so small (below about 1e-34) that the scale
+                // would underflow: the row adds nothing but the bias.
                 *s = 1.0;
                 continue;
             }
             *s = amax / limit as f32;
-            // |v / s| <= limit, so the rounding needs no clamp.
-            L::quantize(row, 1.0 / *s, &mut q[..k]);
+            // |v * inv| <= limit, so the rounding needs no clamp.
+            L::quantize(row, inv, &mut q[..k]);
         }
         let zeros;
         let bias = match bias {
@@ -436,6 +451,8 @@ mod tests {
     fn matches_the_float_product_within_its_roundings() {
         for (m, k, n) in [
             (1, 1, 1),
+            (2, 3, 8),
+            (6, 64, 24),
             (5, 7, 9),
             (4, 384, 384),
             (7, 33, 17),
@@ -463,28 +480,34 @@ mod tests {
     }
 
     /// The sums are exact: integer inputs that need no rounding give the
-    /// integer product, at the largest magnitudes the bounds allow.
+    /// integer product, even at the largest sums the bounds allow (all terms
+    /// positive: within 0.1% of i32::MAX; a wrapped sum would be negative).
     #[test]
     fn sums_are_exact_at_the_bounds() {
-        let (m, k, n) = (3, 1536, 8);
-        let limit = a_max(k);
-        let x: Vec<f32> = (0..m * k)
-            .map(|i| if i % 3 == 0 { -limit } else { limit } as f32)
-            .collect();
-        let w: Vec<f32> = (0..k * n)
-            .map(|i| if i % 5 == 0 { -W_MAX } else { W_MAX } as f32)
-            .collect();
-        let q = QuantMatrix::new(&w, k, n);
-        let ours = q.matmul(&x, m, None);
-        for r in 0..m {
-            for c in 0..n {
-                let exact: i64 = (0..k)
-                    .map(|i| x[r * k + i] as i64 * w[i * n + c] as i64)
-                    .sum();
-                assert_eq!(ours[r * n + c], exact as f32, "({r}, {c})");
+        for (m, k, n) in [(3usize, 1536usize, 8usize), (2, 1537, 9)] {
+            let limit = a_max(k.next_multiple_of(2));
+            // Each row and each column holds its largest value, so both
+            // scales are 1 and the values are the integers given.
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| (if i % 7 == 1 { limit - 1 } else { limit }) as f32)
+                .collect();
+            let w: Vec<f32> = (0..k * n)
+                .map(|i| (if i % 5 == 1 { W_MAX - 1 } else { W_MAX }) as f32)
+                .collect();
+            let q = QuantMatrix::new(&w, k, n);
+            let ours = q.matmul(&x, m, None);
+            let mut largest = 0i64;
+            for r in 0..m {
+                for c in 0..n {
+                    let exact: i64 = (0..k)
+                        .map(|i| x[r * k + i] as i64 * w[i * n + c] as i64)
+                        .sum();
+                    largest = largest.max(exact);
+                    assert_eq!(ours[r * n + c], exact as f32, "({r}, {c}) of {m}x{k}x{n}");
+                }
             }
+            assert!(largest as f64 > 0.99 * i32::MAX as f64, "{largest}");
         }
-        assert!(k as i64 * W_MAX as i64 * limit as i64 <= i32::MAX as i64);
     }
 
     /// The build's lanes (SSE2 here, simd128 in the page) give exactly the
@@ -545,6 +568,20 @@ mod tests {
         assert!(out[..2 * n].iter().all(|v| v.is_nan()));
         assert_eq!(&out[2 * n..3 * n], &bias);
         assert!(out[3 * n..].iter().all(|v| v.is_finite()));
+    }
+
+    /// A NaN or infinite weight makes its column NaN, not zero.
+    #[test]
+    fn bad_weights_stay_visible() {
+        let (k, n) = (3, 4);
+        let mut w = values(k * n, 4);
+        w[n + 1] = f32::NAN;
+        w[2 * n + 3] = f32::NEG_INFINITY;
+        let out = QuantMatrix::new(&w, k, n).matmul(&values(2 * k, 8), 2, None);
+        for row in out.chunks(n) {
+            assert!(row[0].is_finite() && row[2].is_finite());
+            assert!(row[1].is_nan() && row[3].is_nan(), "{row:?}");
+        }
     }
 
     #[test]

@@ -868,4 +868,33 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
         "the second int8 load lost its integer products"
     );
     drop(second_packed);
+    // A prepared int8 file (what a site serves) packs its stored int8
+    // projections the same way.
+    let int8_bytes =
+        weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::Int8).unwrap();
+    let load_int8 = |keep_int8| {
+        let files = ModelFiles::from_burnpack(int8_bytes.clone()).unwrap();
+        assert_eq!(files.stored_precision, Precision::Int8);
+        let net = Network::load(
+            &config,
+            files.weights,
+            files.stored_precision,
+            Precision::Int8,
+            &device,
+            keep_int8,
+        )
+        .unwrap();
+        let packed = net.integer_weights();
+        (net, packed)
+    };
+    let ((stored, none), (stored_integer, packed)) = (load_int8(false), load_int8(true));
+    assert!(none.is_empty() && !packed.is_empty());
+    let (a, b) = (last(&stored), last(&stored_integer));
+    let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
+    let d = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(d > 0.0 && d <= 0.01 * scale, "stored int8: {d} of {scale}");
 }

@@ -9,6 +9,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
+use blindspot::models::dense::IntegerWeights;
 use blindspot::models::weights::{self, WeightSource};
 use blindspot::models::{
     Batch, GPU_LENGTH_STEP, LmTokenizer, ModelConfig, ModelError, ModelFiles, Network, Plm,
@@ -754,6 +755,38 @@ fn a_forward_pass_can_stop_at_the_layer_a_metric_reads() {
     }
 }
 
+/// The network in `files` at `precision` (int8 kept for integer products
+/// with `keep_int8`) and its packed projections.
+fn load_packed(
+    config: &ModelConfig,
+    files: ModelFiles,
+    precision: Precision,
+    keep_int8: bool,
+) -> (Network, IntegerWeights) {
+    let net = Network::load(
+        config,
+        files.weights,
+        files.stored_precision,
+        precision,
+        &Device::flex(),
+        keep_int8,
+    )
+    .unwrap();
+    let packed = net.integer_weights();
+    (net, packed)
+}
+
+/// The largest |a - b| and the largest |a|.
+fn deviation(a: &[f32], b: &[f32]) -> (f32, f32) {
+    let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
+    let d = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    (d, scale)
+}
+
 /// An int8 model's integer products (the browser's, [`Plm::load_with`])
 /// give nearly the outputs of its f32 products, on every family whose
 /// projections are int8 (this toy's 48-wide ones stay f32), and the
@@ -774,18 +807,12 @@ fn integer_products_follow_the_int8_model() {
             ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap())
                 .unwrap();
         let load = |keep_int8| {
-            let files = ModelFiles::from_path(&dir).unwrap();
-            let net = Network::load(
+            load_packed(
                 &config,
-                files.weights,
-                files.stored_precision,
+                ModelFiles::from_path(&dir).unwrap(),
                 Precision::Int8,
-                &device,
                 keep_int8,
             )
-            .unwrap();
-            let packed = net.integer_weights();
-            (net, packed)
         };
         let ((float, none), (integer, packed)) = (load(false), load(true));
         assert!(none.is_empty());
@@ -801,13 +828,7 @@ fn integer_products_follow_the_int8_model() {
                 .unwrap()
                 .0
         };
-        let (a, b) = (last(&float), last(&integer));
-        let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
-        let d = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
+        let (d, scale) = deviation(&last(&float), &last(&integer));
         eprintln!(
             "{name}: {} projections integer, last hidden state max |diff| {d:.2e} of {scale:.2}",
             packed.len()
@@ -829,17 +850,7 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
     let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
     let load = |precision, keep_int8| {
         let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
-        let net = Network::load(
-            &config,
-            files.weights,
-            files.stored_precision,
-            precision,
-            &device,
-            keep_int8,
-        )
-        .unwrap();
-        let packed = net.integer_weights();
-        (net, packed)
+        load_packed(&config, files, precision, keep_int8)
     };
     let batch = Batch::new(&[vec![5, 17, 23, 29, 6]], &config, &device);
     let last = |net: &Network| {
@@ -875,26 +886,10 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
     let load_int8 = |keep_int8| {
         let files = ModelFiles::from_burnpack(int8_bytes.clone()).unwrap();
         assert_eq!(files.stored_precision, Precision::Int8);
-        let net = Network::load(
-            &config,
-            files.weights,
-            files.stored_precision,
-            Precision::Int8,
-            &device,
-            keep_int8,
-        )
-        .unwrap();
-        let packed = net.integer_weights();
-        (net, packed)
+        load_packed(&config, files, Precision::Int8, keep_int8)
     };
     let ((stored, none), (stored_integer, packed)) = (load_int8(false), load_int8(true));
     assert!(none.is_empty() && !packed.is_empty());
-    let (a, b) = (last(&stored), last(&stored_integer));
-    let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
-    let d = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let (d, scale) = deviation(&last(&stored), &last(&stored_integer));
     assert!(d > 0.0 && d <= 0.01 * scale, "stored int8: {d} of {scale}");
 }

@@ -507,11 +507,14 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
         rows.flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
             .collect()
     };
-    let d = rows(&padded)
-        .iter()
-        .zip(rows(&line))
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+    let diff = |a: &Value, b: &Value| {
+        rows(a)
+            .iter()
+            .zip(rows(b))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
+    let d = diff(&padded, &line);
     assert!(d <= 1e-4, "padding moved a hidden value by {d}");
     // `--device cpu-i16`: int8 through integer products (the page's CPU),
     // near the f32-product int8 but not equal to it; f32 models unchanged.
@@ -535,13 +538,6 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap()
-    };
-    let diff = |a: &Value, b: &Value| {
-        rows(a)
-            .iter()
-            .zip(rows(b))
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max)
     };
     assert_eq!(rows(&embed("cpu-i16", "f32")), rows(&line));
     let (int8, integer) = (embed("cpu", "q8"), embed("cpu-i16", "q8"));

@@ -89,11 +89,6 @@ impl IntegerWeights {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// Bytes the packed weights hold.
-    pub fn bytes(&self) -> usize {
-        self.0.iter().map(|q| q.bytes()).sum()
-    }
 }
 
 /// The packed weights by parameter id, weakly: a model's
@@ -146,10 +141,9 @@ fn integer_linear<const D: usize>(
     let rows = dims[..D - 1].iter().product::<usize>();
     let x = primitive(x);
     let x = dense(&x);
-    let bias = bias.map(|b| b.into_data().convert::<f32>());
-    let bias = bias
-        .as_ref()
-        .map(|b| b.as_slice::<f32>().expect("f32 after convert"));
+    let b = bias.map(primitive);
+    let b = b.as_ref().map(dense);
+    let bias = b.as_ref().map(|b| b.as_slice::<f32>().expect("dense f32"));
     let out = q.matmul(x.as_slice::<f32>().expect("dense f32"), rows, bias);
     let mut shape = dims;
     shape[D - 1] = q.cols();

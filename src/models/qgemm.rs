@@ -103,11 +103,6 @@ impl QuantMatrix {
         self.n
     }
 
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.data.len() * 2 + self.scale.len() * 4
-    }
-
     /// `x W + b` for `x` of `m` rows of [`QuantMatrix::rows`] values
     /// (row-major), `m x n` row-major out.
     pub fn matmul(&self, x: &[f32], m: usize, bias: Option<&[f32]>) -> Vec<f32> {
@@ -129,8 +124,12 @@ impl QuantMatrix {
             .zip(qx.chunks_exact_mut(k2))
             .zip(&mut row_scale)
         {
-            let amax = row.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            if !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+            // One pass: the largest magnitude, and whether a NaN is there
+            // (`max` would skip it).
+            let (amax, nan) = row.iter().fold((0.0f32, false), |(a, nan), v| {
+                (a.max(v.abs()), nan | v.is_nan())
+            });
+            if !amax.is_finite() || nan {
                 // A NaN or an infinity makes the row's outputs NaN, as the
                 // float product would, never a wrong finite number.
                 *s = f32::NAN;

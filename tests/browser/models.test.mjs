@@ -72,8 +72,8 @@ test("MiniLM on WebGPU and on the CPU in the browser matches the native engine",
   // WebGPU f32 products of the int8 values (the native default). The integer
   // kernel gives the same bits in wasm and natively, but rounding each row
   // to integers turns the f32 parts' last-bit differences (wasm against
-  // native: ~2e-6) into whole rounding steps now and then: 5.9e-3 at layer
-  // 6 here, against 2.1e-2 from the other way of computing int8.
+  // native: ~2e-6) into whole rounding steps now and then: 5.6e-3 at layer
+  // 6 here, against 2.0e-2 from the other way of computing int8.
   const nativeInt8 = {
     cpu: nativeEmbedding({ device: ["--device", "cpu-i16"], quant: ["--quant", "q8"] }),
     webgpu: nativeEmbedding({ quant: ["--quant", "q8"] }),

@@ -65,17 +65,10 @@ pub fn project<const D: usize>(
 pub struct IntegerWeights(Vec<Arc<QuantMatrix>>);
 
 impl IntegerWeights {
-    /// Packs `weight` (`[in, out]`, dequantized to f32 here) for the layer
-    /// whose weight parameter is `id`.
-    pub fn add(&mut self, id: ParamId, weight: Tensor<2>) {
-        let [k, n] = weight.dims();
-        let data = weight
-            .dequantize()
-            .into_data()
-            .convert::<f32>()
-            .try_into_vec::<f32>()
-            .expect("f32 after convert");
-        let q = Arc::new(QuantMatrix::new(&data, k, n));
+    /// Packs the `k × n` weight `values` (`[in, out]`, the int8 weight
+    /// dequantized) for the layer whose weight parameter is `id`.
+    pub fn add(&mut self, id: ParamId, values: &[f32], k: usize, n: usize) {
+        let q = Arc::new(QuantMatrix::new(values, k, n));
         integer::register(id, &q);
         self.0.push(q);
     }
@@ -341,7 +334,8 @@ mod tests {
         let x = tensor([2, 5, 64], 6);
         let float = module::linear(x.clone(), quantized.clone().dequantize(), Some(bias.val()));
         let mut packed = IntegerWeights::default();
-        packed.add(weight.id, quantized.clone());
+        let values = super::super::weights::int8_values(&quantized).expect("int8 scheme");
+        packed.add(weight.id, &values, 64, 32);
         assert_eq!(packed.len(), 1);
         let integer = project(x.clone(), &weight, Some(&bias));
         let d = max_diff(integer.clone(), float.clone());

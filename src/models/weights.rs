@@ -1109,29 +1109,10 @@ mod tests {
                     );
                 }
             }
-            let gamma = toy
-                .norm
-                .gamma
-                .val()
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap();
-            let beta = toy
-                .norm
-                .beta
-                .unwrap()
-                .val()
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap();
-            let bias = toy
-                .dense
-                .bias
-                .unwrap()
-                .val()
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap();
+            let values = |p: Param<Tensor<1>>| p.val().into_data().try_to_vec::<f32>().unwrap();
+            let gamma = values(toy.norm.gamma);
+            let beta = values(toy.norm.beta.unwrap());
+            let bias = values(toy.dense.bias.unwrap());
             assert!(gamma.iter().all(|v| *v == 2.0), "{dtype:?}");
             assert!(beta.iter().all(|v| *v == -1.0), "{dtype:?}");
             assert!(bias.iter().all(|v| *v == 0.5), "{dtype:?}");

@@ -368,10 +368,10 @@ fn adapter() -> impl ModuleAdapter + 'static {
 /// PyTorch's layout to burn's, as [`PyTorchToBurnAdapter`] does (norms'
 /// `weight`/`bias` are burn's `gamma`/`beta`; a linear weight `[out, in]` is
 /// burn's `[in, out]`), with the linear weights transposed and cast to f32
-/// in one pass (the `transpose` crate's cache-blocked loops). burn-store's own transpose copies one
-/// element at a time through byte slices into a buffer it then copies again
-/// for alignment: loading roberta-large's shape (1.3 GB) spent about 70% of
-/// its 4 s there.
+/// in one pass (the `transpose` crate's cache-blocked loops). burn-store's
+/// own transpose copies one element at a time through byte slices into a
+/// buffer it then copies again for alignment: loading roberta-large's shape
+/// (1.3 GB) spent about 70% of its 4 s there.
 #[derive(Clone)]
 struct TorchLayout;
 
@@ -1059,7 +1059,7 @@ mod tests {
     }
 
     /// A checkpoint of `Toy` in PyTorch's layout: `dense.weight` is
-    /// `[out = 37, in = 70]` with value `r * 70 + c` at `(r, c)`.
+    /// `[out = 37, in = 70]` with value `(r * 70 + c) % 2000` at `(r, c)`.
     fn checkpoint(dtype: Dtype) -> Vec<u8> {
         let encode = |values: &[f32]| -> Vec<u8> {
             match dtype {

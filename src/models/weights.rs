@@ -519,11 +519,16 @@ enum Mode {
 /// them (the value times its block's scale), in one pass: burn-flex's
 /// dequantize locates every element's block with divisions, a third of an
 /// int8 MiniLM's load time before. `None` for a tensor that is not in
-/// [`int8_scheme`] with whole blocks per row (burn's path then serves).
+/// [`int8_scheme`] with whole blocks per row, and for a tensor off the CPU
+/// (its values are read back synchronously, which WebGPU in a browser does
+/// not allow): burn's path then serves.
 pub(crate) fn int8_values<const D: usize>(tensor: &Tensor<D>) -> Option<Vec<f32>> {
     let DType::QFloat(scheme) = tensor.dtype() else {
         return None;
     };
+    if tensor.device() != Device::flex() {
+        return None;
+    }
     let block = QUANT_BLOCK as usize;
     let whole_blocks = scheme.value == QuantValue::Q8S
         && scheme.tensor_scale().is_none()

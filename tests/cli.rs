@@ -46,6 +46,17 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// [`run`], asserting the command succeeded (its stderr as the message).
+fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    let out = run(cmd, stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Golden single-reference WMT21 pairs, rebuilt from ../shared/data.
 fn golden_pairs(n: usize) -> Vec<(String, String, Value)> {
     let golden = common::golden("lexical.json");
@@ -87,7 +98,7 @@ fn jsonl_scores_match_sacrebleu_and_rouge_score() {
         write(&dir, "h.txt", hyps.as_bytes()),
         write(&dir, "r.txt", refs.as_bytes()),
     );
-    let out = run(
+    let out = run_ok(
         bin().args([
             "score",
             "--metrics",
@@ -100,11 +111,6 @@ fn jsonl_scores_match_sacrebleu_and_rouge_score() {
             "jsonl",
         ]),
         None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let lines: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -457,17 +463,12 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
     let dir = scratch("prepare");
     let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plm/bert");
     let bpk = dir.join("bert.bpk");
-    let out = run(
+    let out = run_ok(
         bin()
             .args(["prepare", model])
             .arg(&bpk)
             .args(["--quant", "q8"]),
         None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Int8"));
     // The fixture has no tokenizer: embed says so instead of guessing one.
@@ -481,14 +482,9 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
     assert_user_error(&out, "no tokenizer.json");
     // A real model: MiniLM's last layer, 384 wide, [CLS] hello world [SEP].
     let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
-    let out = run(
+    let out = run_ok(
         bin().args(["embed", "--model", minilm, "hello world"]),
         None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["tokens"], serde_json::json!([101, 7592, 2088, 102]));
@@ -519,7 +515,7 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
     // `--device cpu-i16`: int8 through integer products (the page's CPU),
     // near the f32-product int8 but not equal to it; f32 models unchanged.
     let embed = |device: &str, quant: &str| -> Value {
-        let out = run(
+        let out = run_ok(
             bin().args([
                 "--device",
                 device,
@@ -531,11 +527,6 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
                 "hello world",
             ]),
             None,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap()
     };
@@ -671,12 +662,7 @@ fn score_bertscore_matches_bert_score_golden() {
     std::fs::create_dir_all(&dir).unwrap();
     let bpk = dir.join("minilm-q8.bpk");
     let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
-    let out = run(bin().args(["prepare", minilm]).arg(&bpk), None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(bin().args(["prepare", minilm]).arg(&bpk), None);
     let q8 = score_jsonl(
         &[
             "--metrics",
@@ -916,16 +902,11 @@ fn mauve_command_compares_two_sets() {
     };
     let (a, b) = (head("wikitext_a.txt", 40), head("wikitext_b.txt", 40));
     let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
-    let out = run(
+    let out = run_ok(
         bin().args([
             "mauve", "--hyps", &b, "--refs", &a, "--model", minilm, "--json",
         ]),
         None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let mauve = v["result"]["mauve"].as_f64().unwrap();
@@ -1007,17 +988,12 @@ fn audit_adds_gpt2_perplexity_as_a_correlate() {
     let dir = scratch("audit-ppl");
     let gpt2 = gpt2_folder(&dir);
     let summeval = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/summeval.jsonl");
-    let out = run(
+    let out = run_ok(
         bin()
             .args(["audit", "--summeval", summeval, "--metrics", "rougeL"])
             .arg("--ppl-model")
             .arg(&gpt2),
         None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(

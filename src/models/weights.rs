@@ -559,6 +559,88 @@ pub(crate) fn int8_values<const D: usize>(tensor: &Tensor<D>) -> Option<Vec<f32>
     )
 }
 
+/// `tensor` rounded to int8 in `scheme`: burn's scales (`compute_q_params`
+/// of each block's min and max), and the values exactly as burn-flex's
+/// `quantize` rounds them, `(x / scale).round().clamp(a, b)`, one block of
+/// [`QUANT_BLOCK`] at a time ([`int8_rounded`]). burn-flex's loop finds
+/// each element's block with divisions and calls libm's `roundf`: most of
+/// an int8 load from f32 weights (the page's int8 models) before. Tensors
+/// [`int8_rounded`] does not take go through burn.
+fn quantize_int8<const D: usize>(tensor: Tensor<D>, scheme: &QuantScheme) -> Tensor<D> {
+    let range = compute_range(scheme, &tensor, &Calibration::MinMax);
+    let qparams = compute_q_params(scheme, range);
+    match int8_rounded(&tensor, scheme, &qparams.scales) {
+        Some(data) => Tensor::from_data(data, &tensor.device()),
+        None => tensor.quantize(scheme, qparams),
+    }
+}
+
+/// The quantized data of [`quantize_int8`] for an f32 tensor on the CPU in
+/// [`int8_scheme`] whose rows are whole blocks; `None` for anything else.
+fn int8_rounded<const D: usize>(
+    tensor: &Tensor<D>,
+    scheme: &QuantScheme,
+    scales: &Tensor<1>,
+) -> Option<TensorData> {
+    let block = QUANT_BLOCK as usize;
+    let cpu = Device::flex();
+    if *scheme != int8_scheme()
+        || tensor.device() != cpu
+        || scales.device() != cpu
+        || tensor.dtype() != DType::F32
+        || !tensor.dims()[D - 1].is_multiple_of(block)
+    {
+        return None;
+    }
+    let data = tensor.to_data();
+    let values = data.as_slice::<f32>().ok()?;
+    let scales = scales
+        .to_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .ok()?;
+    if scales.len() * block != values.len() {
+        return None;
+    }
+    // What burn-flex's `quantize` does to a scale first (`validated_scale`).
+    let scales: Vec<f32> = scales
+        .into_iter()
+        .map(|s| {
+            let s = scheme.scale_dtype().round_up(s);
+            if s > 0.0 && s.is_finite() {
+                s
+            } else {
+                scheme.scale_dtype().round_up(f32::MIN_POSITIVE)
+            }
+        })
+        .collect();
+    let (a, b) = scheme.value.range();
+    let mut out = Vec::with_capacity(values.len());
+    for (chunk, &scale) in values.chunks_exact(block).zip(&scales) {
+        let inv = 1.0 / scale;
+        out.extend(chunk.iter().map(|&x| round_to_int8(x * inv, a, b)));
+    }
+    Some(TensorData::quantized(
+        out,
+        data.shape().clone(),
+        *scheme,
+        &scales,
+        None,
+    ))
+}
+
+/// `t.round().clamp(a, b) as i8` (halves away from zero; NaN gives 0) for
+/// the integer bounds `a, b` of an 8-bit scheme, without libm's `roundf`
+/// (a call per value natively, a software routine in wasm) and without
+/// branches, so the loop over a block vectorises.
+fn round_to_int8(t: f32, a: f32, b: f32) -> i8 {
+    let t = t.clamp(-128.0, 128.0);
+    let whole = t as i32; // toward zero, exact in this range; NaN gives 0
+    let frac = t - whole as f32; // exact
+    let rounded = whole + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
+    rounded.clamp(a as i32, b as i32) as i8
+}
+
 /// `tensor` dequantized to f32 ([`int8_values`] where it applies).
 fn dequantize<const D: usize>(tensor: Tensor<D>) -> Tensor<D> {
     match int8_values(&tensor) {
@@ -642,11 +724,7 @@ impl ModuleMapper for Int8Mapper {
                     return param;
                 }
                 let scheme = self.scheme;
-                param.map(|tensor| {
-                    let range = compute_range(&scheme, &tensor, &Calibration::MinMax);
-                    let qparams = compute_q_params(&scheme, range);
-                    tensor.quantize(&scheme, qparams)
-                })
+                param.map(|tensor| quantize_int8(tensor, &scheme))
             }
         }
     }
@@ -1152,6 +1230,76 @@ mod tests {
             }
             let tensor = dequantize(q).into_data().try_to_vec::<f32>().unwrap();
             assert_eq!(tensor, burns);
+        }
+    }
+
+    /// The int8 rounding at load gives burn's quantized tensor byte for
+    /// byte: ties (x.5 steps), a zero block, subnormals, NaN and infinities,
+    /// and values beyond the scale.
+    #[test]
+    fn int8_rounding_is_burns_quantize() {
+        let device = Device::flex();
+        let scheme = int8_scheme();
+        let mut special = vec![0.0f32; 32]; // a zero block
+        special.extend((0..32).map(|i| f32::from_bits(1 + i as u32))); // subnormals
+        // Scale 1 (the block's largest magnitude is 127): every half step a tie.
+        special.extend((0..32).map(|i| {
+            if i == 0 {
+                127.0
+            } else {
+                (i as f32 - 16.0) + 0.5
+            }
+        }));
+        special.extend((0..32).map(|i| [f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0][i % 4]));
+        for [rows, cols] in [[1, 32], [37, 64], [8, 96]] {
+            let mut values: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919) % 1000) as f32 / 97.0 - 5.0)
+                .collect();
+            values[..special.len().min(rows * cols)]
+                .copy_from_slice(&special[..special.len().min(rows * cols)]);
+            let tensor = Tensor::<2>::from_data(TensorData::new(values, [rows, cols]), &device);
+            let range = compute_range(&scheme, &tensor, &Calibration::MinMax);
+            let burns = tensor
+                .clone()
+                .quantize(&scheme, compute_q_params(&scheme, range))
+                .into_data();
+            let ours = quantize_int8(tensor, &scheme).into_data();
+            assert_eq!(ours.dtype(), burns.dtype(), "[{rows}, {cols}]");
+            assert_eq!(ours.shape(), burns.shape(), "[{rows}, {cols}]");
+            assert_eq!(ours.as_bytes(), burns.as_bytes(), "[{rows}, {cols}]");
+        }
+        // A width that is not whole blocks goes through burn.
+        let odd = Tensor::<2>::from_data(TensorData::new(vec![1.0f32; 40], [2, 20]), &device);
+        assert!(int8_rounded(&odd, &scheme, &Tensor::zeros([2], &device)).is_none());
+    }
+
+    #[test]
+    fn round_to_int8_is_burns_rounding() {
+        let (a, b) = int8_scheme().value.range();
+        let burns = |x: f32| x.round().clamp(a, b) as i8;
+        let mut t = -130.0f32;
+        while t <= 130.0 {
+            for x in [
+                t,
+                t + 0.5,
+                t.next_up(),
+                (t + 0.5).next_down(),
+                (t + 0.5).next_up(),
+            ] {
+                assert_eq!(round_to_int8(x, a, b), burns(x), "{x}");
+            }
+            t += 0.25;
+        }
+        for x in [
+            f32::NAN,
+            f32::INFINITY,
+            -f32::INFINITY,
+            1e30,
+            -1e30,
+            -0.4,
+            -0.0,
+        ] {
+            assert_eq!(round_to_int8(x, a, b), burns(x), "{x}");
         }
     }
 

@@ -6,9 +6,14 @@
 // the first keystrokes after the model loads and, given WARM, again after WARM
 // more keystrokes (V8's optimizing compiles of the wasm done by then).
 //
-//   make dist && node benches/browser_bertscore.mjs [cpu|webgpu] [WARM] [f32|q8]
+//   make dist && node benches/browser_bertscore.mjs [cpu|webgpu] [WARM] [f32|q8] [PACE_MS]
 //
-// (q8: the int8 model; on the CPU its products are integer ones.)
+// (q8: the int8 model; on the CPU its products are integer ones.) By default
+// each keystroke follows the moment the previous one's score appears, so the
+// page is still drawing that score while the next pass runs (typing about 25
+// characters a second). With PACE_MS the next keystroke waits until PACE_MS
+// after the previous one (100: 10 characters a second, a fast typist's
+// 120 words a minute), when the score comes sooner.
 
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -18,6 +23,8 @@ const warm = Number(process.argv[3] ?? 0);
 if (!Number.isInteger(warm) || warm < 0) throw new Error(`WARM must be a whole number of keystrokes, not ${process.argv[3]}`);
 const precision = process.argv[4] ?? "f32";
 if (!["f32", "q8"].includes(precision)) throw new Error(`precision ${precision}: f32 or q8`);
+const pace = Number(process.argv[5] ?? 0);
+if (!Number.isFinite(pace) || pace < 0) throw new Error(`PACE_MS must be a number of milliseconds, not ${process.argv[5]}`);
 const { server, url } = await serveDist();
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
 const page = await browser.newPage();
@@ -36,7 +43,7 @@ await page.waitForSelector('.card[data-metric="bertscore"][data-scored-hypothesi
 // Types `chars` one input event at a time; per keystroke, the time until the
 // card shows the score of exactly that text, and the engine's own time for the
 // pass (the card's "· N ms").
-const type = (chars) => page.evaluate(async (chars) => {
+const type = (chars) => page.evaluate(async ([chars, pace]) => {
   const hyp = document.getElementById("hypothesis");
   const card = document.querySelector('.card[data-metric="bertscore"]');
   const latencies = [];
@@ -53,16 +60,18 @@ const type = (chars) => page.evaluate(async (chars) => {
     }
     latencies.push(performance.now() - t0);
     passes.push(Number(card.querySelector('[data-role="parts"]').textContent.match(/(\d+) ms/)[1]));
+    const next = t0 + pace;
+    while (performance.now() < next) await new Promise((r) => setTimeout(r, Math.max(1, next - performance.now())));
   }
   return { latencies, passes };
-}, chars);
+}, [chars, pace]);
 const quantiles = (values) => {
   const v = [...values].sort((a, b) => a - b);
   return (p) => v[Math.min(v.length - 1, Math.floor(p * v.length))];
 };
 const report = (label, { latencies, passes }) => {
   const q = quantiles(latencies), pass = quantiles(passes);
-  console.log(`BERTScore keystroke latency on ${backend}, ${label}: median ${q(0.5).toFixed(0)} ms, p95 ${q(0.95).toFixed(0)} ms (${latencies.length} keystrokes); the model pass itself: median ${pass(0.5).toFixed(0)} ms`);
+  console.log(`BERTScore keystroke latency on ${backend} (${precision}${pace ? `, a keystroke every ${pace} ms at most` : ", back to back"}), ${label}: median ${q(0.5).toFixed(0)} ms, p95 ${q(0.95).toFixed(0)} ms (${latencies.length} keystrokes); the model pass itself: median ${pass(0.5).toFixed(0)} ms`);
 };
 const phrase = ", two months late.";
 report("first keystrokes after load", await type(phrase));

@@ -43,11 +43,15 @@ await page.waitForSelector('.card[data-metric="bertscore"][data-scored-hypothesi
 // Types `chars` one input event at a time; per keystroke, the time until the
 // card shows the score of exactly that text, and the engine's own time for the
 // pass (the card's "· N ms").
+// Also the main thread's long tasks (over 50 ms) while typing.
 const type = (chars) => page.evaluate(async ([chars, pace]) => {
   const hyp = document.getElementById("hypothesis");
   const card = document.querySelector('.card[data-metric="bertscore"]');
   const latencies = [];
   const passes = [];
+  const longTasks = [];
+  const observer = new PerformanceObserver((list) => longTasks.push(...list.getEntries().map((e) => e.duration)));
+  observer.observe({ type: "longtask" });
   for (const ch of chars) {
     const t0 = performance.now();
     hyp.value += ch;
@@ -63,15 +67,19 @@ const type = (chars) => page.evaluate(async ([chars, pace]) => {
     const next = t0 + pace;
     while (performance.now() < next) await new Promise((r) => setTimeout(r, Math.max(1, next - performance.now())));
   }
-  return { latencies, passes };
+  await new Promise((r) => setTimeout(r, 100)); // the last keystroke's drawing
+  longTasks.push(...observer.takeRecords().map((e) => e.duration));
+  observer.disconnect();
+  return { latencies, passes, longTasks };
 }, [chars, pace]);
 const quantiles = (values) => {
   const v = [...values].sort((a, b) => a - b);
   return (p) => v[Math.min(v.length - 1, Math.floor(p * v.length))];
 };
-const report = (label, { latencies, passes }) => {
+const report = (label, { latencies, passes, longTasks }) => {
   const q = quantiles(latencies), pass = quantiles(passes);
-  console.log(`BERTScore keystroke latency on ${backend} (${precision}${pace ? `, a keystroke every ${pace} ms at most` : ", back to back"}), ${label}: median ${q(0.5).toFixed(0)} ms, p95 ${q(0.95).toFixed(0)} ms (${latencies.length} keystrokes); the model pass itself: median ${pass(0.5).toFixed(0)} ms`);
+  const blocked = longTasks.length ? `${longTasks.length}, the longest ${Math.max(...longTasks).toFixed(0)} ms` : "none";
+  console.log(`BERTScore keystroke latency on ${backend} (${precision}${pace ? `, a keystroke every ${pace} ms at most` : ", back to back"}), ${label}: median ${q(0.5).toFixed(0)} ms, p95 ${q(0.95).toFixed(0)} ms (${latencies.length} keystrokes); the model pass itself: median ${pass(0.5).toFixed(0)} ms; main-thread tasks over 50 ms: ${blocked}`);
 };
 const phrase = ", two months late.";
 report("first keystrokes after load", await type(phrase));

@@ -569,19 +569,28 @@ pub(crate) fn int8_values<const D: usize>(tensor: &Tensor<D>) -> Option<Vec<f32>
 fn quantize_int8<const D: usize>(tensor: Tensor<D>, scheme: &QuantScheme) -> Tensor<D> {
     let range = compute_range(scheme, &tensor, &Calibration::MinMax);
     let qparams = compute_q_params(scheme, range);
-    match int8_rounded(&tensor, scheme, &qparams.scales) {
-        Some(data) => Tensor::from_data(data, &tensor.device()),
-        None => tensor.quantize(scheme, qparams),
+    let Some(scales) = int8_scales(&tensor, scheme, &qparams.scales) else {
+        return tensor.quantize(scheme, qparams);
+    };
+    let device = tensor.device();
+    // Taken, not copied, where this is the last reference to the values.
+    let data = tensor.into_data();
+    match data.as_slice::<f32>() {
+        Ok(values) => {
+            Tensor::from_data(int8_rounded(values, data.shape(), scheme, &scales), &device)
+        }
+        Err(_) => Tensor::from_data(data, &device).quantize(scheme, qparams),
     }
 }
 
-/// The quantized data of [`quantize_int8`] for an f32 tensor on the CPU in
-/// [`int8_scheme`] whose rows are whole blocks; `None` for anything else.
-fn int8_rounded<const D: usize>(
+/// The scales [`int8_rounded`] uses, as burn-flex's `quantize` would
+/// (`validated_scale`), for an f32 tensor on the CPU in [`int8_scheme`]
+/// whose rows are whole blocks; `None` for anything else.
+fn int8_scales<const D: usize>(
     tensor: &Tensor<D>,
     scheme: &QuantScheme,
     scales: &Tensor<1>,
-) -> Option<TensorData> {
+) -> Option<Vec<f32>> {
     let block = QUANT_BLOCK as usize;
     let cpu = Device::flex();
     if *scheme != int8_scheme()
@@ -592,41 +601,36 @@ fn int8_rounded<const D: usize>(
     {
         return None;
     }
-    let data = tensor.to_data();
-    let values = data.as_slice::<f32>().ok()?;
     let scales = scales
         .to_data()
         .convert::<f32>()
         .try_into_vec::<f32>()
         .ok()?;
-    if scales.len() * block != values.len() {
+    if scales.len() * block != tensor.shape().num_elements() {
         return None;
     }
-    // What burn-flex's `quantize` does to a scale first (`validated_scale`).
-    let scales: Vec<f32> = scales
-        .into_iter()
-        .map(|s| {
-            let s = scheme.scale_dtype().round_up(s);
-            if s > 0.0 && s.is_finite() {
-                s
-            } else {
-                scheme.scale_dtype().round_up(f32::MIN_POSITIVE)
-            }
-        })
-        .collect();
+    let dtype = scheme.scale_dtype();
+    Some(
+        scales
+            .into_iter()
+            .map(|s| match dtype.round_up(s) {
+                s if s > 0.0 && s.is_finite() => s,
+                _ => dtype.round_up(f32::MIN_POSITIVE),
+            })
+            .collect(),
+    )
+}
+
+/// `values` (row-major, `scales.len()` whole blocks) rounded to int8 one
+/// block at a time, as burn-flex's `quantize` rounds them.
+fn int8_rounded(values: &[f32], shape: &Shape, scheme: &QuantScheme, scales: &[f32]) -> TensorData {
     let (a, b) = scheme.value.range();
     let mut out = Vec::with_capacity(values.len());
-    for (chunk, &scale) in values.chunks_exact(block).zip(&scales) {
+    for (chunk, &scale) in values.chunks_exact(QUANT_BLOCK as usize).zip(scales) {
         let inv = 1.0 / scale;
         out.extend(chunk.iter().map(|&x| round_to_int8(x * inv, a, b)));
     }
-    Some(TensorData::quantized(
-        out,
-        data.shape().clone(),
-        *scheme,
-        &scales,
-        None,
-    ))
+    TensorData::quantized(out, shape.clone(), *scheme, scales, None)
 }
 
 /// `t.round().clamp(a, b) as i8` (halves away from zero; NaN gives 0) for
@@ -1258,19 +1262,28 @@ mod tests {
             values[..special.len().min(rows * cols)]
                 .copy_from_slice(&special[..special.len().min(rows * cols)]);
             let tensor = Tensor::<2>::from_data(TensorData::new(values, [rows, cols]), &device);
-            let range = compute_range(&scheme, &tensor, &Calibration::MinMax);
-            let burns = tensor
-                .clone()
-                .quantize(&scheme, compute_q_params(&scheme, range))
-                .into_data();
-            let ours = quantize_int8(tensor, &scheme).into_data();
-            assert_eq!(ours.dtype(), burns.dtype(), "[{rows}, {cols}]");
-            assert_eq!(ours.shape(), burns.shape(), "[{rows}, {cols}]");
-            assert_eq!(ours.as_bytes(), burns.as_bytes(), "[{rows}, {cols}]");
+            // And the same values as a transposed (non-contiguous) view.
+            let transposed =
+                Tensor::<2>::from_data(tensor.clone().transpose().into_data(), &device).transpose();
+            for tensor in [tensor, transposed] {
+                let qparams = compute_q_params(
+                    &scheme,
+                    compute_range(&scheme, &tensor, &Calibration::MinMax),
+                );
+                assert!(
+                    int8_scales(&tensor, &scheme, &qparams.scales).is_some(),
+                    "[{rows}, {cols}] takes the fast path"
+                );
+                let burns = tensor.clone().quantize(&scheme, qparams).into_data();
+                let ours = quantize_int8(tensor, &scheme).into_data();
+                assert_eq!(ours.dtype(), burns.dtype(), "[{rows}, {cols}]");
+                assert_eq!(ours.shape(), burns.shape(), "[{rows}, {cols}]");
+                assert_eq!(ours.as_bytes(), burns.as_bytes(), "[{rows}, {cols}]");
+            }
         }
         // A width that is not whole blocks goes through burn.
         let odd = Tensor::<2>::from_data(TensorData::new(vec![1.0f32; 40], [2, 20]), &device);
-        assert!(int8_rounded(&odd, &scheme, &Tensor::zeros([2], &device)).is_none());
+        assert!(int8_scales(&odd, &scheme, &Tensor::zeros([2], &device)).is_none());
     }
 
     #[test]

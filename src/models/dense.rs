@@ -2,10 +2,14 @@
 //! pass goes, and the feed-forward GELU between them ([`gelu`]).
 //!
 //! In the browser's CPU backend (burn-flex in wasm) the product runs through
-//! rten-gemm instead of burn-flex's own matmul (the `gemm` crate): on the
-//! page's MiniLM passes its simd128 kernel (8 x 8 tiles, the bias added in
-//! the same pass) took 15% less time than gemm's (3 x 4), which makes
-//! BERTScore 1.16x faster end to end (README, Engine speed). Natively burn's
+//! [`strips`], which reads the weight in place, where the weight is dense
+//! and its width a multiple of 8 (every projection of the encoders here),
+//! and through rten-gemm otherwise (a strided weight: tied LM heads), instead
+//! of burn-flex's own matmul (the `gemm` crate): on the page's MiniLM passes
+//! rten-gemm's simd128 kernel (8 x 8 tiles, the bias added in the same pass)
+//! took 15% less time than gemm's (3 x 4), which made BERTScore 1.16x faster
+//! end to end, and [`strips`], which does not copy the weight into panels
+//! on every call, 1.13-1.16x more (README, Engine speed). Natively burn's
 //! `linear` stays: there rten-gemm was slower on single texts (a MiniLM pass
 //! took 16.6 ms against 6.95) and BERTScore lost 9%. On WebGPU burn's
 //! `linear` runs too.
@@ -262,7 +266,7 @@ fn gemm_f32(
         .map(|b| b.as_slice::<f32>().expect("dense f32"));
     if let Some(w) = w
         .as_slice::<f32>()
-        .filter(|_| d_out.is_multiple_of(LANES * 2))
+        .filter(|_| d_out > 0 && d_out.is_multiple_of(LANES * 2))
     {
         let x = x.as_slice::<f32>().expect("dense f32");
         return strips(x, w, bias, rows, d_in, d_out);
@@ -305,7 +309,8 @@ const DEPTH: usize = 512;
 /// so every target gives the same bits: simd128 in wasm, four plain lanes
 /// elsewhere.
 fn strips(x: &[f32], w: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
-    assert!(x.len() == m * k && w.len() == k * n && n.is_multiple_of(2 * LANES));
+    assert!(x.len() == m * k && w.len() == k * n && n > 0 && n.is_multiple_of(2 * LANES));
+    assert!(bias.is_none_or(|b| b.len() == n), "a bias of {n} values");
     let mut out = vec![0.0f32; m * n];
     let (xp, wp, op) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
     for j in (0..n).step_by(2 * LANES) {
@@ -360,15 +365,14 @@ unsafe fn tile<const R: usize>(
             let at = out.add((i + r) * n + j);
             *acc = [lanes::load(at), lanes::load(at.add(LANES))];
         }
-        let mut row = w.add(depth.start * n + j);
         for kk in depth {
+            let row = w.add(kk * n + j);
             let (b0, b1) = (lanes::load(row), lanes::load(row.add(LANES)));
             for (r, acc) in acc.iter_mut().enumerate() {
                 let a = lanes::splat(*x.add((i + r) * k + kk));
                 acc[0] = lanes::mul_add(acc[0], a, b0);
                 acc[1] = lanes::mul_add(acc[1], a, b1);
             }
-            row = row.add(n);
         }
         for (r, acc) in acc.iter().enumerate() {
             let at = out.add((i + r) * n + j);
@@ -546,8 +550,12 @@ mod tests {
     #[test]
     fn strips_add_the_products_in_order() {
         for (m, k, n) in [
+            (0, 5, 8),
+            (3, 0, 8),
             (1, 3, 8),
+            (2, 7, 8),
             (3, 40, 16),
+            (6, 600, 16),
             (9, 520, 24),
             (25, 1100, 8),
             (4, 512, 16),

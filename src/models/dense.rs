@@ -365,14 +365,17 @@ unsafe fn tile<const R: usize>(
             let at = out.add((i + r) * n + j);
             *acc = [lanes::load(at), lanes::load(at.add(LANES))];
         }
+        // Stepped with `wrapping_add`: after the last row it points past the
+        // weight (never read there), which `add` would make undefined.
+        let mut row = w.wrapping_add(depth.start * n + j);
         for kk in depth {
-            let row = w.add(kk * n + j);
             let (b0, b1) = (lanes::load(row), lanes::load(row.add(LANES)));
             for (r, acc) in acc.iter_mut().enumerate() {
                 let a = lanes::splat(*x.add((i + r) * k + kk));
                 acc[0] = lanes::mul_add(acc[0], a, b0);
                 acc[1] = lanes::mul_add(acc[1], a, b1);
             }
+            row = row.wrapping_add(n);
         }
         for (r, acc) in acc.iter().enumerate() {
             let at = out.add((i + r) * n + j);

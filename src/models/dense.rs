@@ -9,7 +9,7 @@
 //! rten-gemm's simd128 kernel (8 x 8 tiles, the bias added in the same pass)
 //! took 15% less time than gemm's (3 x 4), which made BERTScore 1.16x faster
 //! end to end, and [`strips`], which does not copy the weight into panels
-//! on every call, 1.13-1.16x more (README, Engine speed). Natively burn's
+//! on every call, 1.11-1.19x more (README, Engine speed). Natively burn's
 //! `linear` stays: there rten-gemm was slower on single texts (a MiniLM pass
 //! took 16.6 ms against 6.95) and BERTScore lost 9%. On WebGPU burn's
 //! `linear` runs too.
@@ -389,12 +389,19 @@ unsafe fn tile<const R: usize>(
 /// arithmetic, so the native tests check the page's kernel bit for bit).
 /// `load` and `store` take four f32s at a pointer the caller keeps in
 /// bounds.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod lanes {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     use std::arch::wasm32::{f32x4, f32x4_add, f32x4_mul, f32x4_splat, v128};
 
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub type V = v128;
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    pub type V = [f32; 4];
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub const ZERO: V = f32x4(0.0, 0.0, 0.0, 0.0);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    pub const ZERO: V = [0.0; 4];
 
     #[inline(always)]
     pub unsafe fn load(p: *const f32) -> V {
@@ -410,40 +417,19 @@ mod lanes {
 
     #[inline(always)]
     pub fn splat(x: f32) -> V {
-        f32x4_splat(x)
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return f32x4_splat(x);
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        return [x; 4];
     }
 
+    /// `acc + a * b`, lane by lane, rounded after each step.
     #[inline(always)]
     pub fn mul_add(acc: V, a: V, b: V) -> V {
-        f32x4_add(acc, f32x4_mul(a, b))
-    }
-}
-
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-mod lanes {
-    pub type V = [f32; 4];
-    pub const ZERO: V = [0.0; 4];
-
-    #[inline(always)]
-    pub unsafe fn load(p: *const f32) -> V {
-        // SAFETY: four f32s in bounds (the caller's contract).
-        unsafe { p.cast::<V>().read_unaligned() }
-    }
-
-    #[inline(always)]
-    pub unsafe fn store(p: *mut f32, v: V) {
-        // SAFETY: as for `load`.
-        unsafe { p.cast::<V>().write_unaligned(v) }
-    }
-
-    #[inline(always)]
-    pub fn splat(x: f32) -> V {
-        [x; 4]
-    }
-
-    #[inline(always)]
-    pub fn mul_add(acc: V, a: V, b: V) -> V {
-        std::array::from_fn(|l| acc[l] + a[l] * b[l])
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return f32x4_add(acc, f32x4_mul(a, b));
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        return std::array::from_fn(|l| acc[l] + a[l] * b[l]);
     }
 }
 

@@ -239,10 +239,22 @@ fn gemm_f32(
     d_out: usize,
 ) -> Vec<f32> {
     let x = dense(x);
-    let a = NdTensorView::from_data([rows, d_in], x.as_slice::<f32>().expect("dense f32"));
-    // A weight read from a PyTorch checkpoint may be a transposed view:
-    // rten-gemm reads it in place through its strides; anything else is
-    // copied to a dense matrix first.
+    let x = x.as_slice::<f32>().expect("dense f32");
+    let bias = bias.map(dense);
+    let bias = bias
+        .as_ref()
+        .map(|b| b.as_slice::<f32>().expect("dense f32"));
+    // A dense weight (every projection here) is read in place by `strips`.
+    if let Some(w) = w
+        .as_slice::<f32>()
+        .filter(|_| d_out > 0 && d_out.is_multiple_of(LANES * 2))
+    {
+        return strips(x, w, bias, rows, d_in, d_out);
+    }
+    let a = NdTensorView::from_data([rows, d_in], x);
+    // A weight read from a PyTorch checkpoint may be a transposed view (a
+    // tied LM head): rten-gemm reads it in place through its strides;
+    // anything else is copied to a dense matrix first.
     let strided = match w.layout().as_2d_strides() {
         Some((_, _, rs, cs)) if rs > 0 && cs > 0 => NdTensorView::from_data_with_strides(
             [d_in, d_out],
@@ -260,17 +272,6 @@ fn gemm_f32(
             NdTensorView::from_data([d_in, d_out], w_dense.as_slice::<f32>().expect("dense f32"))
         }
     };
-    let bias = bias.map(dense);
-    let bias = bias
-        .as_ref()
-        .map(|b| b.as_slice::<f32>().expect("dense f32"));
-    if let Some(w) = w
-        .as_slice::<f32>()
-        .filter(|_| d_out > 0 && d_out.is_multiple_of(LANES * 2))
-    {
-        let x = x.as_slice::<f32>().expect("dense f32");
-        return strips(x, w, bias, rows, d_in, d_out);
-    }
     let mut out = vec![0.0f32; rows * d_out];
     executor()
         .with(|gemm| {

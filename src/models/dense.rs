@@ -9,10 +9,10 @@
 //! rten-gemm's simd128 kernel (8 x 8 tiles, the bias added in the same pass)
 //! took 15% less time than gemm's (3 x 4), which made BERTScore 1.16x faster
 //! end to end, and [`strips`], which does not copy the weight into panels
-//! on every call, 1.11-1.19x more (README, Engine speed). Natively burn's
-//! `linear` stays: there rten-gemm was slower on single texts (a MiniLM pass
-//! took 16.6 ms against 6.95) and BERTScore lost 9%. On WebGPU burn's
-//! `linear` runs too.
+//! on every call, 1.11-1.19x more (README, Engine speed). Natively rten-gemm
+//! runs products of [`NATIVE_RTEN_ROWS`] rows or more (its AVX-512 kernel
+//! about twice gemm's) and burn's `linear` the smaller ones; on WebGPU
+//! burn's `linear` runs.
 //!
 //! Tensors are read in place through burn's backend-extension API (no copy
 //! of the weights; the input is copied only when it is not contiguous).
@@ -155,11 +155,27 @@ pub fn linear<const D: usize>(
     weight: Tensor<2>,
     bias: Option<Tensor<1>>,
 ) -> Tensor<D> {
-    if cfg!(target_arch = "wasm32") && rten_can_run(&x, &weight, bias.as_ref()) {
+    if rten_can_run(&x, &weight, bias.as_ref())
+        && (cfg!(target_arch = "wasm32") || rows(&x) >= NATIVE_RTEN_ROWS)
+    {
         rten_linear(x, weight, bias)
     } else {
         module::linear(x, weight, bias)
     }
+}
+
+/// Input rows from which a native product runs through rten-gemm instead
+/// of burn-flex's matmul (the `gemm` crate). rten-gemm's AVX-512 kernel
+/// ran 1.7-2.0x gemm's on 1600 x 384 x 1536 (one thread and 16, on the AMD
+/// development machine and on a 16-core Xeon), and MiniLM at batch 32 on
+/// 16 cores took 46.5 ms against 63.3. But it copies the weight into
+/// panels on every call, which costs more than it saves on a few rows:
+/// one text (30 rows) took 2.5 ms against 2.0 on 2 cores.
+const NATIVE_RTEN_ROWS: usize = 64;
+
+/// The rows of `x W`: every dimension of `x` but the last.
+fn rows<const D: usize>(x: &Tensor<D>) -> usize {
+    x.dims()[..D - 1].iter().product()
 }
 
 /// All three on the CPU, in f32.
@@ -214,7 +230,16 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let mut t = primitive(x);
     let n = t.layout().num_elements();
     if t.is_unique() && t.layout().is_contiguous() && t.layout().start_offset() == 0 {
-        Gelu {}.map_mut(&mut t.storage_mut::<f32>()[..n]);
+        let values = &mut t.storage_mut::<f32>()[..n];
+        #[cfg(not(target_arch = "wasm32"))]
+        if n >= 2 * GELU_CHUNK {
+            use rayon::prelude::*;
+            values
+                .par_chunks_mut(GELU_CHUNK)
+                .for_each(|chunk| Gelu {}.map_mut(chunk));
+            return Tensor::from_primitive::<Flex>(t);
+        }
+        Gelu {}.map_mut(values);
         return Tensor::from_primitive::<Flex>(t);
     }
     let src = dense(&t);
@@ -222,6 +247,14 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     out.extend_init(|dst| Gelu {}.map(src.as_slice::<f32>().expect("dense f32"), dst));
     Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(out, dims)))
 }
+
+/// Values per task of a native [`gelu`] in parallel (on the caller's
+/// thread alone below twice this): a feed-forward layer of MiniLM at batch
+/// 32 has 1.5 million, which one thread computed while the others waited
+/// (that batch: 135 -> 115 ms on 2 cores, 70 -> 63 ms on 16); one text
+/// has 46 thousand.
+#[cfg(not(target_arch = "wasm32"))]
+const GELU_CHUNK: usize = 1 << 15;
 
 /// The CPU tensor under a tensor the caller checked is on burn-flex.
 fn primitive<const D: usize>(t: Tensor<D>) -> FlexTensor {
@@ -244,10 +277,11 @@ fn gemm_f32(
     let bias = bias
         .as_ref()
         .map(|b| b.as_slice::<f32>().expect("dense f32"));
-    // A dense weight (every projection here) is read in place by `strips`.
+    // In wasm a dense weight (every projection here) is read in place by
+    // `strips`; natively rten-gemm's packed kernel is faster.
     if let Some(w) = w
         .as_slice::<f32>()
-        .filter(|_| d_out > 0 && d_out.is_multiple_of(LANES * 2))
+        .filter(|_| cfg!(target_arch = "wasm32") && d_out > 0 && d_out.is_multiple_of(LANES * 2))
     {
         return strips(x, w, bias, rows, d_in, d_out);
     }
@@ -523,7 +557,7 @@ mod tests {
         // A non-contiguous input: [7, 3, 40] swapped to [3, 7, 40].
         let xt = tensor([7, 3, 40], 4).swap_dims(0, 1);
         let ours = rten_linear(xt.clone(), w.clone(), None);
-        let theirs = module::linear(xt, w, None);
+        let theirs = module::linear(xt, w.clone(), None);
         assert!(max_diff(ours, theirs) < 1e-5);
 
         // A transposed weight, read through its strides, on 2-D input.
@@ -532,6 +566,14 @@ mod tests {
         let ours = rten_linear(x2.clone(), table.clone().transpose(), None);
         let theirs = x2.matmul(table.transpose());
         assert!(max_diff(ours, theirs) < 1e-5);
+
+        // `linear` on both sides of the native rows rule.
+        for rows in [NATIVE_RTEN_ROWS - 1, NATIVE_RTEN_ROWS + 6] {
+            let x = tensor([rows, 40], 7);
+            let ours = linear(x.clone(), w.clone(), Some(b.clone()));
+            let theirs = module::linear(x, w.clone(), Some(b.clone()));
+            assert!(max_diff(ours, theirs) < 1e-5, "{rows} rows");
+        }
     }
 
     /// The page's f32 kernel gives every output exactly as the bias plus
@@ -601,6 +643,12 @@ mod tests {
         let xt = spread(tensor([9, 4, 64], 11)).swap_dims(0, 1);
         let strided = gelu(xt.clone());
         assert!(max_diff(strided, burn::tensor::activation::gelu(xt)) < 4e-6);
+        // Large enough for the native path's parallel chunks (and a
+        // last, shorter chunk).
+        let big = spread(tensor([3, 41, 1536], 13));
+        let theirs = burn::tensor::activation::gelu(big.clone());
+        let ours = gelu(spread(tensor([3, 41, 1536], 13)));
+        assert!(max_diff(ours, theirs) < 4e-6);
         // Not the identity or a tanh approximation.
         let x = spread(tensor([2, 3, 16], 12));
         let tanh = burn::tensor::activation::gelu_approximate(x.clone());

@@ -9,10 +9,13 @@
 //! rten-gemm's simd128 kernel (8 x 8 tiles, the bias added in the same pass)
 //! took 15% less time than gemm's (3 x 4), which made BERTScore 1.16x faster
 //! end to end, and [`strips`], which does not copy the weight into panels
-//! on every call, 1.11-1.19x more (README, Engine speed). Natively rten-gemm
-//! runs products of [`NATIVE_RTEN_ROWS`] rows or more (its AVX-512 kernel
-//! about twice gemm's) and burn's `linear` the smaller ones; on WebGPU
-//! burn's `linear` runs.
+//! on every call, 1.11-1.19x more (README, Engine speed). Natively the
+//! product runs through rten-gemm: its AVX-512 kernel ran 1.7-2.0x gemm's
+//! on 1600 x 384 x 1536 (one thread and 16, on the AMD development machine
+//! and on a 16-core Xeon); on 16 cores MiniLM at batch 32 took 46.5 ms
+//! against 63.3 and roberta-large's shape at batch 1 77.6 ms against 141.
+//! (On 2 cores one short text took 2.4 ms against 2.0: rten-gemm copies the
+//! weight into panels on every call.) On WebGPU burn's `linear` runs.
 //!
 //! Tensors are read in place through burn's backend-extension API (no copy
 //! of the weights; the input is copied only when it is not contiguous).
@@ -148,34 +151,18 @@ fn integer_linear<const D: usize>(
 }
 
 /// `x W + b` over the last dimension of `x`, `weight` stored `[in, out]`
-/// (burn's layout): the same as `burn::tensor::module::linear`, through
-/// rten-gemm in the browser's CPU backend.
+/// (burn's layout): the same as `burn::tensor::module::linear`, on the
+/// CPU in f32 through [`strips`] (wasm) or rten-gemm, elsewhere burn's.
 pub fn linear<const D: usize>(
     x: Tensor<D>,
     weight: Tensor<2>,
     bias: Option<Tensor<1>>,
 ) -> Tensor<D> {
-    if rten_can_run(&x, &weight, bias.as_ref())
-        && (cfg!(target_arch = "wasm32") || rows(&x) >= NATIVE_RTEN_ROWS)
-    {
+    if rten_can_run(&x, &weight, bias.as_ref()) {
         rten_linear(x, weight, bias)
     } else {
         module::linear(x, weight, bias)
     }
-}
-
-/// Input rows from which a native product runs through rten-gemm instead
-/// of burn-flex's matmul (the `gemm` crate). rten-gemm's AVX-512 kernel
-/// ran 1.7-2.0x gemm's on 1600 x 384 x 1536 (one thread and 16, on the AMD
-/// development machine and on a 16-core Xeon), and MiniLM at batch 32 on
-/// 16 cores took 46.5 ms against 63.3. But it copies the weight into
-/// panels on every call, which costs more than it saves on a few rows:
-/// one text (30 rows) took 2.5 ms against 2.0 on 2 cores.
-const NATIVE_RTEN_ROWS: usize = 64;
-
-/// The rows of `x W`: every dimension of `x` but the last.
-fn rows<const D: usize>(x: &Tensor<D>) -> usize {
-    x.dims()[..D - 1].iter().product()
 }
 
 /// All three on the CPU, in f32.
@@ -567,8 +554,8 @@ mod tests {
         let theirs = x2.matmul(table.transpose());
         assert!(max_diff(ours, theirs) < 1e-5);
 
-        // `linear` on both sides of the native rows rule.
-        for rows in [NATIVE_RTEN_ROWS - 1, NATIVE_RTEN_ROWS + 6] {
+        // Through `linear`, one row and many.
+        for rows in [1, 70] {
             let x = tensor([rows, 40], 7);
             let ours = linear(x.clone(), w.clone(), Some(b.clone()));
             let theirs = module::linear(x, w.clone(), Some(b.clone()));

@@ -12,8 +12,9 @@
 //! on every call, 1.11-1.19x more (README, Engine speed). Natively the
 //! product runs through rten-gemm: its AVX-512 kernel ran 1.7-2.0x gemm's
 //! on 1600 x 384 x 1536 (one thread and 16, on the AMD development machine
-//! and on a 16-core Xeon); on 16 cores MiniLM at batch 32 took 46.5 ms
-//! against 63.3 and roberta-large's shape at batch 1 77.6 ms against 141.
+//! and on a 16-core Xeon); with the parallel [`gelu`], on 16 cores MiniLM
+//! at batch 32 took 42-44 ms against 65-72 and roberta-large's shape at
+//! batch 1 68 ms against 112.
 //! (On 2 cores one short text took 2.4 ms against 2.0: rten-gemm copies the
 //! weight into panels on every call.) On WebGPU burn's `linear` runs.
 //!

@@ -592,7 +592,7 @@ mod tests {
         let all = linear(rows.clone(), w.clone(), Some(b.clone())).into_data();
         let all = all.as_slice::<f32>().unwrap();
         for r in 0..5 {
-            let alone = linear(rows.clone().slice([r..r + 1]), w.clone(), Some(b.clone()));
+            let alone = linear(rows.clone().narrow(0, r, 1), w.clone(), Some(b.clone()));
             let alone = alone.into_data();
             assert_eq!(
                 alone.as_slice::<f32>().unwrap(),
@@ -603,7 +603,7 @@ mod tests {
         // And through a strided weight (rten-gemm in wasm too).
         let table = tensor([96, 384], 33).transpose();
         let all = rten_linear(rows.clone(), table.clone(), None).into_data();
-        let alone = rten_linear(rows.slice([2..3]), table, None).into_data();
+        let alone = rten_linear(rows.narrow(0, 2, 1), table, None).into_data();
         assert_eq!(
             alone.as_slice::<f32>().unwrap(),
             &all.as_slice::<f32>().unwrap()[2 * 96..3 * 96]

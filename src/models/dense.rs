@@ -547,10 +547,10 @@ mod tests {
         assert!(max_diff(after, float) < 1e-5);
     }
 
-    /// The page's product (tested natively: [`strips`] for dense weights,
-    /// rten-gemm for strided ones) equals burn's `linear` for dense and
-    /// strided inputs, transposed weights (as tied LM heads use them) and no
-    /// bias.
+    /// The CPU product (natively rten-gemm for every weight; the page's
+    /// [`strips`] has its own test below) equals burn's `linear` for dense
+    /// and strided inputs, transposed weights (as tied LM heads use them)
+    /// and no bias.
     #[test]
     fn matches_burns_linear() {
         let x = tensor([3, 7, 40], 1);
@@ -649,8 +649,8 @@ mod tests {
         }
     }
 
-    /// A width that is not a multiple of 8 goes through rten-gemm, still
-    /// burn's product.
+    /// A width that is not a multiple of 8 (rten-gemm in the page too) is
+    /// still burn's product.
     #[test]
     fn other_widths_match_burns_linear() {
         let x = tensor([2, 5, 40], 23);

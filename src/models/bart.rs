@@ -10,11 +10,10 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Bool, Device, Int, Tensor};
 
 use super::config::{Activation, ModelConfig};
 use super::dense::{self, Project};
-use super::gpt2::causal_bias;
 use super::{Batch, activate};
 use crate::models::bert::{attend, split_heads};
 
@@ -214,7 +213,7 @@ impl BartModel {
             if keep {
                 hidden_states.push(x.clone());
             }
-            x = layer.forward(x, batch.pad_bias.clone());
+            x = layer.forward(x, batch.padding.clone());
         }
         hidden_states.push(x);
         hidden_states
@@ -222,18 +221,21 @@ impl BartModel {
 
     /// The decoder's last hidden state `[batch, target tokens, hidden]` for
     /// the decoder inputs in `targets`, attending to `memory` (the encoder's
-    /// output for a batch whose padding `memory_bias` hides). Padding at the
+    /// output for a batch whose padding `memory_padding` marks). Padding at the
     /// end of a target needs no mask: no real token attends to a later one.
-    pub fn decode(&self, targets: &Batch, memory: Tensor<3>, memory_bias: Tensor<4>) -> Tensor<3> {
+    pub fn decode(
+        &self,
+        targets: &Batch,
+        memory: Tensor<3>,
+        memory_padding: Tensor<4, Bool>,
+    ) -> Tensor<3> {
         let mut x = self.embed(
             &self.decoder,
             targets.ids.clone(),
             targets.positions.clone(),
         );
-        let [_, t] = targets.ids.dims();
-        let causal = causal_bias(t, &x.device());
         for layer in &self.decoder.layers {
-            x = layer.forward(x, causal.clone(), memory.clone(), memory_bias.clone());
+            x = layer.forward(x, memory.clone(), memory_padding.clone());
         }
         x
     }
@@ -253,18 +255,28 @@ impl BartModel {
 }
 
 impl Attention {
-    fn forward(&self, x: Tensor<3>, memory: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+    /// Attention of `x` to `memory` (itself for self-attention), hiding the
+    /// keys `padding` marks and, when `causal`, later positions.
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        memory: Tensor<3>,
+        padding: Option<Tensor<4, Bool>>,
+        causal: bool,
+    ) -> Tensor<3> {
         let heads = self.num_heads;
         let q = split_heads(self.q_proj.project(x), heads);
         let k = split_heads(self.k_proj.project(memory.clone()), heads);
         let v = split_heads(self.v_proj.project(memory), heads);
-        self.out_proj.project(attend(q, k, v, bias))
+        self.out_proj.project(attend(q, k, v, padding, causal))
     }
 }
 
 impl EncoderLayer {
-    fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let attended = self.self_attn.forward(x.clone(), x.clone(), bias);
+    fn forward(&self, x: Tensor<3>, padding: Tensor<4, Bool>) -> Tensor<3> {
+        let attended = self
+            .self_attn
+            .forward(x.clone(), x.clone(), Some(padding), false);
         let x = self.self_attn_layer_norm.forward(x + attended);
         let inner = activate(self.fc1.project(x.clone()), self.activation);
         self.final_layer_norm.forward(x + self.fc2.project(inner))
@@ -275,13 +287,14 @@ impl DecoderLayer {
     fn forward(
         &self,
         x: Tensor<3>,
-        causal: Tensor<4>,
         memory: Tensor<3>,
-        memory_bias: Tensor<4>,
+        memory_padding: Tensor<4, Bool>,
     ) -> Tensor<3> {
-        let attended = self.self_attn.forward(x.clone(), x.clone(), causal);
+        let attended = self.self_attn.forward(x.clone(), x.clone(), None, true);
         let x = self.self_attn_layer_norm.forward(x + attended);
-        let crossed = self.encoder_attn.forward(x.clone(), memory, memory_bias);
+        let crossed = self
+            .encoder_attn
+            .forward(x.clone(), memory, Some(memory_padding), false);
         let x = self.encoder_attn_layer_norm.forward(x + crossed);
         let inner = activate(self.fc1.project(x.clone()), self.activation);
         self.final_layer_norm.forward(x + self.fc2.project(inner))

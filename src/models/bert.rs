@@ -11,7 +11,7 @@
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Device, Tensor, activation};
+use burn::tensor::{Bool, Device, Tensor, activation};
 
 use super::config::{Activation, Family, Head, ModelConfig};
 use super::dense::{self, Project};
@@ -216,11 +216,11 @@ impl BertModel {
         if let Some(projection) = &self.embedding_projection {
             x = projection.project(x);
         }
-        let bias = batch.pad_bias.clone();
+        let padding = batch.padding.clone();
         let mut hidden_states = Vec::with_capacity(layers + 1);
         for layer in self.layers.iter().take(layers) {
             hidden_states.push(x.clone());
-            x = layer.forward(x, bias.clone());
+            x = layer.forward(x, padding.clone());
         }
         hidden_states.push(x);
         EncoderOutput { hidden_states }
@@ -255,8 +255,8 @@ impl BertModel {
 }
 
 impl Layer {
-    fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let attended = self.attention.forward(x.clone(), bias);
+    fn forward(&self, x: Tensor<3>, padding: Tensor<4, Bool>) -> Tensor<3> {
+        let attended = self.attention.forward(x.clone(), padding);
         let x = self.attention_norm.forward(x + attended);
         let inner = activate(self.intermediate.project(x.clone()), self.activation);
         self.output_norm.forward(x + self.output.project(inner))
@@ -264,13 +264,13 @@ impl Layer {
 }
 
 impl SelfAttention {
-    /// Scaled dot-product attention over all heads; `bias` (`[batch, 1, 1,
-    /// tokens]`) hides padding.
-    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+    /// Scaled dot-product attention over all heads; `padding` (`[batch, 1,
+    /// 1, tokens]`, true for padding) hides padding.
+    pub fn forward(&self, x: Tensor<3>, padding: Tensor<4, Bool>) -> Tensor<3> {
         let q = split_heads(self.query.project(x.clone()), self.num_heads);
         let k = split_heads(self.key.project(x.clone()), self.num_heads);
         let v = split_heads(self.value.project(x), self.num_heads);
-        self.output.project(attend(q, k, v, bias))
+        self.output.project(attend(q, k, v, Some(padding), false))
     }
 }
 
@@ -280,24 +280,36 @@ pub(crate) fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
     x.reshape([b, l, heads, h / heads]).swap_dims(1, 2)
 }
 
-/// softmax(q kᵀ / sqrt(d) + bias) v, heads merged back to `[batch, tokens,
-/// hidden]`. `bias` broadcasts over the scores: padding for encoders, the
-/// future for causal models.
+/// softmax(q kᵀ / sqrt(d)) v, heads merged back to `[batch, tokens,
+/// hidden]`, hiding the keys that `padding` (`[batch, 1, 1, keys]`) marks
+/// true and, when `causal`, every later position.
 ///
 /// burn's attention op: burn-flex (the CPU, natively and in wasm) runs it
 /// fused (both products and the softmax in one pass per head, no score
 /// tensor allocated); burn-wgpu without autotune runs the same separate
-/// kernels this would.
-pub(crate) fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<3> {
+/// kernels this would. Hidden positions are a boolean mask (or the op's
+/// causal flag), so their scores become minus infinity, whose exponential
+/// is an early return in libm. An additive bias of -1e30 gave the same
+/// zeros but sent every one of them down `expf`'s underflow path (4% of a
+/// padded MiniLM batch's time natively), and burn-flex expanded it to a
+/// float per head and query on every layer. The padding mask is widened
+/// here to one tile per text (`[batch, 1, queries, keys]`), which burn-flex
+/// reads in place for every head.
+pub(crate) fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    padding: Option<Tensor<4, Bool>>,
+    causal: bool,
+) -> Tensor<3> {
     let [b, heads, l, d] = q.dims();
-    let out = burn::tensor::module::attention(
-        q,
-        k,
-        v,
-        None,
-        Some(bias),
-        AttentionModuleOptions::default(),
-    );
+    let keys = k.dims()[2];
+    let mask = padding.map(|p| p.expand([b, 1, l, keys]));
+    let options = AttentionModuleOptions {
+        is_causal: causal,
+        ..AttentionModuleOptions::default()
+    };
+    let out = burn::tensor::module::attention(q, k, v, mask, None, options);
     out.swap_dims(1, 2).reshape([b, l, heads * d])
 }
 

@@ -24,7 +24,7 @@ use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{
     Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig1d,
 };
-use burn::tensor::{Device, Int, Tensor, TensorData, activation};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData, activation};
 
 use super::config::{Activation, Head, ModelConfig};
 use super::dense::Project;
@@ -301,7 +301,7 @@ impl DebertaModel {
         hidden_states.push(embedded.clone());
         let mut x = embedded.clone();
         for (i, layer) in self.encoder.layer.iter().take(layers).enumerate() {
-            x = layer.forward(x, batch.pad_bias.clone(), relative.as_ref(), &self.settings);
+            x = layer.forward(x, batch.padding.clone(), relative.as_ref(), &self.settings);
             if i == 0
                 && let Some(conv) = &self.encoder.conv
             {
@@ -402,11 +402,13 @@ impl Layer {
     fn forward(
         &self,
         x: Tensor<3>,
-        bias: Tensor<4>,
+        padding: Tensor<4, Bool>,
         relative: Option<&Relative>,
         settings: &DebertaConfig,
     ) -> Tensor<3> {
-        let attended = self.attention.forward(x.clone(), bias, relative, settings);
+        let attended = self
+            .attention
+            .forward(x.clone(), padding, relative, settings);
         let x = self
             .attention_norm
             .forward(x + self.attention_output.project(attended));
@@ -419,7 +421,7 @@ impl Attention {
     fn forward(
         &self,
         x: Tensor<3>,
-        bias: Tensor<4>,
+        padding: Tensor<4, Bool>,
         relative: Option<&Relative>,
         s: &DebertaConfig,
     ) -> Tensor<3> {
@@ -458,7 +460,7 @@ impl Attention {
                 scores = scores + p2c.div_scalar(scale);
             }
         }
-        let weights = activation::softmax(scores + bias, 3);
+        let weights = activation::softmax(scores.mask_fill(padding, f32::NEG_INFINITY), 3);
         weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
     }
 }

@@ -129,12 +129,10 @@ impl Gpt2Model {
     /// real token never attends to a later position.
     pub fn forward(&self, batch: &Batch) -> DecoderOutput {
         let mut x = self.wte.forward(batch.ids.clone()) + self.wpe.forward(batch.positions.clone());
-        let [_, l] = batch.ids.dims();
-        let causal = causal_bias(l, &x.device());
         let mut hidden_states = Vec::with_capacity(self.h.len() + 1);
         for block in &self.h {
             hidden_states.push(x.clone());
-            x = block.forward(x, causal.clone());
+            x = block.forward(x);
         }
         hidden_states.push(self.ln_f.forward(x));
         DecoderOutput { hidden_states }
@@ -147,17 +145,9 @@ impl Gpt2Model {
     }
 }
 
-/// `[1, 1, l, l]`: 0 on and below the diagonal, a large negative above.
-pub(crate) fn causal_bias(l: usize, device: &Device) -> Tensor<4> {
-    let values: Vec<f32> = (0..l * l)
-        .map(|i| if i % l > i / l { -1e30 } else { 0.0 })
-        .collect();
-    Tensor::<1>::from_floats(values.as_slice(), device).reshape([1, 1, l, l])
-}
-
 impl Block {
-    fn forward(&self, x: Tensor<3>, causal: Tensor<4>) -> Tensor<3> {
-        let x = x.clone() + self.attn.forward(self.ln_1.forward(x), causal);
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let x = x.clone() + self.attn.forward(self.ln_1.forward(x));
         let inner = activate(
             self.mlp.c_fc.forward(self.ln_2.forward(x.clone())),
             self.mlp.activation,
@@ -167,7 +157,7 @@ impl Block {
 }
 
 impl Attention {
-    fn forward(&self, x: Tensor<3>, causal: Tensor<4>) -> Tensor<3> {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let qkv = self.c_attn.forward(x);
         let [b, l, h3] = qkv.dims();
         let h = h3 / 3;
@@ -179,7 +169,8 @@ impl Attention {
             split_heads(q, heads),
             split_heads(k, heads),
             split_heads(v, heads),
-            causal,
+            None,
+            true,
         );
         self.c_proj.forward(out)
     }

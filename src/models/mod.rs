@@ -21,7 +21,7 @@ pub mod registry;
 pub mod tokenizer;
 pub mod weights;
 
-use burn::tensor::{Device, Int, Tensor, TensorData, activation};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData, activation};
 
 pub use config::{Activation, Family, Head, ModelConfig};
 pub use tokenizer::{LmToken, LmTokenizer, ModelEncoding};
@@ -59,8 +59,8 @@ pub struct Batch {
     pub positions: Tensor<2, Int>,
     /// Segment ids `[batch, tokens]` (all 0 unless a BERT text pair).
     pub types: Tensor<2, Int>,
-    /// `[batch, 1, 1, tokens]`: 0 for real tokens, a large negative for padding.
-    pub pad_bias: Tensor<4>,
+    /// `[batch, 1, 1, tokens]`: true for padding, which attention hides.
+    pub padding: Tensor<4, Bool>,
     /// Real length of each sequence.
     pub lengths: Vec<usize>,
 }
@@ -97,7 +97,7 @@ impl Batch {
         let mut ids = Vec::with_capacity(b * l);
         let mut positions = Vec::with_capacity(b * l);
         let mut segment = Vec::with_capacity(b * l);
-        let mut bias = Vec::with_capacity(b * l);
+        let mut padding = Vec::with_capacity(b * l);
         for (s, seq) in sequences.iter().enumerate() {
             let seq_types = types.map(|t| &t[s]);
             let offsets = bert::position_ids(config.family, config.pad_token_id, seq, l);
@@ -111,14 +111,14 @@ impl Batch {
                 });
                 // Padding is masked out; any valid position will do.
                 positions.push(if real { offset } else { 0 });
-                bias.push(if real { 0.0f32 } else { -1e30 });
+                padding.push(!real);
             }
         }
         Self {
             ids: Tensor::from_data(TensorData::new(ids, [b, l]), device),
             positions: Tensor::from_data(TensorData::new(positions, [b, l]), device),
             types: Tensor::from_data(TensorData::new(segment, [b, l]), device),
-            pad_bias: Tensor::from_data(TensorData::new(bias, [b, 1, 1, l]), device),
+            padding: Tensor::from_data(TensorData::new(padding, [b, 1, 1, l]), device),
             lengths: sequences.iter().map(Vec::len).collect(),
         }
     }
@@ -471,7 +471,7 @@ impl Plm {
         let memory_batch = self.batch(sources, None);
         let memory = m.encode_last(&memory_batch);
         let targets = self.batch(decoder_inputs, None);
-        Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.pad_bias)))
+        Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.padding)))
     }
 }
 

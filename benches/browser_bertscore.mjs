@@ -14,6 +14,10 @@
 // characters a second). With PACE_MS the next keystroke waits until PACE_MS
 // after the previous one (100: 10 characters a second, a fast typist's
 // 120 words a minute), when the score comes sooner.
+//
+// With TRACE=N in the environment it then types N more keystrokes under a
+// Chrome trace and prints the main thread's longest tasks: wall time, the
+// thread's own CPU time (the rest it waited for a core) and what filled them.
 
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -98,5 +102,32 @@ if (warm > 0) {
   }
   report(`after ${warm} more keystrokes`, await type(phrase));
 }
+if (process.env.TRACE) {
+  const n = Number(process.env.TRACE);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`TRACE must be a number of keystrokes, not ${process.env.TRACE}`);
+  await browser.startTracing(page, { categories: ["devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel", "v8"] });
+  const traced = await type(Array.from({ length: n }, (_, i) => " and later"[i % 10]).join(""));
+  const { traceEvents } = JSON.parse(await browser.stopTracing());
+  report(`${n} keystrokes, traced`, traced);
+  longestTasks(traceEvents);
+}
 await browser.close();
 server.close();
+
+/** The renderer main thread's longest tasks in a trace, with what filled each. */
+function longestTasks(events) {
+  const main = events.find((e) => e.ph === "M" && e.name === "thread_name" && e.args.name === "CrRendererMain");
+  const own = events.filter((e) => e.ph === "X" && e.pid === main.pid && e.tid === main.tid);
+  const tasks = own.filter((e) => e.name === "ThreadControllerImpl::RunTask").sort((a, b) => b.dur - a.dur);
+  const ms = (us) => (us / 1000).toFixed(1);
+  console.log(`main-thread tasks: ${tasks.length}; over 50 ms: ${tasks.filter((t) => t.dur > 50_000).length}; the most CPU time of any: ${ms(Math.max(...tasks.map((t) => t.tdur ?? 0)))} ms`);
+  for (const t of tasks.slice(0, 6)) {
+    const parts = new Map();
+    for (const e of own) {
+      if (e === t || e.name.includes("RunTask") || e.ts < t.ts || e.ts + e.dur > t.ts + t.dur) continue;
+      parts.set(e.name, (parts.get(e.name) ?? 0) + e.dur);
+    }
+    const top = [...parts].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([name, d]) => `${name} ${ms(d)}`);
+    console.log(`  ${ms(t.dur)} ms wall, ${ms(t.tdur ?? 0)} ms CPU: ${top.join(", ")}`);
+  }
+}

@@ -26,6 +26,11 @@
 //! the engine's own BERTScore of the 16 pairs in `src/data/sample.jsonl` runs
 //! with that model on the CPU and on the GPU at the chosen dtype: the largest
 //! F1 difference is printed (`parity bertscore`) and the GPU's call is timed.
+//!
+//! With `BLINDSPOT_CPU_THREADS=1,2,4,8,16` only the CPU runs, no GPU needed:
+//! both shapes at batch 32 in rayon pools of those sizes (burn-flex's and
+//! rten-gemm's threads), to see where the passes stop scaling with cores;
+//! `scripts/bench_gpu_torch.py` reads the same variable for PyTorch's CPU.
 
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::bert::BertModel;
@@ -165,6 +170,9 @@ fn pair_f1(states: &[f32], p: usize, hidden: usize) -> f64 {
 }
 
 fn bench_encoders(c: &mut Criterion) {
+    if thread_counts().is_some() {
+        return;
+    }
     let (gpu, dtype) = gpu();
     let cpu = Device::flex();
     let build = build_label();
@@ -250,6 +258,9 @@ fn sample_f1(plm: &Plm, pairs: &[(String, String)]) -> Vec<f64> {
 }
 
 fn bench_real_model(c: &mut Criterion) {
+    if thread_counts().is_some() {
+        return;
+    }
     let Ok(path) = std::env::var("BLINDSPOT_GPU_MODEL") else {
         return;
     };
@@ -300,5 +311,50 @@ fn bench_real_model(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_real_model, bench_encoders);
+/// The thread counts of `BLINDSPOT_CPU_THREADS` (comma-separated), if set.
+fn thread_counts() -> Option<Vec<usize>> {
+    let list = std::env::var("BLINDSPOT_CPU_THREADS").ok()?;
+    Some(
+        list.split(',')
+            .map(|n| match n.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => panic!("BLINDSPOT_CPU_THREADS={list}: thread counts such as 1,2,4,8,16"),
+            })
+            .collect(),
+    )
+}
+
+/// The CPU passes at batch 32 in rayon pools of each size in
+/// `BLINDSPOT_CPU_THREADS`: every parallel loop of the pass (burn-flex's
+/// attention and element-wise ops, rten-gemm's blocks, the GELU chunks) runs
+/// in the pool it is installed in.
+fn bench_cpu_threads(c: &mut Criterion) {
+    let Some(counts) = thread_counts() else {
+        return;
+    };
+    let cpu = Device::flex();
+    for (name, json) in [("minilm", MINILM), ("roberta_large", ROBERTA_LARGE)] {
+        let config = ModelConfig::from_json(json).unwrap();
+        let model = BertModel::new(&config, &cpu);
+        let ids = sequences(&config, 32);
+        let mut group = c.benchmark_group(format!("cpu_threads_{name}_{TOKENS}tok_batch32"));
+        group
+            .sample_size(10)
+            .sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+        for &threads in &counts {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a rayon pool");
+            group.bench_function(BenchmarkId::from_parameter(threads), |b| {
+                b.iter(|| pool.install(|| pass(&model, &config, &ids, &cpu)))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_real_model, bench_encoders, bench_cpu_threads);
 criterion_main!(benches);

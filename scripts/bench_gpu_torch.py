@@ -6,6 +6,10 @@ host; on the GPU (CUDA, f32 with PyTorch's defaults, and f16) and on the CPU
 (all cores). Needs no download: the models are built from their configs.
 
     python3 scripts/bench_gpu_torch.py
+    BLINDSPOT_CPU_THREADS=1,2,4,8,16 python3 scripts/bench_gpu_torch.py
+
+With BLINDSPOT_CPU_THREADS (as benches/gpu.rs reads it) only the CPU runs:
+both shapes at batch 32 with torch.set_num_threads at each count.
 """
 import os
 import statistics
@@ -49,8 +53,25 @@ def median_ms(model, inputs, sync, repeats):
     return statistics.median(times) * 1e3
 
 
+def thread_sweep(counts):
+    """Batch 32 on the CPU at each thread count (benches/gpu.rs's cpu_threads rows)."""
+    print(f"torch {torch.__version__}, transformers {tf.__version__}, {os.cpu_count()} CPUs")
+    for name, config in SHAPES.items():
+        config.attn_implementation = "sdpa"
+        model = (tf.BertModel if name == "minilm" else tf.RobertaModel)(config).eval()
+        for threads in counts:
+            torch.set_num_threads(threads)
+            with torch.inference_mode():
+                t = median_ms(model, ids(name, 32), lambda: None, 10)
+            print(f"torch {name} cpu_f32 threads {threads} batch 32: median {t:.2f} ms")
+
+
 def main():
     torch.manual_seed(0)
+    counts = os.environ.get("BLINDSPOT_CPU_THREADS")
+    if counts:
+        thread_sweep([int(n) for n in counts.split(",")])
+        return
     torch.set_num_threads(os.cpu_count())
     cuda = torch.cuda.is_available()
     print(f"torch {torch.__version__}, transformers {tf.__version__}, "

@@ -18,6 +18,9 @@
 # the CPU rows and PyTorch: cpu, torch); STEP_LIMIT caps each run's seconds
 # (default 200), so one call fits a short lease. BLINDSPOT_GPU_MODEL=F.bpk adds
 # the engine's BERTScore with that real model to each run (benches/gpu.rs).
+# RUNS=threads (not in the default) sweeps the CPU passes at batch 32 over
+# THREADS (default 1,2,4,8,16) rayon threads, then PyTorch over the same counts
+# (about 2 minutes each on a 16-core host; one thread is the slowest).
 set -uo pipefail
 # Absolute: each run starts in /tmp.
 bins=$(cd "${1:?folder of gpu-*.xz bench binaries}" && pwd) || exit 2
@@ -68,4 +71,12 @@ fi
 if wanted torch; then
   PYTHONUNBUFFERED=1 timeout "$limit" python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 |
     tee "$out/torch.log"
+fi
+if wanted threads; then
+  counts=${THREADS:-1,2,4,8,16}
+  echo "== threads ($counts)"
+  (cd /tmp && BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+    tee "$out/threads.log" | grep -E "time:|panicked|^cpu_threads"
+  BLINDSPOT_CPU_THREADS=$counts PYTHONUNBUFFERED=1 timeout "$limit" \
+    python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 | tee "$out/torch-threads.log"
 fi

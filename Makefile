@@ -9,7 +9,7 @@ BIN := $(CARGO_TARGET_DIR)/debug/blindspot
 ## Serve the playground at http://127.0.0.1:8080 (installs what it needs).
 serve:
 	scripts/setup.sh serve
-	trunk serve
+	trunk serve --dist dist-dev
 
 ## Run every test: native (metrics, golden parity, CLI) and headless Chromium.
 test: 

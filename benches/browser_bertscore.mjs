@@ -117,8 +117,10 @@ server.close();
 /** The renderer main thread's longest tasks in a trace, with what filled each. */
 function longestTasks(events) {
   const main = events.find((e) => e.ph === "M" && e.name === "thread_name" && e.args.name === "CrRendererMain");
+  if (!main) throw new Error("the trace names no renderer main thread (CrRendererMain): nothing to report");
   const own = events.filter((e) => e.ph === "X" && e.pid === main.pid && e.tid === main.tid);
   const tasks = own.filter((e) => e.name === "ThreadControllerImpl::RunTask").sort((a, b) => b.dur - a.dur);
+  if (!tasks.length) throw new Error("the trace holds no main-thread tasks (ThreadControllerImpl::RunTask): a Chromium that names them otherwise?");
   const ms = (us) => (us / 1000).toFixed(1);
   console.log(`main-thread tasks: ${tasks.length}; over 50 ms: ${tasks.filter((t) => t.dur > 50_000).length}; the most CPU time of any: ${ms(Math.max(...tasks.map((t) => t.tdur ?? 0)))} ms`);
   for (const t of tasks.slice(0, 6)) {

@@ -17,7 +17,9 @@
 //
 // With TRACE=N in the environment it then types N more keystrokes under a
 // Chrome trace and prints the main thread's longest tasks: wall time, the
-// thread's own CPU time (the rest it waited for a core) and what filled them.
+// thread's own CPU time (the rest it waited for a core) and what filled them,
+// and the thread's CPU time per keystroke: in all, by kind of work (script,
+// style, layout, paint, GC) and the elements restyled.
 
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -109,13 +111,13 @@ if (process.env.TRACE) {
   const traced = await type(Array.from({ length: n }, (_, i) => " and later"[i % 10]).join(""));
   const { traceEvents } = JSON.parse(await browser.stopTracing());
   report(`${n} keystrokes, traced`, traced);
-  longestTasks(traceEvents);
+  longestTasks(traceEvents, n);
 }
 await browser.close();
 server.close();
 
 /** The renderer main thread's longest tasks in a trace, with what filled each. */
-function longestTasks(events) {
+function longestTasks(events, keystrokes) {
   const main = events.find((e) => e.ph === "M" && e.name === "thread_name" && e.args.name === "CrRendererMain");
   if (!main) throw new Error("the trace names no renderer main thread (CrRendererMain): nothing to report");
   const own = events.filter((e) => e.ph === "X" && e.pid === main.pid && e.tid === main.tid);
@@ -123,6 +125,13 @@ function longestTasks(events) {
   if (!tasks.length) throw new Error("the trace holds no main-thread tasks (ThreadControllerImpl::RunTask): a Chromium that names them otherwise?");
   const ms = (us) => (us / 1000).toFixed(1);
   console.log(`main-thread tasks: ${tasks.length}; over 50 ms: ${tasks.filter((t) => t.dur > 50_000).length}; the most CPU time of any: ${ms(Math.max(...tasks.map((t) => t.tdur ?? 0)))} ms`);
+  // Per keystroke: the thread's CPU time in all, and in the events that fill
+  // it (script can hold a forced style recalc or layout, so these overlap).
+  const cpu = (es) => es.reduce((a, e) => a + (e.tdur ?? 0), 0) / keystrokes / 1000;
+  const named = ["FunctionCall", "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize", "MajorGC", "MinorGC"]
+    .map((name) => `${name} ${cpu(own.filter((e) => e.name === name)).toFixed(2)}`);
+  const styled = own.filter((e) => e.name === "UpdateLayoutTree").reduce((a, e) => a + (e.args?.elementCount ?? 0), 0) / keystrokes;
+  console.log(`main-thread CPU per keystroke: ${cpu(tasks).toFixed(2)} ms in all; ${named.join(", ")} ms; elements restyled: ${styled.toFixed(0)}`);
   for (const t of tasks.slice(0, 6)) {
     const parts = new Map();
     for (const e of own) {

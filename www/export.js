@@ -1,10 +1,12 @@
 // Files the page saves (one download helper for all of them), and charts
 // saved as files: every chart of the page (sweep curves, the suite's
 // figures, the attack's trajectory, the BERTScore and MoverScore heatmaps,
-// MAUVE's divergence curve) is an SVG drawn from the core's numbers; its
-// "SVG" and "PNG" buttons save exactly what is on screen. The page's
-// stylesheet does not travel with a file, so the computed colours, strokes
-// and fonts are written onto the copy as SVG presentation attributes.
+// MAUVE's divergence curve) is an SVG drawn from the core's numbers (the
+// heatmaps' cells are painted into a canvas under theirs, and go into the
+// files as rects); its "SVG" and "PNG" buttons save exactly what is on
+// screen. The page's stylesheet does not travel with a file, so the computed
+// colours, strokes and fonts are written onto the copy as SVG presentation
+// attributes.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -21,9 +23,10 @@ function fileName(name, ext) {
 /**
  * The chart as a standalone SVG document (text), with its width and height
  * in pixels: computed styles inlined, a white background, elements the page
- * hides left out.
+ * hides left out. `decorate(copy)`, when given, adds to the copy what the
+ * page draws beside the SVG (a grid's painted cells) once styles are inlined.
  */
-export function standaloneSvg(svg) {
+export function standaloneSvg(svg, decorate) {
   const box = svg.getBoundingClientRect();
   const width = Math.round(box.width) || Number(svg.getAttribute("width")) || 600;
   const height = Math.round(box.height) || Number(svg.getAttribute("height")) || 300;
@@ -44,6 +47,7 @@ export function standaloneSvg(svg) {
       if (v && (p === "opacity" ? v !== "1" : v !== parent?.getPropertyValue(p))) to[i].setAttribute(p, v);
     }
   });
+  decorate?.(copy);
   copy.setAttribute("xmlns", SVG_NS);
   copy.setAttribute("width", String(width));
   copy.setAttribute("height", String(height));
@@ -56,8 +60,8 @@ export function standaloneSvg(svg) {
 }
 
 /** The chart drawn into a PNG (twice its on-screen size, for print and slides). */
-export async function chartPng(svg, scale = 2) {
-  const { text, width, height } = standaloneSvg(svg);
+export async function chartPng(svg, decorate, scale = 2) {
+  const { text, width, height } = standaloneSvg(svg, decorate);
   const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
   try {
     const img = new Image();
@@ -91,9 +95,10 @@ export function download(blob, name) {
 
 /**
  * "SVG" and "PNG" buttons for the chart found by `find()` when clicked (the
- * chart may be redrawn in between), saved as blindspot-NAME.svg / .png.
+ * chart may be redrawn in between), saved as blindspot-NAME.svg / .png;
+ * `decorate` as for `standaloneSvg`.
  */
-export function chartTools(name, find) {
+export function chartTools(name, find, decorate) {
   const tools = document.createElement("span");
   tools.className = "chart-tools";
   tools.dataset.chart = name;
@@ -109,8 +114,8 @@ export function chartTools(name, find) {
       if (!svg) return;
       try {
         const blob = kind === "svg"
-          ? new Blob([standaloneSvg(svg).text], { type: "image/svg+xml" })
-          : await chartPng(svg);
+          ? new Blob([standaloneSvg(svg, decorate).text], { type: "image/svg+xml" })
+          : await chartPng(svg, decorate);
         download(blob, fileName(name, kind));
       } catch (err) {
         b.title = `Could not save: ${err.message ?? err}`;

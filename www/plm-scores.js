@@ -16,6 +16,7 @@ import { chartTools } from "./export.js";
 import { isNliModel, newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
+const SVG_NS = "http://www.w3.org/2000/svg";
 
 /** Loaded models by handle (infos from models.js's "blindspot:model" event). */
 const models = new Map();
@@ -316,25 +317,119 @@ function escapeXml(text) {
 }
 
 /**
- * Draws a grid of cells into `wrap` as one SVG string (hundreds of cells per
- * keystroke cost a few ms this way; element by element, creation and layout
- * took most of a frame), with a readout under it that follows the pointer:
- * `describe(data, i, j)` for the cell under it, from the data last drawn
- * (`svg.__data`, which in-place updates replace). Returns the SVG.
+ * Draws a grid of `g.n` × `g.m` cells into `wrap`: the cells into a
+ * <canvas>, their token labels (and BERTScore's outlines) into an SVG laid
+ * over it. As one SVG element each, a grid of a thousand cells cost the
+ * page's thread about 20 ms of style, layout and paint per keystroke
+ * (traced, 2 cores; README, Engine speed); painted, they are one image.
+ * A keystroke that keeps the grid (the same token counts and margins)
+ * repaints the cells and updates the labels in place. A readout under the
+ * grid follows the pointer (`g.describe(i, j)` of the grid last drawn), and
+ * the chart's SVG and PNG files hold each cell as a rect with the fill it
+ * has on screen and its value.
+ *
+ * `g`: `n`, `m`, `cell` (px), `left`, `top` (the labels' margins), `cols`
+ * and `rows` (`[text, weight]` per label; weight 0 greys it), `key` (the
+ * weight's name), `values` (n·m, row-major), `valueName`, `fill(value)`,
+ * `best` (an outlined column per row, or none), `aria`, `hint`, `note`,
+ * `noteClass`, `name` (the files').
  */
-function gridSvg(wrap, attrs, cells, data, hint, describe) {
-  wrap.innerHTML = `<svg xmlns="http://www.w3.org/2000/svg" ${attrs}>${cells}</svg>`;
-  const svg = wrap.firstElementChild;
-  svg.__data = data;
-  const readout = document.createElement("p");
-  readout.className = "heatmap-readout";
-  readout.textContent = hint;
-  svg.addEventListener("pointerover", (e) => {
-    const { i, j } = e.target.dataset;
-    if (i !== undefined) readout.textContent = describe(svg.__data, Number(i), Number(j));
-  });
-  wrap.append(readout);
-  return svg;
+function drawGrid(wrap, g) {
+  const { n, m, cell, left, top } = g;
+  const shape = `${n}x${m}:${left}:${top}`;
+  let view = wrap.querySelector(".grid-view");
+  if (!view) {
+    // Built once per grid: a new shape replaces the SVG and resizes the canvas.
+    view = document.createElement("div");
+    view.className = "grid-view";
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("aria-hidden", "true");
+    const readout = document.createElement("p");
+    readout.className = "heatmap-readout";
+    canvas.addEventListener("pointermove", (e) => {
+      const now = view.__grid;
+      const box = canvas.getBoundingClientRect();
+      const i = Math.floor((e.clientY - box.top) / now.cell);
+      const j = Math.floor((e.clientX - box.left) / now.cell);
+      if (i >= 0 && i < now.n && j >= 0 && j < now.m) readout.textContent = now.describe(i, j);
+    });
+    view.append(canvas, document.createElementNS(SVG_NS, "svg"));
+    const note = document.createElement("p");
+    note.className = `muted ${g.noteClass}`;
+    const grid = view;
+    wrap.replaceChildren(view, readout, note,
+      chartTools(g.name, () => grid.querySelector("svg"), (copy) => copy.prepend(...cellRects(grid.__grid))));
+  }
+  const svg = view.querySelector("svg");
+  if (svg.dataset.shape === shape) {
+    svg.setAttribute("aria-label", g.aria);
+    relabel(svg, [...g.cols, ...g.rows], g.key);
+    if (g.best) svg.querySelectorAll("rect.best").forEach((el, i) => el.setAttribute("x", String(left + g.best[i] * cell)));
+  } else {
+    const parts = [];
+    const label = (x, y, extra, [text, weight]) =>
+      parts.push(`<text x="${x}" y="${y}" ${extra} class="${weight ? "tok" : "tok special"}" data-${g.key}="${weight}">${escapeXml(text)}<title>${g.key} ${weight.toFixed(4)}</title></text>`);
+    g.cols.forEach((t, j) => {
+      const x = left + j * cell + cell / 2;
+      label(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, t);
+    });
+    g.rows.forEach((t, i) => {
+      const y = top + i * cell;
+      label(left - 4, y + cell * 0.7, 'text-anchor="end"', t);
+      if (g.best) parts.push(`<rect x="${left + g.best[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
+    });
+    const holder = document.createElement("div");
+    holder.innerHTML = `<svg xmlns="${SVG_NS}" width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(g.aria)}" data-shape="${shape}">${parts.join("")}</svg>`;
+    svg.replaceWith(holder.firstElementChild);
+    const canvas = view.querySelector("canvas");
+    canvas.style.left = `${left}px`; // CSSOM, allowed by the site's style-src 'self'
+    canvas.style.top = `${top}px`;
+    wrap.querySelector(".heatmap-readout").textContent = g.hint;
+  }
+  wrap.querySelector(`.${g.noteClass}`).textContent = g.note;
+  view.__grid = g;
+  paintCells(view.querySelector("canvas"), g);
+}
+
+/** Paints a grid's cells, sharp on high-density screens. */
+function paintCells(canvas, g) {
+  const { n, m, cell } = g;
+  const scale = window.devicePixelRatio || 1;
+  const [w, h] = [m * cell, n * cell];
+  if (canvas.width !== Math.round(w * scale) || canvas.height !== Math.round(h * scale)) {
+    canvas.width = Math.round(w * scale);
+    canvas.height = Math.round(h * scale);
+    canvas.style.width = `${w}px`;
+    canvas.style.height = `${h}px`;
+  }
+  // A canvas in the page's own memory (`willReadFrequently` asks for one),
+  // not one in the GPU process: with the GPU's, the page stalled for
+  // 200-840 ms now and then (2 cores, SwiftShader compositing on the CPU),
+  // likely when a new grid shape resized it; with this one it has not.
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  ctx.clearRect(0, 0, w, h);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < m; j++) {
+      ctx.fillStyle = g.fill(g.values[i * m + j]);
+      ctx.fillRect(j * cell, i * cell, cell - 1, cell - 1);
+    }
+  }
+}
+
+/** A grid's cells as SVG rects, for its saved files: the painted fills, and each cell's value. */
+function cellRects(g) {
+  const rects = [];
+  for (let i = 0; i < g.n; i++) {
+    for (let j = 0; j < g.m; j++) {
+      const value = g.values[i * g.m + j];
+      const r = document.createElementNS(SVG_NS, "rect");
+      const attrs = { x: g.left + j * g.cell, y: g.top + i * g.cell, width: g.cell - 1, height: g.cell - 1, fill: g.fill(value), "data-i": i, "data-j": j, [`data-${g.valueName}`]: value };
+      for (const [k, v] of Object.entries(attrs)) r.setAttribute(k, String(v));
+      rects.push(r);
+    }
+  }
+  return rects;
 }
 
 /** Sequential blue scale (colour-blind safe) for `t` in 0..1: darker = more. */
@@ -367,48 +462,25 @@ function heatmap(v) {
   const label = (t, w) => (v.idf ? `${t} ·${w.toFixed(2)}` : t);
   const hypLabels = v.hypTokens.map((t, i) => label(t, v.hypWeights[i]));
   const refLabels = v.refTokens.map((t, j) => label(t, v.refWeights[j]));
-  const left = 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4);
-  const top = 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4);
   const n = v.hypTokens.length, m = v.refTokens.length;
-  const aria = `BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens`;
-  const noteText = `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`;
-  const shape = `${n}x${m}:${left}:${top}`;
-  const drawn = wrap.querySelector("svg");
-  if (drawn?.dataset.shape === shape) {
-    // Same grid and margins (most keystrokes): update in place instead of
-    // parsing the whole map again.
-    drawn.__data = v;
-    drawn.setAttribute("aria-label", aria);
-    relabel(drawn, [...refLabels.map((t, j) => [t, v.refWeights[j]]), ...hypLabels.map((t, i) => [t, v.hypWeights[i]])], "weight");
-    // Darker = more similar.
-    drawn.querySelectorAll("rect[data-i]").forEach((el, k) => el.setAttribute("fill", blue(v.similarity[k])));
-    drawn.querySelectorAll("rect.best").forEach((el, i) => el.setAttribute("x", String(left + v.hypBest[i] * cell)));
-    wrap.querySelector(".heatmap-note").textContent = noteText;
-    return;
-  }
-  const parts = [];
-  const tokenText = (x, y, extra, text, weight) =>
-    parts.push(`<text x="${x}" y="${y}" ${extra} class="${weight ? "tok" : "tok special"}" data-weight="${weight}">${escapeXml(text)}<title>weight ${weight.toFixed(4)}</title></text>`);
-  refLabels.forEach((t, j) => {
-    const x = left + j * cell + cell / 2;
-    tokenText(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, t, v.refWeights[j]);
+  drawGrid(wrap, {
+    n, m, cell,
+    left: 8 + 7 * Math.max(...hypLabels.map((t) => t.length), 4),
+    top: 8 + 7 * Math.max(...refLabels.map((t) => t.length), 4),
+    cols: refLabels.map((t, j) => [t, v.refWeights[j]]),
+    rows: hypLabels.map((t, i) => [t, v.hypWeights[i]]),
+    key: "weight",
+    values: v.similarity,
+    valueName: "similarity",
+    fill: blue, // darker = more similar
+    best: v.hypBest,
+    aria: `BERTScore similarity of ${n} hypothesis tokens to ${m} reference tokens`,
+    hint: "Point at a cell to read its similarity.",
+    describe: (i, j) => `${v.hypTokens[i]} ~ ${v.refTokens[j]}: ${v.similarity[i * m + j].toFixed(3)}`,
+    note: `Layer ${v.layer}. Rows: hypothesis tokens, columns: reference${v.bestReference ? ` ${v.bestReference + 1}` : ""} tokens; outlined: each hypothesis token's best match (precision). Grey tokens ([CLS], [SEP]) weigh 0; ${v.idf ? `the others weigh their idf over the ${v.references} references (shown after each token)` : "the others weigh 1"}.`,
+    noteClass: "heatmap-note",
+    name: "bertscore-heatmap",
   });
-  hypLabels.forEach((t, i) => {
-    const y = top + i * cell;
-    tokenText(left - 4, y + cell * 0.7, 'text-anchor="end"', t, v.hypWeights[i]);
-    for (let j = 0; j < m; j++) {
-      // No <title> per cell: the readout below the map follows the pointer.
-      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${blue(v.similarity[i * m + j])}" data-i="${i}" data-j="${j}"/>`);
-    }
-    parts.push(`<rect x="${left + v.hypBest[i] * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" class="best" fill="none"/>`);
-  });
-  gridSvg(wrap, `width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}"`,
-    parts.join(""), v, "Point at a cell to read its similarity.",
-    (now, i, j) => `${now.hypTokens[i]} ~ ${now.refTokens[j]}: ${now.similarity[i * now.refTokens.length + j].toFixed(3)}`);
-  const note = document.createElement("p");
-  note.className = "muted heatmap-note";
-  note.textContent = noteText;
-  wrap.append(note, chartTools("bertscore-heatmap", () => wrap.querySelector("svg")));
 }
 
 // --- Perplexities --------------------------------------------------------
@@ -533,64 +605,42 @@ function drawMoverScore(el, v, scored, base) {
 
 /**
  * The transport plan: rows are reference tokens (or windows), columns the
- * hypothesis's; darker = more mass moved. Like BERTScore's heatmap, a
- * keystroke that keeps the grid updates the drawn plan in place, and cells
- * carry no tooltip of their own (a readout below follows the pointer): the
- * plan is redrawn on every keystroke, right after BERTScore's card.
+ * hypothesis's; darker = more mass moved. Drawn like BERTScore's heatmap
+ * (`drawGrid`): the plan is redrawn on every keystroke, right after
+ * BERTScore's card.
  */
 function drawPlan(el, v, detail) {
   const box = el.querySelector('[data-role="detail"]');
-  const moved = detail.flow.reduce((a, b) => a + b, 0);
-  const n = detail.refTokens.length, m = detail.hypTokens.length, cell = 16;
-  const top = 8 + 7 * Math.max(...detail.hypTokens.map((t) => t.length), 4);
-  const left = 8 + 7 * Math.max(...detail.refTokens.map((t) => t.length), 4);
-  const most = Math.max(...detail.flow, 1e-12);
-  const fill = (f) => blue(f / most); // darker = more mass moved
-  const aria = `MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens`;
-  const noteText = v.spec.metric === "moverscore-v1"
-    ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
-    : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`;
-  // Labels in drawing order: the hypothesis's (columns), then the reference's (rows).
-  const labels = [...detail.hypTokens.map((t, j) => [t, detail.hypMass[j]]), ...detail.refTokens.map((t, i) => [t, detail.refMass[i]])];
-  const shape = `${n}x${m}:${left}:${top}`;
-  const drawn = box.querySelector('[data-role="flow"] svg');
-  if (drawn?.dataset.shape === shape) {
-    drawn.__data = detail;
-    drawn.setAttribute("aria-label", aria);
-    relabel(drawn, labels, "mass");
-    drawn.querySelectorAll("rect[data-i]").forEach((r, k) => {
-      r.setAttribute("fill", fill(detail.flow[k]));
-      r.dataset.flow = String(detail.flow[k]);
-    });
-    box.querySelector(".plan-note").textContent = noteText;
-    return;
+  let wrap = box.querySelector('[data-role="flow"]');
+  if (!wrap) {
+    wrap = document.createElement("div");
+    wrap.className = "heatmap";
+    wrap.dataset.role = "flow";
+    box.replaceChildren(wrap);
   }
-  const parts = [];
-  const label = (x, y, extra, [text, mass]) =>
-    parts.push(`<text x="${x}" y="${y}" ${extra} class="${mass > 0 ? "tok" : "tok special"}" data-mass="${mass}">${escapeXml(text)}<title>mass ${mass.toFixed(4)}</title></text>`);
-  detail.hypTokens.forEach((_, j) => {
-    const x = left + j * cell + cell / 2;
-    label(x, top - 4, `transform="rotate(-60 ${x} ${top - 4})"`, labels[j]);
+  const moved = detail.flow.reduce((a, b) => a + b, 0);
+  const n = detail.refTokens.length, m = detail.hypTokens.length;
+  const most = Math.max(...detail.flow, 1e-12);
+  drawGrid(wrap, {
+    n, m, cell: 16,
+    left: 8 + 7 * Math.max(...detail.refTokens.map((t) => t.length), 4),
+    top: 8 + 7 * Math.max(...detail.hypTokens.map((t) => t.length), 4),
+    cols: detail.hypTokens.map((t, j) => [t, detail.hypMass[j]]),
+    rows: detail.refTokens.map((t, i) => [t, detail.refMass[i]]),
+    key: "mass",
+    values: detail.flow,
+    valueName: "flow",
+    fill: (f) => blue(f / most), // darker = more mass moved
+    best: null,
+    aria: `MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens`,
+    hint: "Point at a cell to read the mass it moves.",
+    describe: (i, j) => `${detail.refTokens[i]} → ${detail.hypTokens[j]}: ${detail.flow[i * m + j].toFixed(4)}`,
+    note: v.spec.metric === "moverscore-v1"
+      ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
+      : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`,
+    noteClass: "plan-note",
+    name: "moverscore-flow",
   });
-  detail.refTokens.forEach((_, i) => {
-    const y = top + i * cell;
-    label(left - 4, y + cell * 0.7, 'text-anchor="end"', labels[m + i]);
-    for (let j = 0; j < m; j++) {
-      const f = detail.flow[i * m + j];
-      parts.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="${fill(f)}" data-i="${i}" data-j="${j}" data-flow="${f}"/>`);
-    }
-  });
-  const wrap = document.createElement("div");
-  wrap.className = "heatmap";
-  wrap.dataset.role = "flow";
-  gridSvg(wrap, `width="${left + m * cell + 4}" height="${top + n * cell + 4}" role="img" aria-label="${escapeXml(aria)}" data-shape="${shape}"`,
-    parts.join(""), detail, "Point at a cell to read the mass it moves.",
-    (now, i, j) => `${now.refTokens[i]} → ${now.hypTokens[j]}: ${now.flow[i * now.hypTokens.length + j].toFixed(4)}`);
-  const note = document.createElement("p");
-  note.className = "muted plan-note";
-  note.textContent = noteText;
-  wrap.append(note, chartTools("moverscore-flow", () => wrap.querySelector("svg")));
-  box.replaceChildren(wrap);
 }
 
 // --- BARTScore -------------------------------------------------------------

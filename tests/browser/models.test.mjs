@@ -225,11 +225,13 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   assert.equal(rows, 12, label);
   assert.equal(await page.locator("#bertscore-heatmap rect.best").count(), rows);
   assert.equal(await page.locator("#bertscore-heatmap text.special").count(), 4);
-  // Pointing at a cell reads out its pair of tokens and their similarity.
-  await page.hover('#bertscore-heatmap rect[data-i="1"][data-j="1"]');
+  // Pointing at a cell (painted, 18 px a side) reads out its pair of tokens and their similarity.
+  const cellAt = (i, j) => ({ position: { x: j * 18 + 9, y: i * 18 + 9 } });
+  await page.hover("#bertscore-heatmap canvas", cellAt(1, 1));
   assert.match(await page.textContent("#bertscore-heatmap .heatmap-readout"), /^the ~ the: 0\.\d{3}$/);
   // A keystroke that keeps the grid updates the map in place, and draws
-  // exactly what a map built afresh for the same text draws.
+  // exactly what a map built afresh for the same text draws: labels and
+  // painted cells.
   const heatmapHas = (token) => page.waitForFunction(
     (t) => [...document.querySelectorAll("#bertscore-heatmap text.tok")].some((e) => e.firstChild.textContent === t),
     token, { timeout: 60_000 });
@@ -239,7 +241,7 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await heatmapHas("monday");
   const updated = await page.evaluate(() => {
     const svg = document.querySelector("#bertscore-heatmap svg");
-    return { kept: svg.kept === true, html: svg.outerHTML };
+    return { kept: svg.kept === true, html: svg.outerHTML, cells: document.querySelector("#bertscore-heatmap canvas").toDataURL() };
   });
   assert.ok(updated.kept, "the map was built again, not updated");
   await page.fill("#hypothesis", hyp);
@@ -248,7 +250,8 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await page.fill("#hypothesis", monday);
   await heatmapHas("monday");
   assert.equal(await page.evaluate(() => document.querySelector("#bertscore-heatmap svg").outerHTML), updated.html);
-  await page.hover('#bertscore-heatmap rect[data-i="9"][data-j="1"]');
+  assert.equal(await page.evaluate(() => document.querySelector("#bertscore-heatmap canvas").toDataURL()), updated.cells);
+  await page.hover("#bertscore-heatmap canvas", cellAt(9, 1));
   assert.match(await page.textContent("#bertscore-heatmap .heatmap-readout"), /^monday ~ the: 0\.\d{3}$/);
   // Tokens that are markup characters are drawn as text.
   await page.fill("#hypothesis", "a < b & c");

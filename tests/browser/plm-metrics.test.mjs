@@ -431,9 +431,15 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   const card = '.card[data-metric="moverscore"]';
   const shown = await settled(page, "moverscore", hyp);
   assert.ok(Math.abs(shown - native(hyp)) <= 1e-4, `browser ${shown} vs CLI ${native(hyp)}`);
-  // The plan: one cell per reference × hypothesis token, all the mass moved; punctuation weighs nothing.
-  const flows = await page.locator(`${card} [data-role="flow"] rect`).evaluateAll((els) => els.map((e) => Number(e.dataset.flow)));
+  // The plan: one cell per reference × hypothesis token, all the mass moved;
+  // punctuation weighs nothing. Its SVG file holds each painted cell with its flow.
+  const [saved] = await Promise.all([page.waitForEvent("download"), page.click(`${card} [data-role="flow"] button[data-export="svg"]`)]);
+  const file = readFileSync(await saved.path(), "utf8");
+  const flows = [...file.matchAll(/<rect [^>]*data-flow="([^"]+)"/g)].map((x) => Number(x[1]));
+  const [rows, cols] = (await page.getAttribute(`${card} [data-role="flow"] svg`, "aria-label")).match(/(\d+) reference tokens by (\d+)/).slice(1).map(Number);
+  assert.equal(flows.length, rows * cols, file.slice(0, 300));
   assert.ok(Math.abs(flows.reduce((a, b) => a + b, 0) - 1) < 1e-6, String(flows.length));
+  assert.match(file, /<rect [^>]*fill="rgb\(\d+,\d+,255\)"[^>]*data-flow=/);
   assert.ok(await page.locator(`${card} [data-role="flow"] text.special`).count() >= 2);
   const hyp2 = "The budget was approved.";
   await page.fill("#hypothesis", hyp2);
@@ -448,16 +454,22 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   await page.fill("#hypothesis", hyp2b);
   const adopted = await settled(page, "moverscore", hyp2b);
   assert.ok(Math.abs(adopted - native(hyp2b)) <= 1e-4, `${adopted} vs ${native(hyp2b)}`);
-  const updated = await page.evaluate((sel) => ({ kept: document.querySelector(sel).kept === true, html: document.querySelector(sel).outerHTML }), plan);
+  const drawn = (sel) => page.evaluate((sel) => {
+    const svg = document.querySelector(sel);
+    return { kept: svg.kept === true, html: svg.outerHTML, cells: svg.parentElement.querySelector("canvas").toDataURL() };
+  }, sel);
+  const updated = await drawn(plan);
   assert.ok(updated.kept, "the plan was built again, not updated");
   await page.fill("#hypothesis", hyp2);
   await settled(page, "moverscore", hyp2);
   await page.evaluate((sel) => document.querySelector(`${sel} [data-role="detail"]`).replaceChildren(), card);
   await page.fill("#hypothesis", hyp2b);
   await settled(page, "moverscore", hyp2b);
-  assert.equal(await page.evaluate((sel) => document.querySelector(sel).outerHTML, plan), updated.html);
-  // Cells carry no tooltip: pointing at one reads out the mass it moves.
-  await page.hover(`${card} [data-role="flow"] rect[data-i="1"][data-j="1"]`);
+  const afresh = await drawn(plan);
+  assert.equal(afresh.html, updated.html);
+  assert.equal(afresh.cells, updated.cells);
+  // Pointing at a cell (painted, 16 px a side) reads out the mass it moves.
+  await page.hover(`${card} [data-role="flow"] canvas`, { position: { x: 16 + 8, y: 16 + 8 } });
   assert.match(await page.textContent(`${card} [data-role="flow"] .heatmap-readout`), /^the → the: \d+\.\d{4}$/);
   await page.fill("#hypothesis", hyp2);
   await settled(page, "moverscore", hyp2);

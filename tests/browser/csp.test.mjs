@@ -34,11 +34,14 @@ test("the page works under the site's CSP, which blocks inline script and style"
   await page.click("#apply-injection");
   await page.waitForFunction((was) => document.querySelector("#hypothesis").value !== was, hyp);
   assert.match(await page.inputValue("#hypothesis"), /did not visit|does not protect/);
-  // A model in the worker (its own wasm), with its heatmap drawn as SVG.
+  // A model in the worker (its own wasm), with its heatmap drawn: labels as
+  // SVG, the cells painted into a canvas placed through CSSOM.
   await page.selectOption("#model-backend", "cpu");
   await page.click("#add-minilm");
   await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
   await page.waitForSelector("#bertscore-heatmap svg");
+  const canvas = await page.$eval("#bertscore-heatmap canvas", (c) => ({ width: c.width, left: c.style.left }));
+  assert.ok(canvas.width > 0 && /^\d+px$/.test(canvas.left), JSON.stringify(canvas));
   assert.deepEqual(errors, []);
 
   // The policy is enforced: inline script and inline style are refused and reported.

@@ -1,7 +1,8 @@
 //! PLM engine throughput: all-MiniLM-L6-v2 forward passes on the CPU
 //! (burn-flex), fp32 and int8, batch 1 (a keystroke) and batch 32 (a suite),
-//! on WMT21 reference sentences; model load time fp32 vs int8 .bpk; and
-//! BERTScore throughput (pairs per second) on 64 WMT21 system/reference pairs.
+//! on WMT21 reference sentences; model load time (fp32, int8 rounded at load,
+//! int8 .bpk); and BERTScore throughput (pairs per second) on 64 WMT21
+//! system/reference pairs.
 //!
 //! `cargo bench --bench plm`; `scripts/bench_torch.py` times PyTorch on the
 //! same sentences and batches so the README can give ratios.
@@ -123,6 +124,19 @@ fn bench_load(c: &mut Criterion) {
                 ModelFiles::from_path(MODEL.as_ref()).unwrap(),
                 &device,
                 Precision::F32,
+            )
+            .unwrap()
+        })
+    });
+    // The page's int8 load without a prepared file: f32 safetensors rounded
+    // at load, embedding tables included.
+    group.bench_function("int8_safetensors", |b| {
+        b.iter(|| {
+            Plm::load(
+                "minilm",
+                ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+                &device,
+                Precision::Int8,
             )
             .unwrap()
         })

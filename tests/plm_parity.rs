@@ -470,6 +470,13 @@ fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
         "int8 .bpk logits off by {d} (scale {scale})"
     );
     assert_ne!(direct, from_int8, "int8 file did not quantize");
+    // One `int8` signature, one set of numbers: an int8 load of the f32
+    // files rounds what the prepared file holds, embedding tables included.
+    let at_load = run(ModelFiles::from_path(&dir).unwrap(), Precision::Int8);
+    assert_eq!(
+        at_load, from_int8,
+        "an int8 load of the f32 files differs from the prepared int8 file"
+    );
     let e = Network::load(
         &config,
         WeightSource::Burnpack(int8_bytes),

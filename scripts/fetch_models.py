@@ -15,6 +15,11 @@ with
     python3 scripts/fetch_models.py --prepared Unbabel/eamt22-cometinho-da out.bpk
 which copies it to models/<name>/model.bpk and lists it in models/manifest.json
 (sha256 and size), so the page loads it for that id from this site.
+
+`make dist` also writes MiniLM's int8 file, models/all-MiniLM-L6-v2/model.int8.bpk
+(`blindspot prepare ... --quant q8`), and runs
+    python3 scripts/fetch_models.py --manifest
+which lists it beside the f32 files: the page reads it for an int8 load.
 """
 import argparse
 import hashlib
@@ -48,8 +53,10 @@ def update_manifest(model_id, folder, names):
 
 
 def write_manifest():
-    update_manifest("sentence-transformers/all-MiniLM-L6-v2", TARGET,
-                    ["config.json", "tokenizer.json", "model.safetensors"])
+    names = ["config.json", "tokenizer.json", "model.safetensors"]
+    if (TARGET / "model.int8.bpk").exists():
+        names.append("model.int8.bpk")
+    update_manifest("sentence-transformers/all-MiniLM-L6-v2", TARGET, names)
 
 
 def add_prepared(model_id, bpk):
@@ -82,8 +89,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prepared", nargs=2, metavar=("ID", "BPK"),
                         help="serve a prepared .bpk file for hub id ID from this site")
+    parser.add_argument("--manifest", action="store_true",
+                        help="list MiniLM's files again (after make dist wrote model.int8.bpk)")
     args = parser.parse_args()
     if args.prepared:
         add_prepared(args.prepared[0], pathlib.Path(args.prepared[1]))
+    elif args.manifest:
+        write_manifest()
     else:
         main()

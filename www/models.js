@@ -88,12 +88,27 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
   return { bytes, fromCache: false };
 }
 
-/** True when every file of `id` we know of is in Cache Storage. */
-export async function isCached(id) {
+/**
+ * The prepared file (`blindspot prepare`: network, config, tokenizer and
+ * COMET's hparams in one .bpk) the site serves for a load at `precision`, or
+ * null: `model.bpk` whatever was asked (it holds its own precision), or
+ * `model.int8.bpk` for an int8 load beside the f32 files (`make dist` writes
+ * one for MiniLM: a quarter of the download, the numbers an int8 load of the
+ * f32 files gives).
+ */
+export function preparedFile(files, precision = "f32") {
+  if (files["model.bpk"]) return "model.bpk";
+  if (precision === "q8" && files["model.int8.bpk"]) return "model.int8.bpk";
+  return null;
+}
+
+/** True when every file of `id` a load at `precision` reads that we know of is in Cache Storage. */
+export async function isCached(id, precision = "f32") {
   if (!("caches" in self)) return false;
   const { base, files } = await modelSource(id);
   const cache = await caches.open(CACHE_NAME);
-  if (files["model.bpk"]) return Boolean(await cache.match(base + "model.bpk"));
+  const prepared = preparedFile(files, precision);
+  if (prepared) return Boolean(await cache.match(base + prepared));
   return Boolean(await cache.match(base + "config.json")) && Boolean(await cache.match(base + "tokenizer.json"));
 }
 
@@ -103,11 +118,12 @@ export async function clearModelCache() {
 }
 
 /**
- * Fetches a checkpoint's files. onProgress({ file, loaded, total }) reports
- * bytes over all files. Resolves to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
+ * Fetches a checkpoint's files for a load at `precision` ("f32" or "q8").
+ * onProgress({ file, loaded, total }) reports bytes over all files. Resolves
+ * to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
  */
-export async function fetchCheckpoint(id, onProgress = () => {}) {
+export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f32") {
   const source = await modelSource(id);
   const known = (name) => source.files[name] ?? {};
   const done = {};
@@ -120,10 +136,10 @@ export async function fetchCheckpoint(id, onProgress = () => {}) {
   };
   const get = (name, optional = false) =>
     fetchModelFile(source.base + name, { ...known(name), onBytes: report(name), optional });
-  // A prepared file (`blindspot prepare`: network, config, tokenizer and COMET's
-  // hparams in one .bpk) where the site's manifest lists one.
-  if (source.files["model.bpk"]) {
-    const prepared = await get("model.bpk");
+  // A prepared file where the site's manifest lists one for this precision.
+  const preparedName = preparedFile(source.files, precision);
+  if (preparedName) {
+    const prepared = await get(preparedName);
     return { prepared: prepared.bytes, shards: [], fromCache: prepared.fromCache, where: source.where };
   }
   const cometError = () =>
@@ -206,7 +222,7 @@ async function webgpuProblem(shards) {
  * engine's model info plus { fromCache, where, fallback }.
  */
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
-  const files = await fetchCheckpoint(id, onProgress);
+  const files = await fetchCheckpoint(id, onProgress, precision);
   // A prepared file holds its own precision: int8 files load at int8.
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
   let fallback = null;
@@ -259,6 +275,17 @@ const sizeText = (mb) => (mb >= 1000 ? `${(mb / 1000).toFixed(1)} GB` : `${mb} M
 export function registrySize(id) {
   const m = panel.wasm.modelRegistry().find((r) => r.id === id);
   return m ? sizeText(m.size_mb) : null;
+}
+
+/**
+ * What a load of `id` at `precision` downloads ("26.0 MB"): the prepared
+ * file's size where the site serves one, else the registry's size, or null.
+ */
+export async function downloadSize(id, precision = "f32") {
+  const { files } = await modelSource(id);
+  const prepared = preparedFile(files, precision);
+  if (prepared && files[prepared].size) return mb(files[prepared].size);
+  return registrySize(id);
 }
 
 /**
@@ -318,7 +345,7 @@ function refreshSizeWarning() {
 async function refreshCacheNote() {
   refreshSizeWarning();
   const id = chosenId();
-  const cached = await isCached(id).catch(() => false);
+  const cached = await isCached(id, $("model-precision").value).catch(() => false);
   $("model-cache").textContent = cached ? "in this browser's cache" : "not cached yet";
   $("model-cache").dataset.cached = String(cached);
 }
@@ -410,6 +437,7 @@ export async function initModels(wasm) {
     refreshLoadedNote();
     refreshCacheNote();
   });
+  $("model-precision").addEventListener("change", refreshCacheNote);
   $("model-unload").addEventListener("click", () => {
     unload(chosenId());
     refreshLoadedNote();

@@ -7,6 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -98,6 +99,70 @@ test("MiniLM on WebGPU and on the CPU in the browser matches the native engine",
   }
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+/**
+ * A page whose site manifest lists MiniLM's f32 files and, given `int8Bpk`,
+ * the int8 file `make dist` writes (served from that path); returns the
+ * page and the MiniLM files it requested.
+ */
+async function openMiniLmSite(int8Bpk) {
+  const requested = [];
+  const opened = await openPage({
+    beforeLoad: async (page) => {
+      page.on("request", (r) => {
+        const m = r.url().match(/models\/all-MiniLM-L6-v2\/(.+)$/);
+        if (m) requested.push(m[1]);
+      });
+      await page.route("**/models/manifest.json", async (route) => {
+        const real = await (await route.fetch()).json();
+        const files = real[MINILM].files;
+        delete files["model.int8.bpk"];
+        if (int8Bpk) {
+          const bytes = readFileSync(int8Bpk);
+          files["model.int8.bpk"] = { sha256: createHash("sha256").update(bytes).digest("hex"), size: bytes.length };
+        }
+        return route.fulfill({ status: 200, body: JSON.stringify(real), headers: { "content-type": "application/json" } });
+      });
+      if (int8Bpk) {
+        await page.route("**/models/all-MiniLM-L6-v2/model.int8.bpk", (route) =>
+          route.fulfill({ status: 200, body: readFileSync(int8Bpk), headers: { "content-type": "application/octet-stream" } }));
+      }
+    },
+  });
+  return { ...opened, requested };
+}
+
+test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the download, the same numbers", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-int8-"));
+  const bpk = join(dir, "model.int8.bpk");
+  execFileSync(CLI, ["prepare", join(ROOT, "models", "all-MiniLM-L6-v2"), bpk, "--quant", "q8"]);
+  // Without the file: the f32 safetensors, rounded at load.
+  const plain = await openMiniLmSite(null);
+  const rounded = await loadAndEmbed(plain.page, MINILM, "cpu", "q8");
+  assert.equal(rounded.error, undefined, rounded.error);
+  assert.ok(plain.requested.includes("model.safetensors"), plain.requested.join(", "));
+  assert.deepEqual(plain.errors, []);
+  await plain.context.close();
+  // With it: only the prepared file, and bit for bit the same states.
+  const site = await openMiniLmSite(bpk);
+  const { page } = site;
+  assert.equal(await page.evaluate(async (id) => (await import("./models.js")).downloadSize(id, "q8"), MINILM),
+    `${(readFileSync(bpk).length / 1e6).toFixed(1)} MB`);
+  const prepared = await loadAndEmbed(page, MINILM, "cpu", "q8");
+  assert.equal(prepared.error, undefined, prepared.error);
+  assert.deepEqual(site.requested, ["model.int8.bpk"]);
+  assert.equal(prepared.info.precision, rounded.info.precision);
+  const states = ({ tokens, width, hidden }) => ({ tokens, width, hidden });
+  assert.deepEqual(states(prepared.embedding), states(rounded.embedding));
+  // The panel's cache note follows the precision picked: only the int8 file is cached.
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-precision", "q8");
+  await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "true");
+  await page.selectOption("#model-precision", "f32");
+  await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
+  assert.deepEqual(site.errors, []);
+  await site.context.close();
 });
 
 test("the model panel shows progress, where the model runs, and the cache", async () => {

@@ -483,25 +483,10 @@ pub fn int8_scheme() -> QuantScheme {
 /// stay f32, and so does a matrix whose width is not a multiple of
 /// [`QUANT_BLOCK`] (a 3-class NLI head).
 pub fn quantize<M: Module>(module: M, lookups: bool) -> M {
-    let lookups = if lookups { Lookups::Int8 } else { Lookups::F32 };
     module.map(&mut Int8Mapper {
         path: Vec::new(),
         scheme: int8_scheme(),
         mode: Mode::Quantize { lookups },
-    })
-}
-
-/// What an int8 load of f32 weights computes with: the projections as
-/// [`quantize`] leaves them, the embedding tables rounded to int8 and back
-/// in one pass ([`round_trip_int8`]), the values [`prepare`] stores and an
-/// int8 load of its file reads.
-fn quantize_for_load<M: Module>(module: M) -> M {
-    module.map(&mut Int8Mapper {
-        path: Vec::new(),
-        scheme: int8_scheme(),
-        mode: Mode::Quantize {
-            lookups: Lookups::Rounded,
-        },
     })
 }
 
@@ -525,18 +510,9 @@ fn dequantize_all<M: Module>(module: M) -> M {
 }
 
 enum Mode {
-    Quantize { lookups: Lookups },
+    Quantize { lookups: bool },
     DequantizeLookups,
     DequantizeAll,
-}
-
-/// What [`Mode::Quantize`] does with the embedding tables.
-#[derive(Clone, Copy, PartialEq)]
-enum Lookups {
-    F32,
-    Int8,
-    /// f32 holding the int8 values.
-    Rounded,
 }
 
 /// An int8 weight's values as f32, exactly as burn's `dequantize` gives
@@ -605,31 +581,6 @@ fn quantize_int8<const D: usize>(tensor: Tensor<D>, scheme: &QuantScheme) -> Ten
         }
         Err(_) => Tensor::from_data(data, &device).quantize(scheme, qparams),
     }
-}
-
-/// `tensor` rounded to int8 and back to f32: the values [`dequantize`] gives
-/// of [`quantize_int8`]'s tensor, in place, without the int8 tensor between
-/// (the embedding tables of an int8 load).
-fn round_trip_int8<const D: usize>(tensor: Tensor<D>, scheme: &QuantScheme) -> Tensor<D> {
-    let range = compute_range(scheme, &tensor, &Calibration::MinMax);
-    let qparams = compute_q_params(scheme, range);
-    let Some(scales) = int8_scales(&tensor, scheme, &qparams.scales) else {
-        return dequantize(tensor.quantize(scheme, qparams));
-    };
-    let device = tensor.device();
-    // Taken, not copied, where this is the last reference to the values.
-    let mut data = tensor.into_data();
-    let (a, b) = scheme.value.range();
-    let Ok(values) = data.as_mut_slice::<f32>() else {
-        return dequantize(Tensor::from_data(data, &device).quantize(scheme, qparams));
-    };
-    for (chunk, &scale) in values.chunks_exact_mut(QUANT_BLOCK as usize).zip(&scales) {
-        let inv = 1.0 / scale;
-        for x in chunk {
-            *x = scale * f32::from(round_to_int8(*x * inv, a, b));
-        }
-    }
-    Tensor::from_data(data, &device)
 }
 
 /// The scales [`int8_rounded`] uses, as burn-flex's `quantize` would
@@ -771,17 +722,13 @@ impl ModuleMapper for Int8Mapper {
             }
             Mode::Quantize { lookups } => {
                 let dims = param.shape().dims::<D>();
-                let wanted = is_projection || (lookups != Lookups::F32 && is_lookup);
+                let wanted = is_projection || (lookups && is_lookup);
                 let quantized = matches!(param.val().dtype(), DType::QFloat(_));
                 if !wanted || quantized || D != 2 || dims[D - 1] % QUANT_BLOCK as usize != 0 {
                     return param;
                 }
                 let scheme = self.scheme;
-                if is_lookup && lookups == Lookups::Rounded {
-                    param.map(|tensor| round_trip_int8(tensor, &scheme))
-                } else {
-                    param.map(|tensor| quantize_int8(tensor, &scheme))
-                }
+                param.map(|tensor| quantize_int8(tensor, &scheme))
             }
         }
     }
@@ -923,10 +870,12 @@ impl Network {
         // An int8 load from f32 weights rounds what [`prepare`] rounds, the
         // embedding tables included, so one `int8` signature means one set of
         // numbers whether the page rounded the hub's file or the site served a
-        // prepared one; the tables are kept in f32 for lookups.
+        // prepared one: the path of `prepare` and then of a load of its file.
         let network = match (stored, precision) {
             (Precision::Int8, _) => each_network!(network, m => dequantize_lookups(m)),
-            (Precision::F32, Precision::Int8) => each_network!(network, m => quantize_for_load(m)),
+            (Precision::F32, Precision::Int8) => {
+                each_network!(network, m => dequantize_lookups(quantize(m, true)))
+            }
             (Precision::F32, Precision::F32) => network,
         };
         // Compute is dequantized unless `keep_int8` (the caller then packs
@@ -1332,18 +1281,10 @@ mod tests {
                     "[{rows}, {cols}] takes the fast path"
                 );
                 let burns = tensor.clone().quantize(&scheme, qparams).into_data();
-                let ours = quantize_int8(tensor.clone(), &scheme).into_data();
+                let ours = quantize_int8(tensor, &scheme).into_data();
                 assert_eq!(ours.dtype(), burns.dtype(), "[{rows}, {cols}]");
                 assert_eq!(ours.shape(), burns.shape(), "[{rows}, {cols}]");
                 assert_eq!(ours.as_bytes(), burns.as_bytes(), "[{rows}, {cols}]");
-                // Rounded in place: the int8 tensor's values, bit for bit.
-                let round_trip = round_trip_int8(tensor.clone(), &scheme).into_data();
-                let via_int8 = dequantize(quantize_int8(tensor, &scheme)).into_data();
-                assert_eq!(
-                    round_trip.as_bytes(),
-                    via_int8.as_bytes(),
-                    "[{rows}, {cols}]"
-                );
             }
         }
         // A width that is not whole blocks goes through burn.

@@ -58,12 +58,15 @@ window.runBench = async function runBench(cfg) {
   await engine.default({ module_or_path: files.wasm });
   const tl1 = performance.now();
   const dir = `${SITE}models/${c.modelId}/`;
+  // The file the page would read (www/models.js decides).
+  const { preparedFile } = await import(`${SITE}models.js`);
   const manifest = await fetch(`${SITE}models/manifest.json`, { cache: "no-store" }).then((r) => (r.ok ? r.json() : {}));
   const listed = Object.values(manifest).find((m) => m.dir === c.modelId)?.files ?? {};
+  const preparedName = preparedFile(listed, c.dtype === "q8" ? "q8" : "f32");
   let info;
-  if (precision === "int8" && listed["model.int8.bpk"]) {
-    res.files = ["model.int8.bpk"];
-    const prepared = await bytes(dir + "model.int8.bpk");
+  if (preparedName) {
+    res.files = [preparedName];
+    const prepared = await bytes(dir + preparedName);
     info = await engine.loadModel(c.modelId, undefined, undefined, [], prepared, backend, precision, undefined, undefined);
   } else {
     res.files = ["config.json", "tokenizer.json", "model.safetensors"];

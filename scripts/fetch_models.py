@@ -20,6 +20,11 @@ which copies it to models/<name>/model.bpk and lists it in models/manifest.json
 (`blindspot prepare ... --quant q8`), and runs
     python3 scripts/fetch_models.py --manifest
 which lists it beside the f32 files: the page reads it for an int8 load.
+`make serve` copies models/ as it is, so this script (run by scripts/setup.sh)
+removes that file once it is older than what its numbers depend on (the
+rounding code in src/models/, burn's version in Cargo.lock): the page then
+rounds the f32 files at load, as it must give the same numbers, until
+`make dist` writes the file again.
 """
 import argparse
 import hashlib
@@ -59,6 +64,28 @@ def write_manifest():
     update_manifest("sentence-transformers/all-MiniLM-L6-v2", TARGET, names)
 
 
+def int8_sources():
+    """What the int8 file's numbers depend on: the rounding code and burn."""
+    return [ROOT / "Cargo.lock", *sorted((ROOT / "src" / "models").rglob("*.rs"))]
+
+
+def drop_stale_int8():
+    """Removes models/all-MiniLM-L6-v2/model.int8.bpk (and its manifest entry)
+    when a file it depends on changed after it was written: a stale file would
+    load numbers other than the ones an int8 load of the f32 files now gives,
+    under the same `int8` signature."""
+    int8 = TARGET / "model.int8.bpk"
+    if not int8.exists():
+        return
+    written = int8.stat().st_mtime
+    newer = [p for p in int8_sources() if p.stat().st_mtime > written]
+    if newer:
+        int8.unlink()
+        write_manifest()
+        print(f"removed {int8.relative_to(ROOT)}: {newer[0].relative_to(ROOT)} changed after it was written "
+              "(an int8 load rounds the f32 files until `make dist` writes it again)")
+
+
 def add_prepared(model_id, bpk):
     folder = ROOT / "models" / model_id.replace("/", "--")
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,6 +95,7 @@ def add_prepared(model_id, bpk):
 
 
 def main():
+    drop_stale_int8()
     if all((TARGET / f).exists() for f in FILES):
         if not (TARGET.parent / "manifest.json").exists():
             write_manifest()

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, CLI, playground } from "./harness.mjs";
@@ -163,6 +163,42 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
   assert.deepEqual(site.errors, []);
   await site.context.close();
+});
+
+test("the set-up script drops the site's int8 file once the rounding code changed after it was written", () => {
+  // scripts/fetch_models.py in a scratch tree (it finds the tree from its own
+  // path), with MiniLM's files in place so nothing is downloaded.
+  const root = mkdtempSync(join(tmpdir(), "blindspot-stale-"));
+  const minilm = join(root, "models", "all-MiniLM-L6-v2");
+  for (const dir of ["scripts", "src/models", "models/all-MiniLM-L6-v2/1_Pooling"]) mkdirSync(join(root, dir), { recursive: true });
+  copyFileSync(join(ROOT, "scripts", "fetch_models.py"), join(root, "scripts", "fetch_models.py"));
+  for (const name of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "vocab.txt", "modules.json", "1_Pooling/config.json"]) writeFileSync(join(minilm, name), "{}");
+  const int8 = join(minilm, "model.int8.bpk");
+  const rounding = join(root, "src", "models", "weights.rs");
+  writeFileSync(join(root, "Cargo.lock"), "");
+  writeFileSync(rounding, "");
+  writeFileSync(int8, "int8");
+  const listed = () => Object.keys(JSON.parse(readFileSync(join(root, "models", "manifest.json"), "utf8"))[MINILM].files);
+  const script = join(root, "scripts", "fetch_models.py");
+  const setUp = () => execFileSync("python3", [script]); // what scripts/setup.sh runs
+  // Written after the code, and listed (as `make dist` does): kept.
+  const written = new Date();
+  const before = new Date(+written - 60_000);
+  utimesSync(rounding, before, before);
+  utimesSync(join(root, "Cargo.lock"), before, before);
+  utimesSync(int8, written, written);
+  execFileSync("python3", [script, "--manifest"]);
+  setUp();
+  assert.ok(existsSync(int8));
+  assert.ok(listed().includes("model.int8.bpk"), listed().join(", "));
+  // The rounding code changed since: removed, and no longer listed.
+  const after = new Date(+written + 60_000);
+  utimesSync(rounding, after, after);
+  setUp();
+  assert.ok(!existsSync(int8));
+  assert.deepEqual(listed(), ["config.json", "tokenizer.json", "model.safetensors"]);
+  rmSync(root, { recursive: true });
 });
 
 test("the model panel shows progress, where the model runs, and the cache", async () => {

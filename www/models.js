@@ -7,13 +7,15 @@
 
 const $ = (id) => document.getElementById(id);
 export const CACHE_NAME = "blindspot-models-v1";
+/** The sha256 a cached file was verified against (site files the manifest lists). */
+const SHA_HEADER = "x-blindspot-sha256";
 const HUB = "https://huggingface.co";
 
 let manifestPromise = null;
 
 /** models/manifest.json (written by scripts/fetch_models.py): local folders and sha256 per file. */
 export function modelManifest() {
-  manifestPromise ??= fetch("models/manifest.json")
+  manifestPromise ??= fetch("models/manifest.json", { cache: "no-cache" })
     .then((r) => (r.ok ? r.json() : {}))
     .catch(() => ({}));
   return manifestPromise;
@@ -34,22 +36,44 @@ async function sha256Hex(bytes) {
 }
 
 /**
- * Fetches one file, from Cache Storage when present. Streams with progress
- * (onBytes(loaded, total)), rejects a short body (truncated download) or a
- * sha256 mismatch, and caches only a verified, complete file.
- * Resolves to { bytes, fromCache } or null for a 404 when `optional`.
+ * Whether a cached copy is known to differ from the file the manifest now
+ * lists (`sha256`): the site changed it since (MiniLM's int8 file follows the
+ * rounding code), and the old copy would load other numbers.
+ */
+function changedSince(cached, sha256) {
+  const held = cached.headers.get(SHA_HEADER);
+  return Boolean(sha256 && held && held !== sha256);
+}
+
+/** A file's bytes as cached, with the sha256 they were checked against (if any). */
+function verified(bytes, sha256) {
+  return new Response(bytes, { headers: { "content-type": "application/octet-stream", ...(sha256 ? { [SHA_HEADER]: sha256 } : {}) } });
+}
+
+/**
+ * Fetches one file, from Cache Storage when present and still the file the
+ * manifest lists. Streams with progress (onBytes(loaded, total)), rejects a
+ * short body (truncated download) or a sha256 mismatch, and caches only a
+ * verified, complete file. Resolves to { bytes, fromCache } or null for a 404
+ * when `optional`.
  */
 export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false } = {}) {
   const cache = "caches" in self ? await caches.open(CACHE_NAME) : null;
   const cached = cache && (await cache.match(url));
-  if (cached) {
+  if (cached && !changedSince(cached, sha256)) {
     const bytes = new Uint8Array(await cached.arrayBuffer());
-    onBytes(bytes.length, bytes.length);
-    return { bytes, fromCache: true };
+    // Cached before copies carried their sha256: checked once, then marked.
+    const unmarked = sha256 && !cached.headers.has(SHA_HEADER);
+    if (!unmarked || (await sha256Hex(bytes)) === sha256) {
+      if (unmarked) await cache.put(url, verified(bytes, sha256));
+      onBytes(bytes.length, bytes.length);
+      return { bytes, fromCache: true };
+    }
   }
   let response;
   try {
-    response = await fetch(url);
+    // Revalidated: a copy in the HTTP cache from before a redeploy would fail the sha256 check.
+    response = await fetch(url, { cache: "no-cache" });
   } catch (err) {
     throw new Error(`cannot reach ${new URL(url).host} for ${url.split("/").pop()} (offline, or blocked): ${err.message ?? err}`);
   }
@@ -84,7 +108,7 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
   if (sha256 && (await sha256Hex(bytes)) !== sha256) {
     throw new Error(`${url.split("/").pop()}: sha256 does not match the manifest (corrupt or changed file)`);
   }
-  if (cache) await cache.put(url, new Response(bytes, { headers: { "content-type": "application/octet-stream" } }));
+  if (cache) await cache.put(url, verified(bytes, sha256));
   return { bytes, fromCache: false };
 }
 
@@ -98,8 +122,17 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
  */
 export function preparedFile(files, precision = "f32") {
   if (files["model.bpk"]) return "model.bpk";
-  if (precision === "q8" && files["model.int8.bpk"]) return "model.int8.bpk";
+  if (isInt8(precision) && files["model.int8.bpk"]) return "model.int8.bpk";
   return null;
+}
+
+/**
+ * Whether a load at `precision` is an int8 one: the panel's "q8", or "int8",
+ * the engine's name in a loaded model's info (the attack's scoring helpers
+ * load what the model worker holds by that name). The engine takes both.
+ */
+function isInt8(precision) {
+  return precision === "q8" || precision === "int8";
 }
 
 /** True when every file of `id` a load at `precision` reads that we know of is in Cache Storage. */
@@ -107,9 +140,13 @@ export async function isCached(id, precision = "f32") {
   if (!("caches" in self)) return false;
   const { base, files } = await modelSource(id);
   const cache = await caches.open(CACHE_NAME);
+  const held = async (name) => {
+    const cached = await cache.match(base + name);
+    return Boolean(cached) && !changedSince(cached, files[name]?.sha256);
+  };
   const prepared = preparedFile(files, precision);
-  if (prepared) return Boolean(await cache.match(base + prepared));
-  return Boolean(await cache.match(base + "config.json")) && Boolean(await cache.match(base + "tokenizer.json"));
+  if (prepared) return held(prepared);
+  return (await held("config.json")) && (await held("tokenizer.json"));
 }
 
 /** Empties the model cache. */
@@ -118,7 +155,7 @@ export async function clearModelCache() {
 }
 
 /**
- * Fetches a checkpoint's files for a load at `precision` ("f32" or "q8").
+ * Fetches a checkpoint's files for a load at `precision` ("f32", or "q8" or "int8").
  * onProgress({ file, loaded, total }) reports bytes over all files. Resolves
  * to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.

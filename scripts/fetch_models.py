@@ -20,11 +20,12 @@ which copies it to models/<name>/model.bpk and lists it in models/manifest.json
 (`blindspot prepare ... --quant q8`), and runs
     python3 scripts/fetch_models.py --manifest
 which lists it beside the f32 files: the page reads it for an int8 load.
-`make serve` copies models/ as it is, so this script (run by scripts/setup.sh)
-removes that file once it is older than what its numbers depend on (the
-rounding code in src/models/, burn's version in Cargo.lock): the page then
-rounds the f32 files at load, as it must give the same numbers, until
-`make dist` writes the file again.
+`make serve` copies models/ as it is, so this script (run by scripts/setup.sh,
+and with --drop-stale before each Trunk build, Trunk.toml) removes that file
+once it is older than what its numbers depend on (the rounding code in
+src/models/, burn's version in Cargo.lock): the page then rounds the f32 files
+at load, as it must give the same numbers, until `make dist` writes the file
+again.
 """
 import argparse
 import hashlib
@@ -57,11 +58,29 @@ def update_manifest(model_id, folder, names):
     path.write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def write_manifest():
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def served_names():
+    """MiniLM's files the manifest lists: the f32 ones, and the int8 file if there is one."""
     names = ["config.json", "tokenizer.json", "model.safetensors"]
     if (TARGET / "model.int8.bpk").exists():
         names.append("model.int8.bpk")
-    update_manifest("sentence-transformers/all-MiniLM-L6-v2", TARGET, names)
+    return names
+
+
+def write_manifest():
+    update_manifest(MINILM_ID, TARGET, served_names())
+
+
+def manifest_current():
+    """Whether models/manifest.json lists exactly MiniLM's files on disk (a file
+    removed by hand must not stay listed: the page would fetch it and fail)."""
+    path = ROOT / "models" / "manifest.json"
+    if not path.exists():
+        return False
+    listed = json.loads(path.read_text()).get(MINILM_ID, {}).get("files", {})
+    return sorted(listed) == sorted(served_names())
 
 
 def int8_sources():
@@ -97,7 +116,7 @@ def add_prepared(model_id, bpk):
 def main():
     drop_stale_int8()
     if all((TARGET / f).exists() for f in FILES):
-        if not (TARGET.parent / "manifest.json").exists():
+        if not manifest_current():
             write_manifest()
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,8 +138,12 @@ if __name__ == "__main__":
                         help="serve a prepared .bpk file for hub id ID from this site")
     parser.add_argument("--manifest", action="store_true",
                         help="list MiniLM's files again (after make dist wrote model.int8.bpk)")
+    parser.add_argument("--drop-stale", action="store_true",
+                        help="only remove MiniLM's int8 file if it is stale (Trunk runs this before each build)")
     args = parser.parse_args()
-    if args.prepared:
+    if args.drop_stale:
+        drop_stale_int8()
+    elif args.prepared:
         add_prepared(args.prepared[0], pathlib.Path(args.prepared[1]))
     elif args.manifest:
         write_manifest()

@@ -161,11 +161,32 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "true");
   await page.selectOption("#model-precision", "f32");
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
+  // "int8", the engine's name (the attack's scoring helpers load a model by
+  // its info), reads the same file, here from the cache.
+  site.requested.length = 0;
+  const byInfo = await loadAndEmbed(page, MINILM, "cpu", "int8");
+  assert.equal(byInfo.error, undefined, byInfo.error);
+  assert.deepEqual(site.requested, []);
+  assert.deepEqual(states(byInfo.embedding), states(rounded.embedding));
+  // A copy cached before the site's file changed (another sha256) is neither
+  // reported as cached nor loaded: the file is fetched again.
+  await page.evaluate(async (id) => {
+    const { CACHE_NAME, modelSource } = await import("./models.js");
+    const { base } = await modelSource(id);
+    const stale = new Response(new Uint8Array([1, 2, 3]), { headers: { "x-blindspot-sha256": "0".repeat(64) } });
+    await (await caches.open(CACHE_NAME)).put(`${base}model.int8.bpk`, stale);
+  }, MINILM);
+  await page.selectOption("#model-precision", "q8");
+  await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
+  const refetched = await loadAndEmbed(page, MINILM, "cpu", "q8");
+  assert.equal(refetched.error, undefined, refetched.error);
+  assert.deepEqual(site.requested, ["model.int8.bpk"]);
+  assert.deepEqual(states(refetched.embedding), states(rounded.embedding));
   assert.deepEqual(site.errors, []);
   await site.context.close();
 });
 
-test("the set-up script drops the site's int8 file once the rounding code changed after it was written", () => {
+test("the set-up script drops the site's int8 file once the rounding code changed after it was written, and unlists a removed one", () => {
   // scripts/fetch_models.py in a scratch tree (it finds the tree from its own
   // path), with MiniLM's files in place so nothing is downloaded.
   const root = mkdtempSync(join(tmpdir(), "blindspot-stale-"));
@@ -192,11 +213,19 @@ test("the set-up script drops the site's int8 file once the rounding code change
   setUp();
   assert.ok(existsSync(int8));
   assert.ok(listed().includes("model.int8.bpk"), listed().join(", "));
-  // The rounding code changed since: removed, and no longer listed.
+  // The rounding code changed since: removed, and no longer listed, by the
+  // check Trunk runs before each build too.
   const after = new Date(+written + 60_000);
   utimesSync(rounding, after, after);
-  setUp();
+  execFileSync("python3", [script, "--drop-stale"]);
   assert.ok(!existsSync(int8));
+  assert.deepEqual(listed(), ["config.json", "tokenizer.json", "model.safetensors"]);
+  // A listed file removed by hand is no longer listed after the set-up.
+  writeFileSync(int8, "int8");
+  execFileSync("python3", [script, "--manifest"]);
+  assert.ok(listed().includes("model.int8.bpk"));
+  rmSync(int8);
+  setUp();
   assert.deepEqual(listed(), ["config.json", "tokenizer.json", "model.safetensors"]);
   rmSync(root, { recursive: true });
 });

@@ -67,7 +67,9 @@ const type = (chars) => page.evaluate(async ([chars, pace]) => {
     const want = hyp.value;
     // Woken by the card's attribute changing, not by polling: a timer every
     // few ms would add its own tasks to the main thread this measures. The
-    // next keystroke then comes in a task of its own, as a real one does.
+    // next keystroke then comes in a task of its own after the frame that
+    // shows this score, as a real one does (typed in the same task, it would
+    // share that frame's style, layout and paint).
     let shown = 0;
     await new Promise((resolve, reject) => {
       const done = () => {
@@ -75,7 +77,7 @@ const type = (chars) => page.evaluate(async ([chars, pace]) => {
         shown = performance.now();
         watch.disconnect();
         clearTimeout(timer);
-        setTimeout(resolve, 0);
+        requestAnimationFrame(() => setTimeout(resolve, 0));
         return true;
       };
       const watch = new MutationObserver(done);

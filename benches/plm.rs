@@ -117,30 +117,24 @@ fn bench_load(c: &mut Criterion) {
     .unwrap();
     let mut group = c.benchmark_group("minilm_load");
     group.sample_size(10);
-    group.bench_function("f32_safetensors", |b| {
-        b.iter(|| {
-            Plm::load(
-                "minilm",
-                ModelFiles::from_path(MODEL.as_ref()).unwrap(),
-                &device,
-                Precision::F32,
-            )
-            .unwrap()
-        })
-    });
-    // The page's int8 load without a prepared file: f32 safetensors rounded
-    // at load, embedding tables included.
-    group.bench_function("int8_safetensors", |b| {
-        b.iter(|| {
-            Plm::load(
-                "minilm",
-                ModelFiles::from_path(MODEL.as_ref()).unwrap(),
-                &device,
-                Precision::Int8,
-            )
-            .unwrap()
-        })
-    });
+    // int8_safetensors: the page's int8 load without a prepared file, the f32
+    // safetensors rounded at load, embedding tables included.
+    for (name, precision) in [
+        ("f32_safetensors", Precision::F32),
+        ("int8_safetensors", Precision::Int8),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                Plm::load(
+                    "minilm",
+                    ModelFiles::from_path(MODEL.as_ref()).unwrap(),
+                    &device,
+                    precision,
+                )
+                .unwrap()
+            })
+        });
+    }
     group.bench_function("int8_bpk", |b| {
         b.iter(|| {
             Plm::load(

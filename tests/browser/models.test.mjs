@@ -184,6 +184,7 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
   assert.deepEqual(states(refetched.embedding), states(rounded.embedding));
   assert.deepEqual(site.errors, []);
   await site.context.close();
+  rmSync(dir, { recursive: true });
 });
 
 test("the set-up script drops the site's int8 file once the rounding code changed after it was written, and unlists a removed one", () => {

@@ -15,7 +15,8 @@ use burn::tensor::{Bool, Device, Int, Tensor};
 use super::config::{Activation, ModelConfig};
 use super::dense::{self, Project};
 use super::{Batch, activate};
-use crate::models::bert::{attend, split_heads};
+use crate::models::attention::attend;
+use crate::models::bert::split_heads;
 
 /// fairseq's learned positions start at 2 (0 and 1 were padding's).
 pub const POSITION_OFFSET: i64 = 2;

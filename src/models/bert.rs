@@ -10,9 +10,9 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Tensor, activation};
 
+use super::attention::attend;
 use super::config::{Activation, Family, Head, ModelConfig};
 use super::dense::{self, Project};
 use super::{Batch, activate};
@@ -278,39 +278,6 @@ impl SelfAttention {
 pub(crate) fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
     let [b, l, h] = x.dims();
     x.reshape([b, l, heads, h / heads]).swap_dims(1, 2)
-}
-
-/// softmax(q kᵀ / sqrt(d)) v, heads merged back to `[batch, tokens,
-/// hidden]`, hiding the keys that `padding` (`[batch, 1, 1, keys]`) marks
-/// true and, when `causal`, every later position.
-///
-/// burn's attention op: burn-flex (the CPU, natively and in wasm) runs it
-/// fused (both products and the softmax in one pass per head, no score
-/// tensor allocated); burn-wgpu without autotune runs the same separate
-/// kernels this would. Hidden positions are a boolean mask (or the op's
-/// causal flag), so their scores become minus infinity, whose exponential
-/// is an early return in libm. An additive bias of -1e30 gave the same
-/// zeros but sent every one of them down `expf`'s underflow path (4% of a
-/// padded MiniLM batch's time natively), and burn-flex expanded it to a
-/// float per head and query on every layer. The padding mask is widened
-/// here to one tile per text (`[batch, 1, queries, keys]`), which burn-flex
-/// reads in place for every head.
-pub(crate) fn attend(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    padding: Option<Tensor<4, Bool>>,
-    causal: bool,
-) -> Tensor<3> {
-    let [b, heads, l, d] = q.dims();
-    let keys = k.dims()[2];
-    let mask = padding.map(|p| p.expand([b, 1, l, keys]));
-    let options = AttentionModuleOptions {
-        is_causal: causal,
-        ..AttentionModuleOptions::default()
-    };
-    let out = burn::tensor::module::attention(q, k, v, mask, None, options);
-    out.swap_dims(1, 2).reshape([b, l, heads * d])
 }
 
 /// Key renames from a family's checkpoint names to this module tree, in

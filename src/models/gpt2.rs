@@ -9,7 +9,8 @@ use burn::tensor::{Device, Tensor};
 use super::config::{Activation, ModelConfig};
 use super::dense::linear;
 use super::{Batch, activate};
-use crate::models::bert::{attend, split_heads};
+use crate::models::attention::attend;
+use crate::models::bert::split_heads;
 
 /// HF's `Conv1D`: a linear layer whose weight is stored `[in, out]` (the
 /// layout burn's `Linear` uses, so it loads without the transpose that

@@ -4,11 +4,13 @@
 //!
 //! - [`config`]: `config.json` into [`ModelConfig`];
 //! - [`bert`], [`gpt2`], [`bart`]: the architectures, module trees mirroring the checkpoints;
+//! - [`attention`]: scaled dot-product attention, on the CPU reading the heads in place;
 //! - [`comet`]: COMET's estimators on a BERT-family encoder (hparams.yaml + Lightning checkpoint);
 //! - [`weights`]: safetensors (sharded too) and prepared `.bpk` files, quantization;
 //! - [`tokenizer`]: `tokenizer.json` through the `tokenizers` crate;
 //! - [`registry`]: the default checkpoint of each metric.
 
+pub mod attention;
 pub mod bart;
 pub mod bert;
 pub mod comet;

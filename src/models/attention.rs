@@ -11,8 +11,9 @@
 //! head's arithmetic is burn-flex's short-sequence path: the `gemm` crate's
 //! products on one thread per head, the scale applied after the product,
 //! hidden scores minus infinity (whose exponential is an early return in
-//! libm), a row hidden entirely giving zeros. Elsewhere (WebGPU) burn's op
-//! runs, with the padding mask widened to one tile per text.
+//! libm), a row hidden entirely giving zeros. Sequences long enough for
+//! burn-flex's tiled path (over 512 tokens) and every other device (WebGPU)
+//! run burn's op, with the padding mask widened to one tile per text.
 
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
@@ -128,9 +129,15 @@ impl Out {
 #[cfg(not(target_arch = "wasm32"))]
 const PARALLEL_WORK: usize = 256 * 1024;
 
+/// Scores per head above which burn's op runs instead: burn-flex's own limit
+/// for computing a head's whole score matrix (1 MB); longer sequences take
+/// its tiled path, which keeps a tile of scores at a time.
+const WHOLE_SCORES: usize = 256 * 1024;
+
 /// [`attend`] on burn-flex, reading the heads in place; `None` where the
 /// shapes are not plain multi-head attention with a `[batch or 1, 1, 1,
-/// keys]` mask (burn's op then runs).
+/// keys]` mask, or a head's scores exceed [`WHOLE_SCORES`] (burn's op then
+/// runs).
 fn in_place(
     q: &FlexTensor,
     k: &FlexTensor,
@@ -142,7 +149,13 @@ fn in_place(
     let [b, heads, l, d] = dims(q);
     let [kb, kh, keys, kd] = dims(k);
     let [vb, vh, vkeys, dv] = dims(v);
-    if [kb, vb] != [b, b] || [kh, vh] != [heads, heads] || kd != d || vkeys != keys || d == 0 {
+    if [kb, vb] != [b, b]
+        || [kh, vh] != [heads, heads]
+        || kd != d
+        || vkeys != keys
+        || d == 0
+        || l * keys > WHOLE_SCORES
+    {
         return None;
     }
     // One flag per (text, key), true where hidden.
@@ -440,6 +453,20 @@ mod tests {
             let want = reference(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
             assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
         }
+    }
+
+    #[test]
+    fn sequences_beyond_whole_scores_match_burns_op() {
+        // 520 x 520 scores per head: burn-flex's tiled path, through the
+        // same call.
+        let (b, l, heads, d) = (1, 520, 1, 4);
+        assert!(l * l > WHOLE_SCORES);
+        let x = |seed| split_heads(tensor([b, l, heads * d], seed), heads);
+        let pad = padding(b, l, &[500]);
+        let got = attend(x(1), x(2), x(3), Some(pad.clone()), false);
+        assert_eq!(got.dims(), [b, l, heads * d]);
+        let want = reference(x(1), x(2), x(3), Some(pad), false);
+        assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
     }
 
     #[test]

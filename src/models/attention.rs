@@ -390,6 +390,25 @@ mod tests {
             .unwrap()
     }
 
+    /// [`in_place`] itself, which must run (not fall back to burn's op).
+    fn ours(
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        padding: Option<Tensor<4, Bool>>,
+        causal: bool,
+    ) -> Tensor<3> {
+        let mask = padding.map(|p| p.try_into_primitive::<Flex>().unwrap());
+        in_place(
+            &primitive(q),
+            &primitive(k),
+            &primitive(v),
+            mask.as_ref(),
+            causal,
+        )
+        .expect("runs in place")
+    }
+
     fn padding(b: usize, keys: usize, lens: &[usize]) -> Tensor<4, Bool> {
         let flags: Vec<bool> = (0..b)
             .flat_map(|bi| (0..keys).map(move |ki| ki >= lens[bi]))
@@ -422,7 +441,7 @@ mod tests {
         let (b, l, heads, d) = (3, 40, 4, 16);
         let x = |seed| split_heads(tensor([b, l, heads * d], seed), heads);
         let pad = padding(b, l, &[40, 23, 1]);
-        let got = attend(x(1), x(2), x(3), Some(pad.clone()), false);
+        let got = ours(x(1), x(2), x(3), Some(pad.clone()), false);
         assert_eq!(got.dims(), [b, l, heads * d]);
         let want = reference(x(1), x(2), x(3), Some(pad), false);
         assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
@@ -436,7 +455,7 @@ mod tests {
         let qkv = tensor([b, l, 3 * h], 9);
         let part =
             |i: usize| split_heads(qkv.clone().slice([0..b, 0..l, i * h..(i + 1) * h]), heads);
-        let got = attend(part(0), part(1), part(2), None, true);
+        let got = ours(part(0), part(1), part(2), None, true);
         let want = reference(part(0), part(1), part(2), None, true);
         assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
     }
@@ -449,20 +468,22 @@ mod tests {
         let kv = |seed| split_heads(tensor([b, 9, heads * d], seed), heads);
         let pad = padding(b, 9, &[9, 6]);
         for causal in [false, true] {
-            let got = attend(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
+            let got = ours(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
             let want = reference(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
             assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
         }
     }
 
     #[test]
-    fn sequences_beyond_whole_scores_match_burns_op() {
-        // 520 x 520 scores per head: burn-flex's tiled path, through the
-        // same call.
+    fn sequences_beyond_whole_scores_take_burns_op() {
+        // 520 x 520 scores per head: not in place, burn-flex's tiled path.
         let (b, l, heads, d) = (1, 520, 1, 4);
         assert!(l * l > WHOLE_SCORES);
         let x = |seed| split_heads(tensor([b, l, heads * d], seed), heads);
         let pad = padding(b, l, &[500]);
+        let mask = pad.clone().try_into_primitive::<Flex>().unwrap();
+        let (q, k, v) = (primitive(x(1)), primitive(x(2)), primitive(x(3)));
+        assert!(in_place(&q, &k, &v, Some(&mask), false).is_none());
         let got = attend(x(1), x(2), x(3), Some(pad.clone()), false);
         assert_eq!(got.dims(), [b, l, heads * d]);
         let want = reference(x(1), x(2), x(3), Some(pad), false);
@@ -473,7 +494,7 @@ mod tests {
     fn a_text_whose_keys_are_all_hidden_gives_zeros() {
         let (b, l, heads, d) = (2, 4, 2, 4);
         let x = |seed| split_heads(tensor([b, l, heads * d], seed), heads);
-        let got = attend(x(1), x(2), x(3), Some(padding(b, l, &[4, 0])), false);
+        let got = ours(x(1), x(2), x(3), Some(padding(b, l, &[4, 0])), false);
         let got: Vec<f32> = got.into_data().try_to_vec::<f32>().unwrap();
         assert!(got[l * heads * d..].iter().all(|&x| x == 0.0));
         assert!(got[..l * heads * d].iter().any(|&x| x != 0.0));

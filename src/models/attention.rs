@@ -47,15 +47,15 @@ pub(crate) fn attend(
             return out;
         }
     }
-    let [b, heads, l, d] = q.dims();
-    let keys = k.dims()[2];
+    let [b, heads, l, _] = q.dims();
+    let [_, _, keys, dv] = v.dims();
     let mask = padding.map(|p| p.expand([b, 1, l, keys]));
     let options = AttentionModuleOptions {
         is_causal: causal,
         ..AttentionModuleOptions::default()
     };
     let out = burn::tensor::module::attention(q, k, v, mask, None, options);
-    out.swap_dims(1, 2).reshape([b, l, heads * d])
+    out.swap_dims(1, 2).reshape([b, l, heads * dv])
 }
 
 /// The CPU tensor under a tensor the caller checked is on burn-flex.
@@ -74,7 +74,10 @@ struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    /// `None` for a negative stride or a layout that is not 4-d.
+    /// `None` for a layout that is not 4-d, a negative stride, or a last
+    /// dimension that is not dense (the `gemm` crate picks its kernel by
+    /// whether strides are 1, and burn-flex's op reads dense rows: a dense
+    /// last dimension keeps the same kernels, hence the same bits).
     fn of(t: &'a FlexTensor) -> Option<Self> {
         let layout = t.layout();
         let shape = layout.shape();
@@ -84,6 +87,9 @@ impl<'a> View<'a> {
         let mut strides = [0usize; 4];
         for (s, &st) in strides.iter_mut().zip(layout.strides()) {
             *s = usize::try_from(st).ok()?;
+        }
+        if strides[3] != 1 && shape[3] > 1 {
+            return None;
         }
         let data = t.storage::<f32>();
         let offset = layout.start_offset();
@@ -449,12 +455,14 @@ mod tests {
 
     #[test]
     fn causal_slices_of_one_projection_match_burns_op() {
-        // GPT-2's q, k and v: column slices of one [b, l, 3 * hidden] product.
+        // GPT-2's q, k and v: blocks of heads of one [b, l, 3 * hidden]
+        // product (offsets into it, rows 3 * hidden apart).
         let (b, l, heads, d) = (2, 7, 3, 8);
-        let h = heads * d;
-        let qkv = tensor([b, l, 3 * h], 9);
-        let part =
-            |i: usize| split_heads(qkv.clone().slice([0..b, 0..l, i * h..(i + 1) * h]), heads);
+        let qkv = split_heads(tensor([b, l, 3 * heads * d], 9), 3 * heads);
+        let part = |i: usize| {
+            qkv.clone()
+                .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
+        };
         let got = ours(part(0), part(1), part(2), None, true);
         let want = reference(part(0), part(1), part(2), None, true);
         assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
@@ -488,6 +496,21 @@ mod tests {
         assert_eq!(got.dims(), [b, l, heads * d]);
         let want = reference(x(1), x(2), x(3), Some(pad), false);
         assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+    }
+
+    #[test]
+    fn one_query_few_keys_and_a_shared_mask_match_burns_op() {
+        // One query (a decoder's step: gemm's vector paths), one or two keys
+        // (a text of [CLS] [SEP]), and one mask row for every text.
+        for (b, queries, keys) in [(2, 1, 9), (2, 3, 2), (3, 1, 1)] {
+            let (heads, d) = (2, 8);
+            let q = split_heads(tensor([b, queries, heads * d], 7), heads);
+            let kv = |seed| split_heads(tensor([b, keys, heads * d], seed), heads);
+            let shared = padding(1, keys, &[keys.div_ceil(2)]);
+            let got = ours(q.clone(), kv(8), kv(9), Some(shared.clone()), false);
+            let want = reference(q.clone(), kv(8), kv(9), Some(shared), false);
+            assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+        }
     }
 
     #[test]

@@ -159,20 +159,17 @@ impl Block {
 
 impl Attention {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let qkv = self.c_attn.forward(x);
-        let [b, l, h3] = qkv.dims();
-        let h = h3 / 3;
-        let q = qkv.clone().slice([0..b, 0..l, 0..h]);
-        let k = qkv.clone().slice([0..b, 0..l, h..2 * h]);
-        let v = qkv.slice([0..b, 0..l, 2 * h..3 * h]);
         let heads = self.num_heads;
-        let out = attend(
-            split_heads(q, heads),
-            split_heads(k, heads),
-            split_heads(v, heads),
-            None,
-            true,
-        );
+        // `[b, 3 * heads, l, d]`: q, k and v are its three blocks of heads,
+        // views of the one product (slicing its columns first would make
+        // splitting the heads copy them).
+        let qkv = split_heads(self.c_attn.forward(x), 3 * heads);
+        let [b, _, l, d] = qkv.dims();
+        let part = |i: usize| {
+            qkv.clone()
+                .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
+        };
+        let out = attend(part(0), part(1), part(2), None, true);
         self.c_proj.forward(out)
     }
 }

@@ -275,31 +275,15 @@ unsafe fn head(
     hidden: Option<&[bool]>,
     causal: bool,
 ) {
-    let stride = |x: usize| x as isize;
-    // scores[queries, keys] = q kᵀ
+    // scores[queries, keys] = q kᵀ (kᵀ: k read with its strides swapped)
     unsafe {
-        gemm::gemm(
-            s.queries,
-            s.keys,
-            s.d,
-            scores.as_mut_ptr(),
-            1,
-            stride(s.keys),
-            false,
-            q.head(bi, h),
-            stride(q.strides[3]),
-            stride(q.strides[2]),
-            k.head(bi, h),
-            stride(k.strides[2]),
-            stride(k.strides[3]),
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
+        product(
+            [s.queries, s.keys, s.d],
+            (scores.as_mut_ptr(), s.keys),
+            (q.head(bi, h), q.strides[2], q.strides[3]),
+            (k.head(bi, h), k.strides[3], k.strides[2]),
+        )
+    };
     // Later keys are hidden from a query when causal (queries are the last
     // `queries` of the keys' positions).
     let offset = s.keys as isize - s.queries as isize;
@@ -329,27 +313,51 @@ unsafe fn head(
     }
     // out[queries, dv] = softmax(scores) v
     unsafe {
+        product(
+            [s.queries, s.dv, s.keys],
+            (out, s.width),
+            (scores.as_ptr(), s.keys, 1),
+            (v.head(bi, h), v.strides[2], v.strides[3]),
+        )
+    };
+}
+
+/// `dst = lhs rhs` for `[m, n, k]`, on the calling thread, through the
+/// `gemm` crate: `dst` dense rows `row` apart, each operand a pointer and its
+/// row and column strides. As burn-flex's attention calls it (`dst` written,
+/// not read).
+///
+/// # Safety
+/// Every element the shapes and strides address must be in bounds.
+unsafe fn product(
+    [m, n, k]: [usize; 3],
+    (dst, row): (*mut f32, usize),
+    (lhs, lhs_rs, lhs_cs): (*const f32, usize, usize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, usize, usize),
+) {
+    let i = |x: usize| x as isize;
+    unsafe {
         gemm::gemm(
-            s.queries,
-            s.dv,
-            s.keys,
-            out,
+            m,
+            n,
+            k,
+            dst,
             1,
-            stride(s.width),
+            i(row),
             false,
-            scores.as_ptr(),
-            1,
-            stride(s.keys),
-            v.head(bi, h),
-            stride(v.strides[3]),
-            stride(v.strides[2]),
+            lhs,
+            i(lhs_cs),
+            i(lhs_rs),
+            rhs,
+            i(rhs_cs),
+            i(rhs_rs),
             0.0,
             1.0,
             false,
             false,
             false,
             gemm::Parallelism::None,
-        );
+        )
     }
 }
 
@@ -357,16 +365,7 @@ unsafe fn head(
 mod tests {
     use super::*;
     use crate::models::bert::split_heads;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-            })
-            .collect()
-    }
+    use crate::models::dense::tests::values;
 
     fn tensor<const D: usize>(shape: [usize; D], seed: u32) -> Tensor<D> {
         let n = shape.iter().product();
@@ -394,6 +393,17 @@ mod tests {
             .into_data()
             .try_to_vec::<f32>()
             .unwrap()
+    }
+
+    /// [`in_place`] against burn's op on the same inputs: the same shape
+    /// and bits.
+    fn check(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, pad: Option<Tensor<4, Bool>>, causal: bool) {
+        let [b, heads, l, _] = q.dims();
+        let dv = v.dims()[3];
+        let got = ours(q.clone(), k.clone(), v.clone(), pad.clone(), causal);
+        assert_eq!(got.dims(), [b, l, heads * dv]);
+        let want = reference(q, k, v, pad, causal);
+        assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
     }
 
     /// [`in_place`] itself, which must run (not fall back to burn's op).
@@ -447,10 +457,7 @@ mod tests {
         let (b, l, heads, d) = (3, 40, 4, 16);
         let x = |seed| split_heads(tensor([b, l, heads * d], seed), heads);
         let pad = padding(b, l, &[40, 23, 1]);
-        let got = ours(x(1), x(2), x(3), Some(pad.clone()), false);
-        assert_eq!(got.dims(), [b, l, heads * d]);
-        let want = reference(x(1), x(2), x(3), Some(pad), false);
-        assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+        check(x(1), x(2), x(3), Some(pad), false);
     }
 
     #[test]
@@ -463,9 +470,7 @@ mod tests {
             qkv.clone()
                 .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
         };
-        let got = ours(part(0), part(1), part(2), None, true);
-        let want = reference(part(0), part(1), part(2), None, true);
-        assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+        check(part(0), part(1), part(2), None, true);
     }
 
     #[test]
@@ -476,9 +481,7 @@ mod tests {
         let kv = |seed| split_heads(tensor([b, 9, heads * d], seed), heads);
         let pad = padding(b, 9, &[9, 6]);
         for causal in [false, true] {
-            let got = ours(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
-            let want = reference(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
-            assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+            check(q.clone(), kv(5), kv(6), Some(pad.clone()), causal);
         }
     }
 
@@ -507,9 +510,7 @@ mod tests {
             let q = split_heads(tensor([b, queries, heads * d], 7), heads);
             let kv = |seed| split_heads(tensor([b, keys, heads * d], seed), heads);
             let shared = padding(1, keys, &[keys.div_ceil(2)]);
-            let got = ours(q.clone(), kv(8), kv(9), Some(shared.clone()), false);
-            let want = reference(q.clone(), kv(8), kv(9), Some(shared), false);
-            assert_same(&got.into_data().try_to_vec::<f32>().unwrap(), &want);
+            check(q, kv(8), kv(9), Some(shared), false);
         }
     }
 

@@ -492,10 +492,11 @@ fn executor() -> &'static std::thread::LocalKey<GemmExecutor<f32>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
+    /// Reproducible values in [-0.5, 0.5) for tests.
+    pub(crate) fn values(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed;
         (0..n)
             .map(|_| {

@@ -5,7 +5,7 @@
 
 import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { downloadSize, initModels, isCached, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
+import { downloadSize, initModels, isCached, isInt8, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
@@ -526,7 +526,7 @@ async function offerModels(list, cards, why) {
   const described = await Promise.all(list.map(async (m) => {
     const size = await downloadSize(m.id, m.precision).catch(() => registrySize(m.id));
     const cached = await isCached(m.id, m.precision).catch(() => false);
-    const precision = m.precision === "q8" ? "int8" : "fp32";
+    const precision = isInt8(m.precision) ? "int8" : "fp32";
     return `${m.id} (${precision}, ${size ?? "size unknown"}${cached ? ", in this browser's cache" : ""})`;
   }));
   $("pair-models-text").textContent = `${why}: ${described.join(", ")}.`;

@@ -131,7 +131,7 @@ export function preparedFile(files, precision = "f32") {
  * the engine's name in a loaded model's info (the attack's scoring helpers
  * load what the model worker holds by that name). The engine takes both.
  */
-function isInt8(precision) {
+export function isInt8(precision) {
   return precision === "q8" || precision === "int8";
 }
 

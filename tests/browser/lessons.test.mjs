@@ -233,6 +233,17 @@ test("the single-pair state round-trips through its link, models and card option
   await linked.waitForSelector("#pair-models:not([hidden])");
   assert.match(await linked.textContent("#pair-models-text"),
     /^This link scored with: sentence-transformers\/all-MiniLM-L6-v2 \(fp32, [\d.]+ MB/);
+  // A link naming the engine's "int8" (not the panel's "q8") is offered as int8.
+  const carried = JSON.parse(Buffer.from(link.split("#pair=")[1], "base64url").toString("utf8"));
+  carried.m = carried.m.map((m) => ({ ...m, precision: "int8" }));
+  const int8Link = `${link.split("#")[0]}#pair=${Buffer.from(JSON.stringify(carried)).toString("base64url")}`;
+  const { context: fourth, page: int8Page, errors: int8Errors } = await openPage({ clearStorage: true });
+  await int8Page.goto(int8Link);
+  await int8Page.reload();
+  await int8Page.waitForSelector("#pair-models:not([hidden])");
+  assert.match(await int8Page.textContent("#pair-models-text"), /all-MiniLM-L6-v2 \(int8, [\d.]+ MB/);
+  assert.deepEqual(int8Errors, []);
+  await fourth.close();
   assert.equal(await linked.isChecked("#rouge-stemmer"), true);
   assert.equal(await linked.locator('.card[data-metric="bertscore"]').count(), 0, "nothing loads before the click");
   assert.doesNotMatch(linked.url(), /#pair=/, "the link is applied once: a reload keeps later edits");

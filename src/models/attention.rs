@@ -19,6 +19,8 @@ use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 use burn_flex::{Flex, FlexTensor};
 
+use super::dense::primitive;
+
 /// softmax(q kᵀ / sqrt(d)) v, heads merged back to `[batch, tokens,
 /// hidden]`, hiding the keys that `padding` (`[batch, 1, 1, keys]`, true
 /// for padding) marks and, when `causal`, every later position. `q` is
@@ -56,12 +58,6 @@ pub(crate) fn attend(
     };
     let out = burn::tensor::module::attention(q, k, v, mask, None, options);
     out.swap_dims(1, 2).reshape([b, l, heads * dv])
-}
-
-/// The CPU tensor under a tensor the caller checked is on burn-flex.
-fn primitive<const D: usize>(t: Tensor<D>) -> FlexTensor {
-    t.try_into_primitive::<Flex>()
-        .expect("a tensor on the flex device is a Flex tensor")
 }
 
 /// A 4-d f32 tensor read in place: its storage, the offset of its first
@@ -196,17 +192,17 @@ fn in_place(
         out.resize(n, 0.0);
     } else if n > 0 {
         let scale = (1.0 / (d as f64).sqrt()) as f32;
+        let shape = HeadShape {
+            queries: l,
+            keys,
+            d,
+            dv,
+            width,
+        };
         let dst = Out(out.as_mut_ptr());
         let run = |scores: &mut Vec<f32>, task: usize| {
             let (bi, h) = (task / heads, task % heads);
             let hide = hidden.as_ref().map(|f| &f[bi * keys..(bi + 1) * keys]);
-            let shape = HeadShape {
-                queries: l,
-                keys,
-                d,
-                dv,
-                width,
-            };
             // SAFETY: the views were checked to lie inside their storage;
             // this task writes rows `bi * l..(bi + 1) * l`, columns
             // `h * dv..(h + 1) * dv` of the `n`-element output, which no
@@ -218,33 +214,34 @@ fn in_place(
         };
         let tasks = b * heads;
         #[cfg(not(target_arch = "wasm32"))]
-        if tasks > 1 && tasks * l * keys * (d + dv) >= PARALLEL_WORK {
-            use rayon::prelude::*;
-            (0..tasks)
-                .into_par_iter()
-                .for_each_init(|| vec![0.0f32; l * keys], run);
-            // SAFETY: the tasks wrote every element (each head's product
-            // writes all its rows x columns).
-            unsafe { out.set_len(n) };
-            return Some(finish(out, [b, l, width]));
+        let threaded = tasks > 1 && tasks * l * keys * (d + dv) >= PARALLEL_WORK;
+        #[cfg(target_arch = "wasm32")]
+        let threaded = false;
+        if threaded {
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                use rayon::prelude::*;
+                (0..tasks)
+                    .into_par_iter()
+                    .for_each_init(|| vec![0.0f32; l * keys], run);
+            }
+        } else {
+            let mut scores = vec![0.0f32; l * keys];
+            for task in 0..tasks {
+                run(&mut scores, task);
+            }
         }
-        let mut scores = vec![0.0f32; l * keys];
-        for task in 0..tasks {
-            run(&mut scores, task);
-        }
-        // SAFETY: as above, on this thread.
+        // SAFETY: the tasks wrote every element (each head's product writes
+        // all its rows x columns).
         unsafe { out.set_len(n) };
     }
-    Some(finish(out, [b, l, width]))
+    let out = FlexTensor::from_data(TensorData::new(out, [b, l, width]));
+    Some(Tensor::from_primitive::<Flex>(out))
 }
 
 fn dims(t: &FlexTensor) -> [usize; 4] {
     let s = t.layout().shape();
     [s[0], s[1], s[2], s[3]]
-}
-
-fn finish(out: Vec<f32>, shape: [usize; 3]) -> Tensor<3> {
-    Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(out, shape)))
 }
 
 /// The sizes of one head's products; `width` is the output's row length.

@@ -245,7 +245,7 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 const GELU_CHUNK: usize = 1 << 15;
 
 /// The CPU tensor under a tensor the caller checked is on burn-flex.
-fn primitive<const D: usize>(t: Tensor<D>) -> FlexTensor {
+pub(crate) fn primitive<const D: usize>(t: Tensor<D>) -> FlexTensor {
     t.try_into_primitive::<Flex>()
         .expect("a tensor on the flex device is a Flex tensor")
 }

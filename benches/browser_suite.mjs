@@ -2,7 +2,9 @@
 // same machine: WMT21 (1000 items), fluency + consistency, 5 seeds, all
 // lexical metrics.
 //
-//   make build-web && cargo build --release --bin blindspot && node benches/browser_suite.mjs
+//   make dist && cargo build --release --bin blindspot && node benches/browser_suite.mjs
+//
+// (BLINDSPOT_DIST=dist-dev after `make build-web` runs the development build.)
 //
 // Prints the browser time (one Web Worker, wasm) and the native time (all
 // cores), and their ratio.

@@ -26,7 +26,7 @@ const result = await page.evaluate(async () => {
   // Warm the cache (the f32 files, and the int8 file where the site has one):
   // load times below exclude the download.
   await models.fetchCheckpoint(id);
-  await models.fetchCheckpoint(id, undefined, "q8");
+  await models.fetchCheckpoint(id, undefined, "int8");
   for (const [backend, precision] of [["cpu", "f32"], ["cpu", "q8"], ["webgpu", "f32"], ["webgpu", "q8"]]) {
     const t0 = performance.now();
     const info = await models.loadModel(wasm, id, { backend, precision });

@@ -5,7 +5,7 @@
 
 import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { downloadSize, initModels, isCached, isInt8, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
+import { downloadSize, initModels, isCached, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
@@ -501,11 +501,23 @@ async function checkWebGpu(wasm) {
   }
 }
 
-/** The model list of a link or a saved visit, checked: `[{id, backend, precision}]`, at most 8. */
+/**
+ * The model list of a link or a saved visit, checked: `[{id, backend,
+ * precision}]`, at most 8. Precisions take the engine's name (older links say
+ * the CLI's "q8"); one the engine does not know becomes f32, which the offer
+ * then shows.
+ */
 function modelList(value) {
   if (!Array.isArray(value)) return [];
+  const precision = (p) => {
+    try {
+      return state.wasm.precisionName(String(p ?? "f32"));
+    } catch {
+      return "f32";
+    }
+  };
   return value.filter((m) => typeof m?.id === "string" && m.id.trim()).slice(0, 8)
-    .map((m) => ({ id: m.id.trim(), backend: String(m.backend ?? "auto"), precision: String(m.precision ?? "f32") }));
+    .map((m) => ({ id: m.id.trim(), backend: String(m.backend ?? "auto"), precision: precision(m.precision) }));
 }
 
 /**
@@ -526,7 +538,7 @@ async function offerModels(list, cards, why) {
   const described = await Promise.all(list.map(async (m) => {
     const size = await downloadSize(m.id, m.precision).catch(() => registrySize(m.id));
     const cached = await isCached(m.id, m.precision).catch(() => false);
-    const precision = isInt8(m.precision) ? "int8" : "fp32";
+    const precision = [...$("model-precision").options].find((o) => o.value === m.precision)?.text ?? m.precision;
     return `${m.id} (${precision}, ${size ?? "size unknown"}${cached ? ", in this browser's cache" : ""})`;
   }));
   $("pair-models-text").textContent = `${why}: ${described.join(", ")}.`;

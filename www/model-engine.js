@@ -15,17 +15,18 @@ const PROGRESS = "blindspot:progress-callback";
 /**
  * Starts the model engine. `wasm` is the page's own engine (for the
  * registry, and the fallback). Resolves to an object with the engine's model
- * calls (all returning promises), `modelRegistry()`, and `where`:
- * "worker" or "main thread".
+ * calls (all returning promises), the page's own `modelRegistry()` and
+ * `precisionName(p)`, and `where`: "worker" or "main thread".
  */
 export function startModelEngine(wasm) {
+  const here = { modelRegistry: () => wasm.modelRegistry(), precisionName: (p) => wasm.precisionName(p) };
   let worker;
   try {
     worker = new Worker("model-worker.js", { type: "module" });
     worker.postMessage({ init: engineUrls(), methods: REMOTE, progress: PROGRESS });
   } catch (err) {
     console.warn("model worker unavailable, models run on the main thread:", err);
-    const local = { where: "main thread", modelRegistry: () => wasm.modelRegistry() };
+    const local = { where: "main thread", ...here };
     for (const name of REMOTE) local[name] = async (...args) => wasm[name](...args);
     // Scoring helpers are the model worker's: here the attack runs alone.
     local.attackPair = async (request, progress) => wasm.attackPair(request, progress);
@@ -33,7 +34,7 @@ export function startModelEngine(wasm) {
   }
   // A worker that dies (out of memory, a trap) fails every waiting call.
   const rpc = connect(worker, { died: (e) => new Error(`the model worker stopped: ${e.message ?? "unknown error"}`) });
-  const engine = { where: "worker", worker, modelRegistry: () => wasm.modelRegistry() };
+  const engine = { where: "worker", worker, ...here };
   for (const name of REMOTE) {
     engine[name] = (...args) => {
       // A function argument (a progress callback) stays here; the worker calls back by message.

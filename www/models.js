@@ -114,28 +114,22 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
 
 /**
  * The prepared file (`blindspot prepare`: network, config, tokenizer and
- * COMET's hparams in one .bpk) the site serves for a load at `precision`, or
- * null: `model.bpk` whatever was asked (it holds its own precision), or
- * `model.int8.bpk` for an int8 load beside the f32 files (`make dist` writes
- * one for MiniLM: a quarter of the download, the numbers an int8 load of the
- * f32 files gives).
+ * COMET's hparams in one .bpk) the site serves for a load at `precision`
+ * (the engine's name, `precisionName`), or null: `model.bpk` whatever was
+ * asked (it holds its own precision), or `model.<precision>.bpk` beside the
+ * f32 files (`make dist` writes `model.int8.bpk` for MiniLM: a quarter of the
+ * download, the numbers an int8 load of the f32 files gives).
  */
 export function preparedFile(files, precision = "f32") {
   if (files["model.bpk"]) return "model.bpk";
-  if (isInt8(precision) && files["model.int8.bpk"]) return "model.int8.bpk";
-  return null;
+  const named = `model.${precision}.bpk`;
+  return files[named] ? named : null;
 }
 
 /**
- * Whether a load at `precision` is an int8 one: the panel's "q8", or "int8",
- * the engine's name in a loaded model's info (the attack's scoring helpers
- * load what the model worker holds by that name). The engine takes both.
+ * True when every file of `id` a load at `precision` (the engine's name)
+ * reads that we know of is in Cache Storage.
  */
-export function isInt8(precision) {
-  return precision === "q8" || precision === "int8";
-}
-
-/** True when every file of `id` a load at `precision` reads that we know of is in Cache Storage. */
 export async function isCached(id, precision = "f32") {
   if (!("caches" in self)) return false;
   const { base, files } = await modelSource(id);
@@ -155,7 +149,8 @@ export async function clearModelCache() {
 }
 
 /**
- * Fetches a checkpoint's files for a load at `precision` ("f32", or "q8" or "int8").
+ * Fetches a checkpoint's files for a load at `precision` (the engine's name,
+ * "f32" or "int8": `precisionName`).
  * onProgress({ file, loaded, total }) reports bytes over all files. Resolves
  * to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
@@ -255,10 +250,13 @@ async function webgpuProblem(shards) {
 
 /**
  * Loads model `id` into the engine. backend: "auto" (WebGPU, else the CPU,
- * saying why), "webgpu" or "cpu"; precision "f32" or "q8". Resolves to the
+ * saying why), "webgpu" or "cpu"; precision any spelling the engine takes
+ * ("f32", "int8", or the CLI's "q8"; an unknown one is refused before a
+ * download). Resolves to the
  * engine's model info plus { fromCache, where, fallback }.
  */
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
+  precision = wasm.precisionName(precision);
   const files = await fetchCheckpoint(id, onProgress, precision);
   // A prepared file holds its own precision: int8 files load at int8.
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
@@ -315,7 +313,7 @@ export function registrySize(id) {
 }
 
 /**
- * What a load of `id` at `precision` downloads ("26.0 MB"): the prepared
+ * What a load of `id` at `precision` (the engine's name) downloads ("26.0 MB"): the prepared
  * file's size where the site serves one, else the registry's size, or null.
  */
 export async function downloadSize(id, precision = "f32") {
@@ -327,8 +325,9 @@ export async function downloadSize(id, precision = "f32") {
 
 /**
  * Loads models one after another through the panel, as if picked there:
- * `[{id, backend, precision}]`. Resolves to the ids that failed (the panel
- * says why).
+ * `[{id, backend, precision}]`, precision the engine's name (`precisionName`;
+ * left out, the panel's choice stays). Resolves to the ids that failed (the
+ * panel says why).
  */
 export async function loadModels(list) {
   const failed = [];
@@ -337,7 +336,7 @@ export async function loadModels(list) {
     $("model-pick").value = listed ? id : $("model-pick").value;
     $("model-custom").value = listed ? "" : id;
     if (["auto", "webgpu", "cpu"].includes(backend)) $("model-backend").value = backend;
-    if (["f32", "q8"].includes(precision)) $("model-precision").value = precision;
+    if (precision) $("model-precision").value = precision;
     refreshLoadedNote();
     if (!(await onLoad())) failed.push(id);
   }

@@ -46,6 +46,7 @@ window.runBench = async function runBench(cfg) {
   const c = { device: "wasm", dtype: "fp32", modelId: "all-MiniLM-L6-v2", nPairs: 200, warmup: 30,
     latencyPairs: 200, throughputPairs: 200, batch: 16, check: 20, ...cfg };
   const backend = c.device === "webgpu" ? "webgpu" : "cpu";
+  // transformers.js's dtype names the engine's precision: q8 is an int8 load.
   const precision = c.dtype === "q8" ? "int8" : "f32";
   const res = { tool: "blindspot", device: c.device, dtype: c.dtype, model: c.modelId, backend, precision };
   const T = performance.now();
@@ -62,7 +63,7 @@ window.runBench = async function runBench(cfg) {
   const { preparedFile } = await import(`${SITE}models.js`);
   const manifest = await fetch(`${SITE}models/manifest.json`, { cache: "no-store" }).then((r) => (r.ok ? r.json() : {}));
   const listed = Object.values(manifest).find((m) => m.dir === c.modelId)?.files ?? {};
-  const preparedName = preparedFile(listed, c.dtype === "q8" ? "q8" : "f32");
+  const preparedName = preparedFile(listed, precision);
   let info;
   if (preparedName) {
     res.files = [preparedName];

@@ -88,6 +88,17 @@ pub fn model_registry() -> Result<JsValue, JsError> {
     to_js(&registry::models())
 }
 
+/// The engine's name for a precision as a link, a saved visit or the panel
+/// spells it (`f32`, `fp32`, `q8`, `int8`): `f32` or `int8`, the name a loaded
+/// model's info gives; an error for any other.
+#[wasm_bindgen(js_name = precisionName)]
+pub fn precision_name(precision: &str) -> Result<String, JsError> {
+    precision
+        .parse::<Precision>()
+        .map(|p| p.to_string())
+        .map_err(|e| JsError::new(&e))
+}
+
 /// What the page shows about a loaded model.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -233,7 +233,7 @@ test("the single-pair state round-trips through its link, models and card option
   await linked.waitForSelector("#pair-models:not([hidden])");
   assert.match(await linked.textContent("#pair-models-text"),
     /^This link scored with: sentence-transformers\/all-MiniLM-L6-v2 \(fp32, [\d.]+ MB/);
-  // A link naming the engine's "int8" (not the panel's "q8") is offered as int8.
+  // A link naming int8 is offered, and loaded, as int8 (older links say the CLI's "q8").
   const carried = JSON.parse(Buffer.from(link.split("#pair=")[1], "base64url").toString("utf8"));
   carried.m = carried.m.map((m) => ({ ...m, precision: "int8" }));
   const int8Link = `${link.split("#")[0]}#pair=${Buffer.from(JSON.stringify(carried)).toString("base64url")}`;
@@ -242,6 +242,10 @@ test("the single-pair state round-trips through its link, models and card option
   await int8Page.reload();
   await int8Page.waitForSelector("#pair-models:not([hidden])");
   assert.match(await int8Page.textContent("#pair-models-text"), /all-MiniLM-L6-v2 \(int8, [\d.]+ MB/);
+  await int8Page.click("#pair-models-load");
+  await int8Page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  assert.equal(await int8Page.inputValue("#model-precision"), "int8");
+  assert.match(await int8Page.textContent("#model-status"), /all-MiniLM-L6-v2: .*, int8, /);
   assert.deepEqual(int8Errors, []);
   await fourth.close();
   assert.equal(await linked.isChecked("#rouge-stemmer"), true);

@@ -147,7 +147,7 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
   // With it: only the prepared file, and bit for bit the same states.
   const site = await openMiniLmSite(bpk);
   const { page } = site;
-  assert.equal(await page.evaluate(async (id) => (await import("./models.js")).downloadSize(id, "q8"), MINILM),
+  assert.equal(await page.evaluate(async (id) => (await import("./models.js")).downloadSize(id, "int8"), MINILM),
     `${(readFileSync(bpk).length / 1e6).toFixed(1)} MB`);
   const prepared = await loadAndEmbed(page, MINILM, "cpu", "q8");
   assert.equal(prepared.error, undefined, prepared.error);
@@ -157,7 +157,7 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
   assert.deepEqual(states(prepared.embedding), states(rounded.embedding));
   // The panel's cache note follows the precision picked: only the int8 file is cached.
   await page.selectOption("#model-pick", MINILM);
-  await page.selectOption("#model-precision", "q8");
+  await page.selectOption("#model-precision", "int8");
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "true");
   await page.selectOption("#model-precision", "f32");
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
@@ -176,7 +176,7 @@ test("an int8 load reads the site's prepared int8 MiniLM: a quarter of the downl
     const stale = new Response(new Uint8Array([1, 2, 3]), { headers: { "x-blindspot-sha256": "0".repeat(64) } });
     await (await caches.open(CACHE_NAME)).put(`${base}model.int8.bpk`, stale);
   }, MINILM);
-  await page.selectOption("#model-precision", "q8");
+  await page.selectOption("#model-precision", "int8");
   await page.waitForFunction(() => document.getElementById("model-cache").dataset.cached === "false");
   const refetched = await loadAndEmbed(page, MINILM, "cpu", "q8");
   assert.equal(refetched.error, undefined, refetched.error);

@@ -14,9 +14,9 @@ const PROGRESS = "blindspot:progress-callback";
 
 /**
  * Starts the model engine. `wasm` is the page's own engine (for the
- * registry, and the fallback). Resolves to an object with the engine's model
+ * registry, and the fallback). Returns an object with the engine's model
  * calls (all returning promises), the page's own `modelRegistry()` and
- * `precisionName(p)`, and `where`: "worker" or "main thread".
+ * `precisionName(p)` (synchronous), and `where`: "worker" or "main thread".
  */
 export function startModelEngine(wasm) {
   const here = { modelRegistry: () => wasm.modelRegistry(), precisionName: (p) => wasm.precisionName(p) };

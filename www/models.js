@@ -323,20 +323,34 @@ export async function downloadSize(id, precision = "f32") {
   return registrySize(id);
 }
 
+/** The panel's choice for `precision` (any spelling the engine takes), or an error saying why there is none. */
+function precisionChoice(precision) {
+  const name = panel.wasm.precisionName(precision);
+  if (![...$("model-precision").options].some((o) => o.value === name)) throw new Error(`the panel has no ${name} load`);
+  return name;
+}
+
 /**
  * Loads models one after another through the panel, as if picked there:
- * `[{id, backend, precision}]`, precision the engine's name (`precisionName`;
- * left out, the panel's choice stays). Resolves to the ids that failed (the
- * panel says why).
+ * `[{id, backend, precision}]` (left out, the panel's precision stays).
+ * Resolves to the ids that failed (the panel says why).
  */
 export async function loadModels(list) {
   const failed = [];
   for (const { id, backend, precision } of list) {
+    if (precision !== undefined) {
+      try {
+        $("model-precision").value = precisionChoice(precision);
+      } catch (err) {
+        status(`${id}: ${err.message ?? err}`, "bad");
+        failed.push(id);
+        continue;
+      }
+    }
     const listed = [...$("model-pick").options].some((o) => o.value === id);
     $("model-pick").value = listed ? id : $("model-pick").value;
     $("model-custom").value = listed ? "" : id;
     if (["auto", "webgpu", "cpu"].includes(backend)) $("model-backend").value = backend;
-    if (precision) $("model-precision").value = precision;
     refreshLoadedNote();
     if (!(await onLoad())) failed.push(id);
   }

@@ -88,9 +88,9 @@ pub fn model_registry() -> Result<JsValue, JsError> {
     to_js(&registry::models())
 }
 
-/// The engine's name for a precision as a link, a saved visit or the panel
-/// spells it (`f32`, `fp32`, `q8`, `int8`): `f32` or `int8`, the name a loaded
-/// model's info gives; an error for any other.
+/// The engine's name for a precision as a link, a saved visit or the CLI
+/// spells it (`f32`, `fp32`, `none`, `q8`, `int8`): `f32` or `int8`, the name
+/// a loaded model's info gives and the panel's values; an error for any other.
 #[wasm_bindgen(js_name = precisionName)]
 pub fn precision_name(precision: &str) -> Result<String, JsError> {
     precision

@@ -233,9 +233,10 @@ test("the single-pair state round-trips through its link, models and card option
   await linked.waitForSelector("#pair-models:not([hidden])");
   assert.match(await linked.textContent("#pair-models-text"),
     /^This link scored with: sentence-transformers\/all-MiniLM-L6-v2 \(fp32, [\d.]+ MB/);
-  // A link naming int8 is offered, and loaded, as int8 (older links say the CLI's "q8").
+  // A link naming int8 is offered, and loaded, as int8; older links spell it
+  // as the CLI does ("q8"), which the engine's name replaces.
   const carried = JSON.parse(Buffer.from(link.split("#pair=")[1], "base64url").toString("utf8"));
-  carried.m = carried.m.map((m) => ({ ...m, precision: "int8" }));
+  carried.m = carried.m.map((m) => ({ ...m, precision: "q8" }));
   const int8Link = `${link.split("#")[0]}#pair=${Buffer.from(JSON.stringify(carried)).toString("base64url")}`;
   const { context: fourth, page: int8Page, errors: int8Errors } = await openPage({ clearStorage: true });
   await int8Page.goto(int8Link);

@@ -267,6 +267,15 @@ test("bad model sources give clear errors, never a panic", async () => {
   assert.match(r.error, /does not exist \(404\): unknown model id/);
   r = await loadAndEmbed(page, "not a model id!", "cpu");
   assert.match(r.error, /is not a Hugging Face model id/);
+  // A precision the engine does not know: refused before any download, by
+  // loadModel and by the panel (which keeps its own choice).
+  r = await loadAndEmbed(page, MINILM, "cpu", "q4");
+  assert.match(r.error, /unknown precision `q4`/);
+  const panelFailed = await page.evaluate(async (id) =>
+    (await import("./models.js")).loadModels([{ id, backend: "cpu", precision: "fp16" }]), MINILM);
+  assert.deepEqual(panelFailed, [MINILM]);
+  assert.match(await page.textContent("#model-status"), /all-MiniLM-L6-v2: unknown precision `fp16`/);
+  assert.equal(await page.inputValue("#model-precision"), "f32");
   // Truncated download and a corrupt file (sizes and sha256 from models/manifest.json).
   const weights = "**/models/all-MiniLM-L6-v2/tokenizer.json";
   await page.route(weights, async (route) => {

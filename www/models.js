@@ -252,8 +252,8 @@ async function webgpuProblem(shards) {
  * Loads model `id` into the engine. backend: "auto" (WebGPU, else the CPU,
  * saying why), "webgpu" or "cpu"; precision any spelling the engine takes
  * ("f32", "int8", or the CLI's "q8"; an unknown one is refused before a
- * download). Resolves to the
- * engine's model info plus { fromCache, where, fallback }.
+ * download). Resolves to the engine's model info plus { fromCache, where,
+ * fallback }.
  */
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
   precision = wasm.precisionName(precision);
@@ -313,8 +313,9 @@ export function registrySize(id) {
 }
 
 /**
- * What a load of `id` at `precision` (the engine's name) downloads ("26.0 MB"): the prepared
- * file's size where the site serves one, else the registry's size, or null.
+ * What a load of `id` at `precision` (the engine's name) downloads ("26.0
+ * MB"): the prepared file's size where the site serves one, else the
+ * registry's size, or null.
  */
 export async function downloadSize(id, precision = "f32") {
   const { files } = await modelSource(id);

@@ -49,6 +49,19 @@ pub(crate) fn attend(
             return out;
         }
     }
+    burns_op(q, k, v, padding, causal)
+}
+
+/// [`attend`] through burn's attention op, the padding mask widened to one
+/// tile per text (`[batch, 1, queries, keys]`, which burn-flex reads in
+/// place for every head).
+fn burns_op(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    padding: Option<Tensor<4, Bool>>,
+    causal: bool,
+) -> Tensor<3> {
     let [b, heads, l, _] = q.dims();
     let [_, _, keys, dv] = v.dims();
     let mask = padding.map(|p| p.expand([b, 1, l, keys]));
@@ -369,7 +382,7 @@ mod tests {
         Tensor::from_data(TensorData::new(values(n, seed), shape), &Device::flex())
     }
 
-    /// burn's op on dense copies, heads merged as before.
+    /// burn's op (burn-flex copies the strided heads first), heads merged.
     fn reference(
         q: Tensor<4>,
         k: Tensor<4>,
@@ -377,16 +390,7 @@ mod tests {
         padding: Option<Tensor<4, Bool>>,
         causal: bool,
     ) -> Vec<f32> {
-        let [b, heads, l, d] = q.dims();
-        let keys = k.dims()[2];
-        let mask = padding.map(|p| p.expand([b, 1, l, keys]));
-        let options = AttentionModuleOptions {
-            is_causal: causal,
-            ..AttentionModuleOptions::default()
-        };
-        let out = burn::tensor::module::attention(q, k, v, mask, None, options);
-        out.swap_dims(1, 2)
-            .reshape([b, l, heads * d])
+        burns_op(q, k, v, padding, causal)
             .into_data()
             .try_to_vec::<f32>()
             .unwrap()

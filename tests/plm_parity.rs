@@ -9,7 +9,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use blindspot::models::dense::IntegerWeights;
+use blindspot::models::dense::PackedWeights;
 use blindspot::models::weights::{self, WeightSource};
 use blindspot::models::{
     Batch, GPU_LENGTH_STEP, LmTokenizer, ModelConfig, ModelError, ModelFiles, Network, Plm,
@@ -763,13 +763,15 @@ fn a_forward_pass_can_stop_at_the_layer_a_metric_reads() {
 }
 
 /// The network in `files` at `precision` (int8 kept for integer products
-/// with `keep_int8`) and its packed projections.
+/// with `keep_int8`) and its packed projections (f32 ones in rten-gemm's
+/// panels too with `panels`).
 fn load_packed(
     config: &ModelConfig,
     files: ModelFiles,
     precision: Precision,
     keep_int8: bool,
-) -> (Network, IntegerWeights) {
+    panels: bool,
+) -> (Network, PackedWeights) {
     let net = Network::load(
         config,
         files.weights,
@@ -779,7 +781,7 @@ fn load_packed(
         keep_int8,
     )
     .unwrap();
-    let packed = net.integer_weights();
+    let packed = net.packed_weights(panels);
     (net, packed)
 }
 
@@ -819,6 +821,7 @@ fn integer_products_follow_the_int8_model() {
                 ModelFiles::from_path(&dir).unwrap(),
                 Precision::Int8,
                 keep_int8,
+                false,
             )
         };
         let ((float, none), (integer, packed)) = (load(false), load(true));
@@ -857,7 +860,7 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
     let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
     let load = |precision, keep_int8| {
         let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
-        load_packed(&config, files, precision, keep_int8)
+        load_packed(&config, files, precision, keep_int8, false)
     };
     let batch = Batch::new(&[vec![5, 17, 23, 29, 6]], &config, &device);
     let last = |net: &Network| {
@@ -893,10 +896,55 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
     let load_int8 = |keep_int8| {
         let files = ModelFiles::from_burnpack(int8_bytes.clone()).unwrap();
         assert_eq!(files.stored_precision, Precision::Int8);
-        load_packed(&config, files, Precision::Int8, keep_int8)
+        load_packed(&config, files, Precision::Int8, keep_int8, false)
     };
     let ((stored, none), (stored_integer, packed)) = (load_int8(false), load_int8(true));
     assert!(none.is_empty() && !packed.is_empty());
     let (d, scale) = deviation(&last(&stored), &last(&stored_integer));
     assert!(d > 0.0 && d <= 0.01 * scale, "stored int8: {d} of {scale}");
+}
+
+/// rten-gemm's panels (natively, every f32 projection on the CPU) run only
+/// the weights they were packed from: an f32 load and an int8 load rounded
+/// to f32, of one prepared file, share their parameters' ids but not their
+/// values, and each gives with panels the bits it gives without.
+#[test]
+fn panels_follow_their_own_model_when_ids_repeat() {
+    let device = Device::flex();
+    let dir = root().join("tests/fixtures/plm/bert");
+    let config =
+        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let load = |precision, panels| {
+        let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
+        load_packed(&config, files, precision, false, panels)
+    };
+    let batch = Batch::new(&[vec![5, 17, 23, 29, 6], vec![5, 31, 6]], &config, &device);
+    let last = |net: &Network| {
+        let Network::Bert(m) = net else {
+            unreachable!()
+        };
+        read_back_blocking(m.forward(&batch).hidden_states.last().unwrap().clone())
+            .unwrap()
+            .0
+    };
+    // Each load's own numbers, while no panels live.
+    let (float_plain, none) = load(Precision::F32, false);
+    let (rounded_plain, _) = load(Precision::Int8, false);
+    assert!(none.is_empty());
+    let (float_bits, rounded_bits) = (last(&float_plain), last(&rounded_plain));
+    assert_ne!(float_bits, rounded_bits);
+    let (float, float_panels) = load(Precision::F32, true);
+    let (rounded, rounded_panels) = load(Precision::Int8, true);
+    assert!(!float_panels.is_empty() && float_panels.integers() == 0);
+    assert_eq!(float_panels.len(), rounded_panels.len());
+    assert_eq!(last(&float), float_bits, "f32 load");
+    assert_eq!(last(&rounded), rounded_bits, "int8 load");
+    assert_eq!(
+        last(&rounded_plain),
+        rounded_bits,
+        "int8 load without panels"
+    );
+    drop((float, float_panels));
+    assert_eq!(last(&rounded), rounded_bits, "int8 load alone");
 }

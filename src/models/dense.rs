@@ -15,8 +15,10 @@
 //! and on a 16-core Xeon); with the parallel [`gelu`], on 16 cores MiniLM
 //! at batch 32 took 42-44 ms against 65-72 and roberta-large's shape at
 //! batch 1 68 ms against 112.
-//! (On 2 cores one short text took 2.3 ms against 1.9: rten-gemm copies the
-//! weight into panels on every call.) On WebGPU burn's `linear` runs.
+//! A model's f32 projections are packed into rten-gemm's panels once, at
+//! load ([`PackedWeights`]): copying the weight into panels on every call
+//! had made one short text slower through rten-gemm than through gemm (2.3
+//! ms against 1.9 on 2 cores). On WebGPU burn's `linear` runs.
 //!
 //! Tensors are read in place through burn's backend-extension API (no copy
 //! of the weights; the input is copied only when it is not contiguous).
@@ -24,9 +26,12 @@
 use super::qgemm::QuantMatrix;
 use burn::module::{Param, ParamId};
 use burn::nn::Linear;
+use burn::tensor::DType;
 use burn::tensor::{Device, Tensor, TensorData, module};
 use burn_flex::{Flex, FlexTensor};
-use rten_gemm::{BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmUninitOptions};
+use rten_gemm::{
+    BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmUninitOptions, PackedBMatrix,
+};
 use rten_simd::SimdUnaryOp;
 use rten_tensor::NdTensorView;
 use rten_vecmath::{ExtendInit, Gelu};
@@ -44,44 +49,73 @@ impl Project for Linear {
     }
 }
 
-/// `x W + b` for a layer's parameters: through the integer product when
-/// the weight has one ([`IntegerWeights`]), else [`linear`].
+/// `x W + b` for a layer's parameters: through the weight's packing when
+/// it has one that runs it ([`PackedWeights`]), else [`linear`].
 pub fn project<const D: usize>(
     x: Tensor<D>,
     weight: &Param<Tensor<2>>,
     bias: Option<&Param<Tensor<1>>>,
 ) -> Tensor<D> {
     let w = weight.val();
-    // Only an int8 weight has packed products; its id finds them, and the
-    // shape must agree (a prepared file keeps its parameters' ids, so two
-    // loads of one file share them).
-    if matches!(w.dtype(), burn::tensor::DType::QFloat(_))
-        && x.device() == Device::flex()
-        && x.dtype() == burn::tensor::DType::F32
-        && let Some(q) = integer::find(weight.id, w.dims())
+    // Only a packing of this very weight runs it: its id finds it, and the
+    // packing checks the rest (a prepared file keeps its parameters' ids, so
+    // two loads of one file, at two precisions, share them).
+    if x.device() == Device::flex()
+        && x.dtype() == DType::F32
+        && let Some(p) = registry::find(weight.id, &w)
     {
-        return integer_linear(x, &q, bias.map(|b| b.val()));
+        return p.project(x, bias.map(|b| b.val()));
     }
     linear(x, w, bias.map(|b| b.val()))
 }
 
-/// The integer products of one loaded int8 model (see [`super::qgemm`]):
-/// each projection's weight packed as 16-bit integers, found by its
-/// parameter's id while this value lives. Dropping it (with its model)
-/// frees them.
+/// The projections of one loaded model packed once for their CPU products,
+/// found by their parameters' ids while this value lives; dropping it (with
+/// its model) frees them.
 #[derive(Debug, Clone, Default)]
-pub struct IntegerWeights(Vec<Arc<QuantMatrix>>);
+pub struct PackedWeights(Vec<Arc<Packing>>);
 
-impl IntegerWeights {
+impl PackedWeights {
     /// Packs the `k × n` weight `values` (`[in, out]`, the int8 weight
-    /// dequantized) for the layer whose weight parameter is `id`.
-    pub fn add(&mut self, id: ParamId, values: &[f32], k: usize, n: usize) {
-        let q = Arc::new(QuantMatrix::new(values, k, n));
-        integer::register(id, &q);
-        self.0.push(q);
+    /// dequantized) as 16-bit integers ([`super::qgemm`]) for the layer whose
+    /// quantized weight parameter is `id`.
+    pub fn add_integer(&mut self, id: ParamId, values: &[f32], k: usize, n: usize) {
+        self.add(id, Packing::Integer(QuantMatrix::new(values, k, n)));
     }
 
-    /// How many projections run as integer products.
+    /// Packs each f32 weight (`[in, out]`, on the CPU) into rten-gemm's
+    /// panels (natively in parallel) for the layer whose parameter is its
+    /// id: their products then skip copying the weight into panels on every
+    /// call. Each packing holds its weight's storage, which is what it
+    /// answers for, so the weights stay in memory beside their panels.
+    pub fn add_panels(&mut self, weights: Vec<(ParamId, FlexTensor)>) {
+        #[cfg(not(target_arch = "wasm32"))]
+        let packings: Vec<_> = {
+            use rayon::prelude::*;
+            weights
+                .into_par_iter()
+                .map(|(id, w)| (id, Packing::panels(w)))
+                .collect()
+        };
+        #[cfg(target_arch = "wasm32")]
+        let packings: Vec<_> = weights
+            .into_iter()
+            .map(|(id, w)| (id, Packing::panels(w)))
+            .collect();
+        for (id, p) in packings.into_iter() {
+            if let Some(p) = p {
+                self.add(id, p);
+            }
+        }
+    }
+
+    fn add(&mut self, id: ParamId, p: Packing) {
+        let p = Arc::new(p);
+        registry::register(id, &p);
+        self.0.push(p);
+    }
+
+    /// How many projections have a packing.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -90,65 +124,139 @@ impl IntegerWeights {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// How many run as integer products.
+    pub fn integers(&self) -> usize {
+        self.0
+            .iter()
+            .filter(|p| matches!(***p, Packing::Integer(_)))
+            .count()
+    }
 }
 
-/// The packed weights by parameter id, weakly: a model's
-/// [`IntegerWeights`] own them.
-mod integer {
-    use super::{ParamId, QuantMatrix};
+/// One projection's weight, packed for the product that runs it.
+enum Packing {
+    /// An int8 weight's values as 16-bit integers: the browser's products.
+    Integer(QuantMatrix),
+    /// An f32 weight in rten-gemm's panels (natively), beside the weight
+    /// whose storage they were packed from.
+    Panels {
+        weight: FlexTensor,
+        panels: PackedBMatrix<f32>,
+    },
+}
+
+impl std::fmt::Debug for Packing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Packing::Integer(q) => f.debug_tuple("Integer").field(q).finish(),
+            Packing::Panels { panels, .. } => f
+                .debug_struct("Panels")
+                .field("rows", &panels.rows())
+                .field("cols", &panels.cols())
+                .finish(),
+        }
+    }
+}
+
+impl Packing {
+    /// `weight`'s panels, when it is a 2-D f32 matrix.
+    fn panels(weight: FlexTensor) -> Option<Self> {
+        let &[d_in, d_out] = weight.layout().shape().as_slice() else {
+            return None;
+        };
+        if weight.dtype() != DType::F32 {
+            return None;
+        }
+        let panels = with_weight(&weight, d_in, d_out, |b| {
+            executor().with(|g| g.prepack_b(b))
+        });
+        Some(Packing::Panels { weight, panels })
+    }
+
+    /// Whether this packing runs the weight `w`: an integer packing a
+    /// quantized weight of its shape, panels the very storage and layout
+    /// they were packed from (a weight read again, or changed, has other
+    /// storage).
+    fn runs(&self, w: &Tensor<2>) -> bool {
+        match self {
+            Packing::Integer(q) => {
+                matches!(w.dtype(), DType::QFloat(_)) && w.dims() == [q.rows(), q.cols()]
+            }
+            Packing::Panels { weight, .. } => {
+                w.device() == Device::flex() && w.dtype() == DType::F32 && {
+                    let w = primitive(w.clone());
+                    w.layout() == weight.layout()
+                        && std::ptr::eq(w.storage::<f32>(), weight.storage::<f32>())
+                }
+            }
+        }
+    }
+
+    /// `x W + b` for `x` on the CPU in f32.
+    fn project<const D: usize>(&self, x: Tensor<D>, bias: Option<Tensor<1>>) -> Tensor<D> {
+        let (d_in, d_out) = match self {
+            Packing::Integer(q) => (q.rows(), q.cols()),
+            Packing::Panels { panels, .. } => (panels.rows(), panels.cols()),
+        };
+        let mut dims = x.dims();
+        assert_eq!(
+            dims[D - 1],
+            d_in,
+            "linear: input width {} for a [{d_in}, {d_out}] weight",
+            dims[D - 1]
+        );
+        let rows = dims[..D - 1].iter().product::<usize>();
+        let x = primitive(x);
+        let x = dense(&x);
+        let x = x.as_slice::<f32>().expect("dense f32");
+        let b = bias.map(primitive);
+        let b = b.as_ref().map(dense);
+        let bias = b.as_ref().map(|b| b.as_slice::<f32>().expect("dense f32"));
+        let out = match self {
+            Packing::Integer(q) => q.matmul(x, rows, bias),
+            Packing::Panels { panels, .. } => {
+                rten_product(x, GemmInputB::Packed(panels), bias, rows, d_in, d_out)
+            }
+        };
+        dims[D - 1] = d_out;
+        Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(out, dims)))
+    }
+}
+
+/// The packings by parameter id, weakly: a model's [`PackedWeights`] own
+/// them.
+mod registry {
+    use super::{Packing, ParamId, Tensor};
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, Weak};
 
     /// Every live packing of each id: two loads of one prepared file hold
-    /// the same ids (and the same weights), and either may be dropped first.
-    static PACKED: Mutex<Option<HashMap<ParamId, Vec<Weak<QuantMatrix>>>>> = Mutex::new(None);
+    /// the same ids, and either may be dropped first.
+    static PACKED: Mutex<Option<HashMap<ParamId, Vec<Weak<Packing>>>>> = Mutex::new(None);
 
-    pub fn register(id: ParamId, q: &Arc<QuantMatrix>) {
+    pub fn register(id: ParamId, p: &Arc<Packing>) {
         let mut map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
         let map = map.get_or_insert_with(HashMap::new);
         map.retain(|_, v| {
             v.retain(|w| w.strong_count() > 0);
             !v.is_empty()
         });
-        map.entry(id).or_default().push(Arc::downgrade(q));
+        map.entry(id).or_default().push(Arc::downgrade(p));
     }
 
-    /// A live packing of `id` of the shape `[rows, cols]`.
-    pub fn find(id: ParamId, [rows, cols]: [usize; 2]) -> Option<Arc<QuantMatrix>> {
-        let map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
-        map.as_ref()?
-            .get(&id)?
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|q| q.rows() == rows && q.cols() == cols)
+    /// A live packing of `id` that runs `w`.
+    pub fn find(id: ParamId, w: &Tensor<2>) -> Option<Arc<Packing>> {
+        let candidates: Vec<_> = {
+            let map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
+            map.as_ref()?
+                .get(&id)?
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect()
+        };
+        candidates.into_iter().find(|p| p.runs(w))
     }
-}
-
-/// [`project`]'s integer product: `x` is on the CPU in f32.
-fn integer_linear<const D: usize>(
-    x: Tensor<D>,
-    q: &QuantMatrix,
-    bias: Option<Tensor<1>>,
-) -> Tensor<D> {
-    let dims = x.dims();
-    assert_eq!(
-        dims[D - 1],
-        q.rows(),
-        "linear: input width {} for a [{}, {}] weight",
-        dims[D - 1],
-        q.rows(),
-        q.cols()
-    );
-    let rows = dims[..D - 1].iter().product::<usize>();
-    let x = primitive(x);
-    let x = dense(&x);
-    let b = bias.map(primitive);
-    let b = b.as_ref().map(dense);
-    let bias = b.as_ref().map(|b| b.as_slice::<f32>().expect("dense f32"));
-    let out = q.matmul(x.as_slice::<f32>().expect("dense f32"), rows, bias);
-    let mut shape = dims;
-    shape[D - 1] = q.cols();
-    Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(out, shape)))
 }
 
 /// `x W + b` over the last dimension of `x`, `weight` stored `[in, out]`
@@ -273,6 +381,52 @@ fn gemm_f32(
     {
         return strips(x, w, bias, rows, d_in, d_out);
     }
+    with_weight(w, d_in, d_out, |b| {
+        rten_product(x, GemmInputB::Unpacked(b), bias, rows, d_in, d_out)
+    })
+}
+
+/// Calls `f` with the `d_in x d_out` weight `w` as a matrix view.
+fn with_weight<R>(
+    w: &FlexTensor,
+    d_in: usize,
+    d_out: usize,
+    f: impl FnOnce(NdTensorView<'_, f32, 2>) -> R,
+) -> R {
+    // A weight read from a PyTorch checkpoint may be a transposed view (a
+    // tied LM head): rten-gemm reads it in place through its strides;
+    // anything else is copied to a dense matrix first.
+    let strided = match w.layout().as_2d_strides() {
+        Some((_, _, rs, cs)) if rs > 0 && cs > 0 => NdTensorView::from_data_with_strides(
+            [d_in, d_out],
+            &w.storage::<f32>()[w.layout().start_offset()..],
+            [rs as usize, cs as usize],
+        )
+        .ok(),
+        _ => None,
+    };
+    match strided {
+        Some(view) => f(view),
+        None => {
+            let w = dense(w);
+            f(NdTensorView::from_data(
+                [d_in, d_out],
+                w.as_slice::<f32>().expect("dense f32"),
+            ))
+        }
+    }
+}
+
+/// rten-gemm's `rows x d_in` times the weight `b` (plus the bias),
+/// row-major out.
+fn rten_product(
+    x: &[f32],
+    b: GemmInputB<'_, f32>,
+    bias: Option<&[f32]>,
+    rows: usize,
+    d_in: usize,
+    d_out: usize,
+) -> Vec<f32> {
     // rten-gemm computes a single row with its vector kernel, whose sums
     // round differently from its matrix kernel's (which gives each row the
     // same bits whatever the row count): a one-row product runs as two equal
@@ -286,26 +440,6 @@ fn gemm_f32(
         (rows, x)
     };
     let a = NdTensorView::from_data([rows_run, d_in], x);
-    // A weight read from a PyTorch checkpoint may be a transposed view (a
-    // tied LM head): rten-gemm reads it in place through its strides;
-    // anything else is copied to a dense matrix first.
-    let strided = match w.layout().as_2d_strides() {
-        Some((_, _, rs, cs)) if rs > 0 && cs > 0 => NdTensorView::from_data_with_strides(
-            [d_in, d_out],
-            &w.storage::<f32>()[w.layout().start_offset()..],
-            [rs as usize, cs as usize],
-        )
-        .ok(),
-        _ => None,
-    };
-    let w_dense;
-    let b_mat = match strided {
-        Some(view) => view,
-        None => {
-            w_dense = dense(w);
-            NdTensorView::from_data([d_in, d_out], w_dense.as_slice::<f32>().expect("dense f32"))
-        }
-    };
     // Written by the product alone (not zeroed first): zeroing the output
     // on the calling thread was about 4% of a native pass at batch 32, with
     // the other threads waiting.
@@ -316,12 +450,13 @@ fn gemm_f32(
             gemm.gemm_uninit(
                 &mut spare[..len],
                 GemmInputA::Unpacked(a),
-                GemmInputB::Unpacked(b_mat),
+                b,
                 GemmUninitOptions {
                     bias: bias.map(BiasVector::Row),
                     ..GemmUninitOptions::default()
                 },
             )
+            // Panels are packed by the same kernel on every thread.
             .expect("shapes checked by the caller")
         })
     });
@@ -517,7 +652,7 @@ pub(crate) mod tests {
     }
 
     /// `project` (what every projection and GPT-2's `Conv1D` call) runs an
-    /// int8 weight's packed integer product while its [`IntegerWeights`]
+    /// int8 weight's packed integer product while its [`PackedWeights`]
     /// live, close to the f32 product of the int8 values; after they are
     /// dropped, burn's product of the quantized weight. An f32 weight never
     /// takes a packing.
@@ -532,10 +667,10 @@ pub(crate) mod tests {
         let bias = Param::from_tensor(tensor([32], 5));
         let x = tensor([2, 5, 64], 6);
         let float = module::linear(x.clone(), quantized.clone().dequantize(), Some(bias.val()));
-        let mut packed = IntegerWeights::default();
+        let mut packed = PackedWeights::default();
         let values = super::super::weights::int8_values(&quantized).expect("int8 scheme");
-        packed.add(weight.id, &values, 64, 32);
-        assert_eq!(packed.len(), 1);
+        packed.add_integer(weight.id, &values, 64, 32);
+        assert_eq!((packed.len(), packed.integers()), (1, 1));
         let integer = project(x.clone(), &weight, Some(&bias));
         let d = max_diff(integer.clone(), float.clone());
         assert!(d > 0.0 && d < 2e-3, "integer product off by {d}");
@@ -546,6 +681,43 @@ pub(crate) mod tests {
         drop(packed);
         let after = project(x, &weight, Some(&bias));
         assert!(max_diff(after, float) < 1e-5);
+    }
+
+    /// An f32 weight's panels run `project` while they live and give the
+    /// same bits as the product that packs the weight on every call, for
+    /// one row, many, a width that is not a multiple of the kernel's and a
+    /// transposed weight (a tied LM head). They run only the storage they
+    /// were packed from: a weight with the same id and other storage (a
+    /// second load of one file, at another precision) takes its own product.
+    #[test]
+    fn panels_run_only_their_own_weight_and_give_the_same_bits() {
+        let bits = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().unwrap();
+        let dense = tensor([40, 24], 2);
+        let transposed = tensor([24, 40], 7).transpose();
+        for w in [dense, transposed] {
+            let weight = Param::from_tensor(w.clone());
+            let bias = Param::from_tensor(tensor([24], 3));
+            let mut packed = PackedWeights::default();
+            packed.add_panels(vec![(weight.id, primitive(weight.val()))]);
+            assert_eq!((packed.len(), packed.integers()), (1, 0));
+            assert!(registry::find(weight.id, &weight.val()).is_some());
+            for shape in [[1, 1, 40], [1, 2, 40], [3, 7, 40]] {
+                let x = tensor(shape, 1);
+                let ours = project(x.clone(), &weight, Some(&bias));
+                let unpacked = rten_linear(x.clone(), w.clone(), Some(bias.val()));
+                assert_eq!(bits(ours.clone()), bits(unpacked));
+                let theirs = module::linear(x, w.clone(), Some(bias.val()));
+                assert!(max_diff(ours, theirs) < 1e-5);
+            }
+            let other = Param::initialized(weight.id, tensor([40, 24], 9));
+            assert!(registry::find(other.id, &other.val()).is_none());
+            let x = tensor([3, 7, 40], 1);
+            let own = project(x.clone(), &other, Some(&bias));
+            let expected = rten_linear(x.clone(), other.val(), Some(bias.val()));
+            assert_eq!(bits(own), bits(expected));
+            drop(packed);
+            assert!(registry::find(weight.id, &weight.val()).is_none());
+        }
     }
 
     /// The CPU product (natively rten-gemm for every weight; the page's

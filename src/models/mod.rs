@@ -169,9 +169,10 @@ pub struct Plm {
     pub device: Device,
     /// Weight precision.
     pub precision: Precision,
-    /// An int8 model's projections packed for integer products (empty
-    /// when its products are f32).
-    pub integer: dense::IntegerWeights,
+    /// Its projections packed once for their CPU products: an int8
+    /// model's as integer products (the browser), an f32 model's in
+    /// rten-gemm's panels (natively); empty elsewhere.
+    pub packed: dense::PackedWeights,
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
@@ -184,7 +185,7 @@ impl Plm {
     /// CPU; BERTScore within 1e-3 of `int8`'s where measured).
     pub fn precision_label(&self) -> String {
         match (self.precision, self.device.settings().float_dtype) {
-            (p, burn::tensor::FloatDType::F32) if !self.integer.is_empty() => format!("{p}-i16"),
+            (p, burn::tensor::FloatDType::F32) if self.packed.integers() > 0 => format!("{p}-i16"),
             (p, burn::tensor::FloatDType::F32) => p.to_string(),
             (Precision::F32, d) => format!("{d:?}").to_lowercase(),
             (p, d) => format!("{p}-{d:?}").to_lowercase(),

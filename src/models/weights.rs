@@ -5,7 +5,7 @@
 //! (burn's Q8S, per block), and the prepared `.bpk` format that carries a
 //! (quantized) network with its config and tokenizer in one file.
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::burn_pack::{Bytes, Reader};
 use burn::store::{
@@ -20,9 +20,10 @@ use burn::tensor::{DType, Device, FloatDType, Shape, Tensor, TensorData};
 
 use super::comet::{CometHparams, CometModel};
 use super::config::{Family, Head, ModelConfig};
-use super::dense::IntegerWeights;
+use super::dense::{PackedWeights, primitive};
 use super::tokenizer::LmTokenizer;
 use super::{ModelError, Network, Plm, bart, bert, deberta, gpt2};
+use burn_flex::FlexTensor;
 
 /// Weight precision a model runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -740,10 +741,19 @@ impl ModuleMapper for Int8Mapper {
 /// products (gemm's AVX-512 or AVX2 kernels, on every core) stay.
 pub const INTEGER_PRODUCTS: bool = cfg!(target_arch = "wasm32");
 
-/// Packs every int8 projection weight of a module for integer products.
+/// Whether [`Plm::load`] packs an f32 model's projections on the CPU into
+/// rten-gemm's panels once ([`PackedWeights::add_panels`]): natively, where
+/// every product otherwise copies its weight into panels first. In the
+/// browser the products read dense weights in place.
+pub const F32_PANELS: bool = cfg!(not(target_arch = "wasm32"));
+
+/// Finds a module's projection weights to pack: int8 ones for integer
+/// products, and f32 ones on the CPU for rten-gemm's panels when `panels`.
 struct Packer<'a> {
     path: Vec<String>,
-    packed: &'a mut IntegerWeights,
+    packed: &'a mut PackedWeights,
+    panels: bool,
+    f32_weights: Vec<(ParamId, FlexTensor)>,
 }
 
 impl ModuleVisitor for Packer<'_> {
@@ -758,7 +768,10 @@ impl ModuleVisitor for Packer<'_> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let projection = PROJECTIONS.contains(&weight_owner(&self.path));
         let weight = param.val();
-        if projection && D == 2 && matches!(weight.dtype(), DType::QFloat(_)) {
+        if !projection || D != 2 {
+            return;
+        }
+        if matches!(weight.dtype(), DType::QFloat(_)) {
             let dims = weight.dims();
             let values = int8_values(&weight).unwrap_or_else(|| {
                 weight
@@ -768,7 +781,10 @@ impl ModuleVisitor for Packer<'_> {
                     .try_into_vec::<f32>()
                     .expect("f32 after convert")
             });
-            self.packed.add(param.id, &values, dims[0], dims[D - 1]);
+            self.packed
+                .add_integer(param.id, &values, dims[0], dims[D - 1]);
+        } else if self.panels && weight.dtype() == DType::F32 && weight.device() == Device::flex() {
+            self.f32_weights.push((param.id, primitive(weight)));
         }
     }
 }
@@ -879,7 +895,7 @@ impl Network {
             (Precision::F32, Precision::F32) => network,
         };
         // Compute is dequantized unless `keep_int8` (the caller then packs
-        // the projections for integer products, [`IntegerWeights`]):
+        // the projections for integer products, [`PackedWeights`]):
         // burn-flex would dequantize a quantized weight on every use (a
         // MiniLM pass takes 1.3 s instead of 13 ms), and quantized kernels
         // on WebGPU are not yet checked against the CPU. So the int8 values
@@ -907,13 +923,16 @@ impl Network {
     }
 
     /// Packs every int8 projection for integer products (none when the
-    /// network was loaded without `keep_int8`): they run while the value
-    /// this returns lives.
-    pub fn integer_weights(&self) -> IntegerWeights {
-        let mut packed = IntegerWeights::default();
+    /// network was loaded without `keep_int8`) and, with `panels`, every f32
+    /// projection on the CPU into rten-gemm's panels: they run while the
+    /// value this returns lives.
+    pub fn packed_weights(&self, panels: bool) -> PackedWeights {
+        let mut packed = PackedWeights::default();
         let mut packer = Packer {
             path: Vec::new(),
             packed: &mut packed,
+            panels,
+            f32_weights: Vec::new(),
         };
         match self {
             Network::Bert(m) => m.visit(&mut packer),
@@ -922,6 +941,8 @@ impl Network {
             Network::Bart(m) => m.visit(&mut packer),
             Network::Deberta(m) => m.visit(&mut packer),
         }
+        let f32_weights = packer.f32_weights;
+        packed.add_panels(f32_weights);
         packed
     }
 
@@ -1068,11 +1089,8 @@ impl Plm {
             device,
             integer,
         )?;
-        let packed = if integer {
-            network.integer_weights()
-        } else {
-            IntegerWeights::default()
-        };
+        let on_cpu = *device == Device::flex() && device.settings().float_dtype == FloatDType::F32;
+        let packed = network.packed_weights(F32_PANELS && on_cpu);
         static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Self {
             name: name.to_owned(),
@@ -1082,7 +1100,7 @@ impl Plm {
             network,
             device: device.clone(),
             precision,
-            integer: packed,
+            packed,
             length_step: if *device == Device::flex() {
                 1
             } else {

@@ -200,13 +200,7 @@ impl Packing {
             Packing::Panels { panels, .. } => (panels.rows(), panels.cols()),
         };
         let mut dims = x.dims();
-        assert_eq!(
-            dims[D - 1],
-            d_in,
-            "linear: input width {} for a [{d_in}, {d_out}] weight",
-            dims[D - 1]
-        );
-        let rows = dims[..D - 1].iter().product::<usize>();
+        let rows = input_rows(&dims, d_in, d_out);
         let x = primitive(x);
         let x = dense(&x);
         let x = x.as_slice::<f32>().expect("dense f32");
@@ -229,14 +223,15 @@ impl Packing {
 mod registry {
     use super::{Packing, ParamId, Tensor};
     use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, Weak};
+    use std::sync::{Arc, RwLock, Weak};
 
     /// Every live packing of each id: two loads of one prepared file hold
-    /// the same ids, and either may be dropped first.
-    static PACKED: Mutex<Option<HashMap<ParamId, Vec<Weak<Packing>>>>> = Mutex::new(None);
+    /// the same ids, and either may be dropped first. Read on every
+    /// projection, from every thread at once, so lookups share the lock.
+    static PACKED: RwLock<Option<HashMap<ParamId, Vec<Weak<Packing>>>>> = RwLock::new(None);
 
     pub fn register(id: ParamId, p: &Arc<Packing>) {
-        let mut map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = PACKED.write().unwrap_or_else(|e| e.into_inner());
         let map = map.get_or_insert_with(HashMap::new);
         map.retain(|_, v| {
             v.retain(|w| w.strong_count() > 0);
@@ -247,15 +242,12 @@ mod registry {
 
     /// A live packing of `id` that runs `w`.
     pub fn find(id: ParamId, w: &Tensor<2>) -> Option<Arc<Packing>> {
-        let candidates: Vec<_> = {
-            let map = PACKED.lock().unwrap_or_else(|e| e.into_inner());
-            map.as_ref()?
-                .get(&id)?
-                .iter()
-                .filter_map(Weak::upgrade)
-                .collect()
-        };
-        candidates.into_iter().find(|p| p.runs(w))
+        let map = PACKED.read().unwrap_or_else(|e| e.into_inner());
+        map.as_ref()?
+            .get(&id)?
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|p| p.runs(w))
     }
 }
 
@@ -289,6 +281,18 @@ fn rten_can_run<const D: usize>(
         && bias.is_none_or(|b| b.device() == cpu && b.dtype() == f32)
 }
 
+/// The rows of an input of shape `dims` to a `[d_in, d_out]` weight (all
+/// but its last dimension), which must be `d_in` wide.
+fn input_rows<const D: usize>(dims: &[usize; D], d_in: usize, d_out: usize) -> usize {
+    assert_eq!(
+        dims[D - 1],
+        d_in,
+        "linear: input width {} for a [{d_in}, {d_out}] weight",
+        dims[D - 1]
+    );
+    dims[..D - 1].iter().product()
+}
+
 /// [`linear`] through rten-gemm; the caller checked [`rten_can_run`].
 fn rten_linear<const D: usize>(
     x: Tensor<D>,
@@ -297,13 +301,7 @@ fn rten_linear<const D: usize>(
 ) -> Tensor<D> {
     let dims = x.dims();
     let [d_in, d_out] = weight.dims();
-    assert_eq!(
-        dims[D - 1],
-        d_in,
-        "linear: input width {} for a [{d_in}, {d_out}] weight",
-        dims[D - 1]
-    );
-    let rows = dims[..D - 1].iter().product::<usize>();
+    let rows = input_rows(&dims, d_in, d_out);
     let x = primitive(x);
     let w = primitive(weight);
     let b = bias.map(primitive);

@@ -690,31 +690,38 @@ pub(crate) mod tests {
     #[test]
     fn panels_run_only_their_own_weight_and_give_the_same_bits() {
         let bits = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().unwrap();
-        let dense = tensor([40, 24], 2);
-        let transposed = tensor([24, 40], 7).transpose();
-        for w in [dense, transposed] {
-            let weight = Param::from_tensor(w.clone());
-            let bias = Param::from_tensor(tensor([24], 3));
-            let mut packed = PackedWeights::default();
-            packed.add_panels(vec![(weight.id, primitive(weight.val()))]);
-            assert_eq!((packed.len(), packed.integers()), (1, 0));
-            assert!(registry::find(weight.id, &weight.val()).is_some());
-            for shape in [[1, 1, 40], [1, 2, 40], [3, 7, 40]] {
-                let x = tensor(shape, 1);
-                let ours = project(x.clone(), &weight, Some(&bias));
-                let unpacked = rten_linear(x.clone(), w.clone(), Some(bias.val()));
-                assert_eq!(bits(ours.clone()), bits(unpacked));
-                let theirs = module::linear(x, w.clone(), Some(bias.val()));
-                assert!(max_diff(ours, theirs) < 1e-5);
+        // 300 x 200 spans two of rten-gemm's depth blocks (256) and, on more
+        // than one thread, two column blocks, the last panel part-filled.
+        for [d_in, d_out] in [[40, 24], [300, 200]] {
+            let dense = |seed| tensor([d_in, d_out], seed);
+            let transposed = |seed| tensor([d_out, d_in], seed).transpose();
+            let makers: [&dyn Fn(u32) -> Tensor<2>; 2] = [&dense, &transposed];
+            for make in makers {
+                let w = make(2);
+                let weight = Param::from_tensor(w.clone());
+                let bias = Param::from_tensor(tensor([d_out], 3));
+                let mut packed = PackedWeights::default();
+                packed.add_panels(vec![(weight.id, primitive(weight.val()))]);
+                assert_eq!((packed.len(), packed.integers()), (1, 0));
+                assert!(registry::find(weight.id, &weight.val()).is_some());
+                for shape in [[1, 1, d_in], [1, 2, d_in], [3, 7, d_in]] {
+                    let x = tensor(shape, 1);
+                    let ours = project(x.clone(), &weight, Some(&bias));
+                    let unpacked = rten_linear(x.clone(), w.clone(), Some(bias.val()));
+                    assert_eq!(bits(ours.clone()), bits(unpacked));
+                    let theirs = module::linear(x, w.clone(), Some(bias.val()));
+                    assert!(max_diff(ours, theirs) < 1e-4);
+                }
+                // The same id and layout, other storage and values.
+                let other = Param::initialized(weight.id, make(9));
+                assert!(registry::find(other.id, &other.val()).is_none());
+                let x = tensor([3, 7, d_in], 1);
+                let own = project(x.clone(), &other, Some(&bias));
+                let expected = rten_linear(x.clone(), other.val(), Some(bias.val()));
+                assert_eq!(bits(own), bits(expected));
+                drop(packed);
+                assert!(registry::find(weight.id, &weight.val()).is_none());
             }
-            let other = Param::initialized(weight.id, tensor([40, 24], 9));
-            assert!(registry::find(other.id, &other.val()).is_none());
-            let x = tensor([3, 7, 40], 1);
-            let own = project(x.clone(), &other, Some(&bias));
-            let expected = rten_linear(x.clone(), other.val(), Some(bias.val()));
-            assert_eq!(bits(own), bits(expected));
-            drop(packed);
-            assert!(registry::find(weight.id, &weight.val()).is_none());
         }
     }
 

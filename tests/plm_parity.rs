@@ -785,6 +785,28 @@ fn load_packed(
     (net, packed)
 }
 
+/// The last hidden state of a BERT-family or DeBERTa network over `batch`.
+fn last_hidden(net: &Network, batch: &Batch) -> Vec<f32> {
+    let hidden = match net {
+        Network::Bert(m) => m.forward(batch).hidden_states,
+        Network::Deberta(m) => m.forward(batch),
+        _ => unreachable!("an encoder fixture"),
+    };
+    read_back_blocking(hidden.last().unwrap().clone())
+        .unwrap()
+        .0
+}
+
+/// The BERT fixture's config and its prepared f32 file, whose every load
+/// keeps the same parameter ids.
+fn prepared_bert() -> (PathBuf, ModelConfig, Vec<u8>) {
+    let dir = root().join("tests/fixtures/plm/bert");
+    let config =
+        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    (dir, config, bytes)
+}
+
 /// The largest |a - b| and the largest |a|.
 fn deviation(a: &[f32], b: &[f32]) -> (f32, f32) {
     let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
@@ -828,16 +850,7 @@ fn integer_products_follow_the_int8_model() {
         assert!(none.is_empty());
         assert!(!packed.is_empty(), "{name}: nothing packed");
         let batch = Batch::new(&[vec![5, 17, 23, 29, 6], vec![5, 31, 6]], &config, &device);
-        let last = |net: &Network| {
-            let hidden = match net {
-                Network::Bert(m) => m.forward(&batch).hidden_states,
-                Network::Deberta(m) => m.forward(&batch),
-                _ => unreachable!("{name}"),
-            };
-            read_back_blocking(hidden.last().unwrap().clone())
-                .unwrap()
-                .0
-        };
+        let last = |net: &Network| last_hidden(net, &batch);
         let (d, scale) = deviation(&last(&float), &last(&integer));
         eprintln!(
             "{name}: {} projections integer, last hidden state max |diff| {d:.2e} of {scale:.2}",
@@ -854,23 +867,13 @@ fn integer_products_follow_the_int8_model() {
 #[test]
 fn integer_products_follow_their_own_model_when_ids_repeat() {
     let device = Device::flex();
-    let dir = root().join("tests/fixtures/plm/bert");
-    let config =
-        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let (dir, config, bytes) = prepared_bert();
     let load = |precision, keep_int8| {
         let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
         load_packed(&config, files, precision, keep_int8, false)
     };
     let batch = Batch::new(&[vec![5, 17, 23, 29, 6]], &config, &device);
-    let last = |net: &Network| {
-        let Network::Bert(m) = net else {
-            unreachable!()
-        };
-        read_back_blocking(m.forward(&batch).hidden_states.last().unwrap().clone())
-            .unwrap()
-            .0
-    };
+    let last = |net: &Network| last_hidden(net, &batch);
     let (first, first_packed) = load(Precision::Int8, true);
     assert!(!first_packed.is_empty());
     let integer = last(&first);
@@ -911,23 +914,13 @@ fn integer_products_follow_their_own_model_when_ids_repeat() {
 #[test]
 fn panels_follow_their_own_model_when_ids_repeat() {
     let device = Device::flex();
-    let dir = root().join("tests/fixtures/plm/bert");
-    let config =
-        ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    let bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::F32).unwrap();
+    let (_, config, bytes) = prepared_bert();
     let load = |precision, panels| {
         let files = ModelFiles::from_burnpack(bytes.clone()).unwrap();
         load_packed(&config, files, precision, false, panels)
     };
     let batch = Batch::new(&[vec![5, 17, 23, 29, 6], vec![5, 31, 6]], &config, &device);
-    let last = |net: &Network| {
-        let Network::Bert(m) = net else {
-            unreachable!()
-        };
-        read_back_blocking(m.forward(&batch).hidden_states.last().unwrap().clone())
-            .unwrap()
-            .0
-    };
+    let last = |net: &Network| last_hidden(net, &batch);
     // Each load's own numbers, while no panels live.
     let (float_plain, none) = load(Precision::F32, false);
     let (rounded_plain, _) = load(Precision::Int8, false);

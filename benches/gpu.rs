@@ -31,14 +31,24 @@
 //! both shapes at batch 32 in rayon pools of those sizes (burn-flex's and
 //! rten-gemm's threads), to see where the passes stop scaling with cores;
 //! `scripts/bench_gpu_torch.py` reads the same variable for PyTorch's CPU.
+//! With `BLINDSPOT_CPU_PARTS=1` as well, the parts of one layer instead of
+//! whole passes (`bench_layer_parts`).
+//!
+//! The CPU rows run as the engine loads a model natively: every projection's
+//! weight packed once into rten-gemm's panels (`Network::packed_weights`).
+//! `BLINDSPOT_CPU_PANELS=0` leaves them unpacked, so each product copies its
+//! weight into panels first (the engine before 2026-11-27): one build times
+//! both. Their row names say which (`cpu_flex` / `cpu_flex_unpacked`).
 
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::bert::BertModel;
-use blindspot::models::weights::cast_floats;
-use blindspot::models::{Batch, ModelConfig, ModelFiles, Plm, read_back_blocking};
+use blindspot::models::dense::{self, PackedWeights, Project};
+use blindspot::models::weights::{F32_PANELS, cast_floats};
+use blindspot::models::{Batch, ModelConfig, ModelFiles, Network, Plm, read_back_blocking};
 use burn::module::Module;
 use burn::tensor::{Device, FloatDType};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use std::hint::black_box;
 use std::time::Duration;
 
 // The CLI's allocator (src/main.rs), so the CPU rows run as the CLI does (the
@@ -124,6 +134,30 @@ fn sequences(config: &ModelConfig, batch: usize) -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// `model`'s projections packed for the CPU as `Plm::load` packs them
+/// natively, unless `BLINDSPOT_CPU_PANELS=0`, and the CPU rows' name for
+/// that: the packings run while the returned value lives.
+fn cpu_packing(model: &BertModel, config: &ModelConfig) -> (PackedWeights, &'static str) {
+    let panels = match std::env::var("BLINDSPOT_CPU_PANELS").as_deref() {
+        Ok("0") => false,
+        Ok("1") | Err(_) => F32_PANELS,
+        Ok(other) => panic!("BLINDSPOT_CPU_PANELS={other}: 1 (as the engine loads) or 0"),
+    };
+    // A clone shares the weights' storage, which is what the panels answer for.
+    let packed = Network::Bert(model.clone()).packed_weights(panels);
+    // Six projections a layer: query, key, value, output, intermediate, output.
+    let want = if panels { 6 * config.num_layers } else { 0 };
+    assert_eq!(packed.len(), want, "projections packed");
+    (
+        packed,
+        if panels {
+            "cpu_flex"
+        } else {
+            "cpu_flex_unpacked"
+        },
+    )
+}
+
 fn pass(model: &BertModel, config: &ModelConfig, ids: &[Vec<u32>], device: &Device) -> Vec<f32> {
     let batch = Batch::new(ids, config, device);
     let out = model.forward(&batch);
@@ -188,6 +222,12 @@ fn bench_encoders(c: &mut Criterion) {
         } else {
             on_cpu
         };
+        // The int8 rows' CPU pass runs burn's quantized matmul, unpacked.
+        let (_packed, cpu_label) = if int8 {
+            (PackedWeights::default(), "cpu_flex")
+        } else {
+            cpu_packing(&on_cpu, &config)
+        };
         let mut on_gpu = on_cpu.clone().to_device(&gpu);
         if dtype != FloatDType::F32 {
             on_gpu = cast_floats(on_gpu, dtype);
@@ -228,7 +268,7 @@ fn bench_encoders(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new(&gpu_label, batch), |b| {
                 b.iter(|| pass(&on_gpu, &config, &ids, &gpu))
             });
-            group.bench_function(BenchmarkId::new("cpu_flex", batch), |b| {
+            group.bench_function(BenchmarkId::new(cpu_label, batch), |b| {
                 b.iter(|| pass(&on_cpu, &config, &ids, &cpu))
             });
         }
@@ -336,24 +376,82 @@ fn bench_cpu_threads(c: &mut Criterion) {
     for (name, json) in [("minilm", MINILM), ("roberta_large", ROBERTA_LARGE)] {
         let config = ModelConfig::from_json(json).unwrap();
         let model = BertModel::new(&config, &cpu);
+        let (_packed, label) = cpu_packing(&model, &config);
         let ids = sequences(&config, 32);
-        let mut group = c.benchmark_group(format!("cpu_threads_{name}_{TOKENS}tok_batch32"));
+        let mut group =
+            c.benchmark_group(format!("cpu_threads_{name}_{TOKENS}tok_batch32_{label}"));
         group
             .sample_size(10)
             .sampling_mode(SamplingMode::Flat)
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
+        let parts = std::env::var("BLINDSPOT_CPU_PARTS").is_ok_and(|v| v == "1");
         for &threads in &counts {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .expect("a rayon pool");
-            group.bench_function(BenchmarkId::from_parameter(threads), |b| {
-                b.iter(|| pool.install(|| pass(&model, &config, &ids, &cpu)))
-            });
+            if parts {
+                bench_layer_parts(&mut group, &model, &config, &ids, threads, &pool);
+            } else {
+                group.bench_function(BenchmarkId::from_parameter(threads), |b| {
+                    b.iter(|| pool.install(|| pass(&model, &config, &ids, &cpu)))
+                });
+            }
         }
         group.finish();
     }
+}
+
+/// With `BLINDSPOT_CPU_PARTS=1` the thread sweep times the parts of one
+/// layer instead of whole passes, each from the same input (the embeddings'
+/// output of `ids`, made once): `attention` (the four projections and the
+/// heads' scores), `attention_projections` (those four alone), `add_norm` (a
+/// residual sum and its layer norm), `up_gelu` (the feed-forward up
+/// projection and its GELU) and `down` (its down projection). A layer is
+/// `attention + up_gelu + down + 2 add_norm`, so the part that stops
+/// scaling with threads shows by name.
+fn bench_layer_parts(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    model: &BertModel,
+    config: &ModelConfig,
+    ids: &[Vec<u32>],
+    threads: usize,
+    pool: &rayon::ThreadPool,
+) {
+    let cpu = Device::flex();
+    let batch = Batch::new(ids, config, &cpu);
+    let x = model.forward_layers(&batch, 0).hidden_states.remove(0);
+    let layer = &model.layers[0];
+    let a = &layer.attention;
+    let inner = dense::gelu(layer.intermediate.project(x.clone()));
+    // Parts take milliseconds: five of them fit the time of one pass.
+    group
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    // burn-flex runs each op when it is called: the values need no read-back.
+    let mut time = |part: &str, f: &(dyn Fn() + Sync)| {
+        group.bench_function(BenchmarkId::new(part, threads), |b| {
+            b.iter(|| pool.install(f))
+        });
+    };
+    time("attention", &|| {
+        black_box(a.forward(x.clone(), batch.padding.clone()));
+    });
+    time("attention_projections", &|| {
+        for p in [&a.query, &a.key, &a.value, &a.output] {
+            black_box(p.project(x.clone()));
+        }
+    });
+    time("add_norm", &|| {
+        black_box(layer.attention_norm.forward(x.clone() + x.clone()));
+    });
+    time("up_gelu", &|| {
+        black_box(dense::gelu(layer.intermediate.project(x.clone())));
+    });
+    time("down", &|| {
+        black_box(layer.output.project(inner.clone()));
+    });
 }
 
 criterion_group!(benches, bench_real_model, bench_encoders, bench_cpu_threads);

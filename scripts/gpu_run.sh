@@ -20,7 +20,10 @@
 # the engine's BERTScore with that real model to each run (benches/gpu.rs).
 # RUNS=threads (not in the default) sweeps the CPU passes at batch 32 over
 # THREADS (default 1,2,4,8,16) rayon threads, then PyTorch over the same counts
-# (about 2 minutes each on a 16-core host; one thread is the slowest).
+# (about 2 minutes each on a 16-core host; one thread is the slowest);
+# RUNS=threads_unpacked sweeps ours again without the weights packed at load
+# (BLINDSPOT_CPU_PANELS=0), RUNS=parts the parts of one layer
+# (BLINDSPOT_CPU_PARTS=1). All three: RUNS="threads threads_unpacked parts".
 set -uo pipefail
 # Absolute: each run starts in /tmp.
 bins=$(cd "${1:?folder of gpu-*.xz bench binaries}" && pwd) || exit 2
@@ -79,4 +82,20 @@ if wanted threads; then
     tee "$out/threads.log" | grep -E "time:|panicked|^cpu_threads"
   BLINDSPOT_CPU_THREADS=$counts PYTHONUNBUFFERED=1 timeout "$limit" \
     python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 | tee "$out/torch-threads.log"
+fi
+# The same sweep with the weights left unpacked (each product packs its
+# weight first, as before 2026-11-27): the panels' share on this host.
+if wanted threads_unpacked; then
+  counts=${THREADS:-1,2,4,8,16}
+  echo "== threads_unpacked ($counts)"
+  (cd /tmp && BLINDSPOT_CPU_PANELS=0 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+    tee "$out/threads-unpacked.log" | grep -E "time:|panicked|^cpu_threads"
+fi
+# The parts of one layer over the same thread counts (BLINDSPOT_CPU_PARTS):
+# which of attention, add + norm, up + GELU and down stops scaling.
+if wanted parts; then
+  counts=${THREADS:-1,2,4,8,16}
+  echo "== parts ($counts)"
+  (cd /tmp && BLINDSPOT_CPU_PARTS=1 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+    tee "$out/parts.log" | grep -E "time:|panicked|^cpu_threads"
 fi

@@ -47,6 +47,9 @@ await page.selectOption("#model-backend", backend);
 await page.selectOption("#model-precision", precision);
 await page.click("#model-load");
 await page.waitForSelector('.card[data-metric="bertscore"][data-scored-hypothesis]', { timeout: 300_000 });
+// Loading scrolled the models panel into view; a person typing looks at the
+// texts and the scores beside them (panels off screen are not drawn).
+await page.focus("#hypothesis");
 
 // Types `chars` one input event at a time; per keystroke, the time until the
 // card shows the score of exactly that text, and the engine's own time for the

@@ -38,7 +38,8 @@
 //! weight packed once into rten-gemm's panels (`Network::packed_weights`).
 //! `BLINDSPOT_CPU_PANELS=0` leaves them unpacked, so each product copies its
 //! weight into panels first (the engine before 2026-11-27): one build times
-//! both. Their row names say which (`cpu_flex` / `cpu_flex_unpacked`).
+//! both. Their row names say which (`cpu_flex` / `cpu_flex_unpacked`; with
+//! `BLINDSPOT_GPU_INT8=1`, `cpu_flex_int8`: burn's quantized matmul).
 
 use blindspot::metrics::bertscore::{self, TokenEmbeddings, Weights};
 use blindspot::models::bert::BertModel;
@@ -224,7 +225,7 @@ fn bench_encoders(c: &mut Criterion) {
         };
         // The int8 rows' CPU pass runs burn's quantized matmul, unpacked.
         let (_packed, cpu_label) = if int8 {
-            (PackedWeights::default(), "cpu_flex")
+            (PackedWeights::default(), "cpu_flex_int8")
         } else {
             cpu_packing(&on_cpu, &config)
         };
@@ -378,14 +379,16 @@ fn bench_cpu_threads(c: &mut Criterion) {
         let model = BertModel::new(&config, &cpu);
         let (_packed, label) = cpu_packing(&model, &config);
         let ids = sequences(&config, 32);
-        let mut group =
-            c.benchmark_group(format!("cpu_threads_{name}_{TOKENS}tok_batch32_{label}"));
+        let parts = std::env::var("BLINDSPOT_CPU_PARTS").is_ok_and(|v| v == "1");
+        let what = if parts { "_parts" } else { "" };
+        let mut group = c.benchmark_group(format!(
+            "cpu_threads_{name}_{TOKENS}tok_batch32_{label}{what}"
+        ));
         group
             .sample_size(10)
             .sampling_mode(SamplingMode::Flat)
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
-        let parts = std::env::var("BLINDSPOT_CPU_PARTS").is_ok_and(|v| v == "1");
         for &threads in &counts {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -405,7 +408,7 @@ fn bench_cpu_threads(c: &mut Criterion) {
 
 /// With `BLINDSPOT_CPU_PARTS=1` the thread sweep times the parts of one
 /// layer instead of whole passes, each from the same input (the embeddings'
-/// output of `ids`, made once): `attention` (the four projections and the
+/// output of `ids`): `attention` (the four projections and the
 /// heads' scores), `attention_projections` (those four alone), `add_norm` (a
 /// residual sum and its layer norm), `up_gelu` (the feed-forward up
 /// projection and its GELU) and `down` (its down projection). A layer is

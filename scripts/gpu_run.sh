@@ -68,7 +68,7 @@ run spirv_autotune_f16 vulkan-autotune BLINDSPOT_GPU_BUILD=spirv_autotune BLINDS
 # The CPU rows once, beside the GPU's, from the build without autotune.
 if wanted cpu; then
   echo "== cpu"
-  (cd /tmp && timeout "$limit" "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
+  (cd /tmp && BLINDSPOT_CPU_PANELS=1 timeout "$limit" "$bins/gpu-nofusion" --bench cpu_) 2>&1 | tee "$out/cpu.log" |
     grep -E "time:|panicked|^[a-z0-9_]+_(30tok|sample16)/"
 fi
 if wanted torch; then
@@ -78,7 +78,7 @@ fi
 if wanted threads; then
   counts=${THREADS:-1,2,4,8,16}
   echo "== threads ($counts)"
-  (cd /tmp && BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+  (cd /tmp && BLINDSPOT_CPU_PARTS=0 BLINDSPOT_CPU_PANELS=1 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
     tee "$out/threads.log" | grep -E "time:|panicked|^cpu_threads"
   BLINDSPOT_CPU_THREADS=$counts PYTHONUNBUFFERED=1 timeout "$limit" \
     python3 "$(dirname "$0")/bench_gpu_torch.py" 2>&1 | tee "$out/torch-threads.log"
@@ -88,7 +88,7 @@ fi
 if wanted threads_unpacked; then
   counts=${THREADS:-1,2,4,8,16}
   echo "== threads_unpacked ($counts)"
-  (cd /tmp && BLINDSPOT_CPU_PANELS=0 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+  (cd /tmp && BLINDSPOT_CPU_PARTS=0 BLINDSPOT_CPU_PANELS=0 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
     tee "$out/threads-unpacked.log" | grep -E "time:|panicked|^cpu_threads"
 fi
 # The parts of one layer over the same thread counts (BLINDSPOT_CPU_PARTS):
@@ -96,6 +96,6 @@ fi
 if wanted parts; then
   counts=${THREADS:-1,2,4,8,16}
   echo "== parts ($counts)"
-  (cd /tmp && BLINDSPOT_CPU_PARTS=1 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+  (cd /tmp && BLINDSPOT_CPU_PARTS=1 BLINDSPOT_CPU_PANELS=1 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
     tee "$out/parts.log" | grep -E "time:|panicked|^cpu_threads"
 fi

@@ -90,19 +90,13 @@ impl PackedWeights {
     /// answers for, so the weights stay in memory beside their panels.
     pub fn add_panels(&mut self, weights: Vec<(ParamId, FlexTensor)>) {
         #[cfg(not(target_arch = "wasm32"))]
-        let packings: Vec<_> = {
-            use rayon::prelude::*;
-            weights
-                .into_par_iter()
-                .map(|(id, w)| (id, Packing::panels(w)))
-                .collect()
-        };
+        use rayon::prelude::*;
+        #[cfg(not(target_arch = "wasm32"))]
+        let weights = weights.into_par_iter();
         #[cfg(target_arch = "wasm32")]
-        let packings: Vec<_> = weights
-            .into_iter()
-            .map(|(id, w)| (id, Packing::panels(w)))
-            .collect();
-        for (id, p) in packings.into_iter() {
+        let weights = weights.into_iter();
+        let packings: Vec<_> = weights.map(|(id, w)| (id, Packing::panels(w))).collect();
+        for (id, p) in packings {
             if let Some(p) = p {
                 self.add(id, p);
             }
@@ -454,7 +448,9 @@ fn rten_product(
                     ..GemmUninitOptions::default()
                 },
             )
-            // Panels are packed by the same kernel on every thread.
+            // Also the panels' kernel: rten-gemm refuses panels packed for
+            // another, and every thread's executor picks the same one (by
+            // the CPU's features), so panels packed on one thread run here.
             .expect("shapes checked by the caller")
         })
     });

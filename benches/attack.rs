@@ -13,10 +13,11 @@ use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Settings};
 use blindspot::models::{ModelFiles, Plm, Precision};
 use blindspot::stress::attack::{Attack, AttackConfig, AttackTools, Goal, Strategy, ZNorm, z_norm};
 use burn::tensor::Device;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use futures::executor::block_on;
 
-// The CLI's allocator (src/main.rs), so passes here run as they do there.
+// The CLI's allocator (src/main.rs), so passes here run as they do there
+// (with its settings: `main` below).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -108,4 +109,10 @@ fn bench_attack(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_attack);
-criterion_main!(benches);
+
+// criterion_main!, with the CLI's allocator settings first.
+fn main() {
+    blindspot::allocator::keep_freed_pages();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

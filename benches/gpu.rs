@@ -48,12 +48,13 @@ use blindspot::models::weights::{F32_PANELS, cast_floats};
 use blindspot::models::{Batch, ModelConfig, ModelFiles, Network, Plm, read_back_blocking};
 use burn::module::Module;
 use burn::tensor::{Device, FloatDType};
-use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use std::hint::black_box;
 use std::time::Duration;
 
 // The CLI's allocator (src/main.rs), so the CPU rows run as the CLI does (the
-// README's GPU tables before 2026-11-26 ran their CPU rows on glibc's malloc).
+// README's GPU tables before 2026-11-26 ran their CPU rows on glibc's malloc),
+// with its settings (`main` below).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -458,4 +459,10 @@ fn bench_layer_parts(
 }
 
 criterion_group!(benches, bench_real_model, bench_encoders, bench_cpu_threads);
-criterion_main!(benches);
+
+// criterion_main!, with the CLI's allocator settings first.
+fn main() {
+    blindspot::allocator::keep_freed_pages();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

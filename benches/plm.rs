@@ -9,9 +9,10 @@
 
 use blindspot::models::{ModelFiles, Plm, Precision, read_back_blocking, weights};
 use burn::tensor::Device;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 
-// The CLI's allocator (src/main.rs), so passes here run as they do there.
+// The CLI's allocator (src/main.rs), so passes here run as they do there
+// (with its settings: `main` below).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -150,4 +151,10 @@ fn bench_load(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_forward, bench_load, bench_bertscore);
-criterion_main!(benches);
+
+// criterion_main!, with the CLI's allocator settings first.
+fn main() {
+    blindspot::allocator::keep_freed_pages();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -23,7 +23,10 @@
 # (about 2 minutes each on a 16-core host; one thread is the slowest);
 # RUNS=threads_unpacked sweeps ours again without the weights packed at load
 # (BLINDSPOT_CPU_PANELS=0), RUNS=parts the parts of one layer
-# (BLINDSPOT_CPU_PARTS=1). All three: RUNS="threads threads_unpacked parts".
+# (BLINDSPOT_CPU_PARTS=1), RUNS=threads_purge ours again with mimalloc purging
+# freed pages after 1 s (MIMALLOC_PURGE_DELAY=1000, as before 2026-11-27; the
+# benches keep them otherwise). All four:
+# RUNS="threads threads_unpacked parts threads_purge".
 set -uo pipefail
 # Absolute: each run starts in /tmp.
 bins=$(cd "${1:?folder of gpu-*.xz bench binaries}" && pwd) || exit 2
@@ -90,6 +93,15 @@ if wanted threads_unpacked; then
   echo "== threads_unpacked ($counts)"
   (cd /tmp && BLINDSPOT_CPU_PARTS=0 BLINDSPOT_CPU_PANELS=0 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
     tee "$out/threads-unpacked.log" | grep -E "time:|panicked|^cpu_threads"
+fi
+# The same sweep with mimalloc returning freed pages to the OS after its
+# default delay, so that passes fault them back in (src/allocator.rs): what
+# keeping them gains on this host.
+if wanted threads_purge; then
+  counts=${THREADS:-1,2,4,8,16}
+  echo "== threads_purge ($counts)"
+  (cd /tmp && MIMALLOC_PURGE_DELAY=1000 BLINDSPOT_CPU_PARTS=0 BLINDSPOT_CPU_PANELS=1 BLINDSPOT_CPU_THREADS=$counts timeout "$limit" "$bins/gpu-nofusion" --bench cpu_threads) 2>&1 |
+    tee "$out/threads-purge.log" | grep -E "time:|panicked|^cpu_threads"
 fi
 # The parts of one layer over the same thread counts (BLINDSPOT_CPU_PARTS):
 # which of attention, add + norm, up + GELU and down stops scaling.

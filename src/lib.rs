@@ -26,3 +26,6 @@ pub mod text;
 
 #[cfg(target_arch = "wasm32")]
 pub mod web;
+
+#[cfg(all(feature = "cli", not(target_arch = "wasm32")))]
+pub mod allocator;

@@ -13,6 +13,9 @@ mod cli;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // Freed pages stay mapped: a model pass otherwise faults them back in.
+    #[cfg(not(target_arch = "wasm32"))]
+    blindspot::allocator::keep_freed_pages();
     // Rust ignores SIGPIPE, so printing to a pipe whose reader has gone
     // (`blindspot embed ... | head -1`) panicked with a backtrace. Unix
     // tools end quietly there: restore the default action.

@@ -25,7 +25,8 @@
 # (BLINDSPOT_CPU_PANELS=0), RUNS=parts the parts of one layer
 # (BLINDSPOT_CPU_PARTS=1), RUNS=threads_purge ours again with mimalloc purging
 # freed pages after 1 s (MIMALLOC_PURGE_DELAY=1000, as before 2026-11-27; the
-# benches keep them otherwise). All four:
+# benches keep them otherwise; binaries built before that purge in every run,
+# and their logs are what threads_purge now gives). All four:
 # RUNS="threads threads_unpacked parts threads_purge".
 set -uo pipefail
 # Absolute: each run starts in /tmp.

@@ -20,7 +20,7 @@ fn main() -> std::process::ExitCode {
     // (`blindspot embed ... | head -1`) panicked with a backtrace. Unix
     // tools end quietly there: restore the default action.
     #[cfg(unix)]
-    // SAFETY: called first, before any thread starts; SIG_DFL is a valid
+    // SAFETY: called before any thread starts; SIG_DFL is a valid
     // action for SIGPIPE.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);

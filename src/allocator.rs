@@ -2,9 +2,7 @@
 //! benches install mimalloc as the global allocator and call
 //! [`keep_freed_pages`] first.
 
-use std::ffi::c_long;
-
-use libmimalloc_sys::{mi_option_get, mi_option_set_default, mi_option_t};
+use libmimalloc_sys::{mi_option_set_default, mi_option_t};
 
 /// mimalloc's `purge_delay` option: its place in `mi_option_t` of mimalloc
 /// v3, the version libmimalloc-sys builds by default (`mimalloc.h`; the
@@ -30,15 +28,17 @@ pub fn keep_freed_pages() {
     unsafe { mi_option_set_default(PURGE_DELAY, -1) };
 }
 
-/// mimalloc's purge delay now, in milliseconds (-1: never purged).
-pub fn purge_delay() -> c_long {
-    // SAFETY: reading an option is always allowed.
-    unsafe { mi_option_get(PURGE_DELAY) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libmimalloc_sys::mi_option_get;
+    use std::ffi::c_long;
+
+    /// mimalloc's purge delay now, in milliseconds (-1: never purged).
+    fn purge_delay() -> c_long {
+        // SAFETY: reading an option is always allowed.
+        unsafe { mi_option_get(PURGE_DELAY) }
+    }
 
     #[test]
     fn freed_pages_are_kept() {

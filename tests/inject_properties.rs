@@ -456,7 +456,17 @@ fn menli_number_pronoun_negation_and_name_attacks_cover_menli_rows() {
 
 #[test]
 fn extreme_levels_never_panic() {
-    let texts = ["", "One.", "Two words", "A b. C d. E f.", "12 3.5 May 2020"];
+    // The last two: letters whose lowercase has another byte length
+    // ("İ" grows, the Kelvin, ohm and angstrom signs shrink).
+    let texts = [
+        "",
+        "One.",
+        "Two words",
+        "A b. C d. E f.",
+        "12 3.5 May 2020",
+        "İİİİİ met a Google engineer in Paris.",
+        "\u{212A}\u{2126}\u{212B} met an Apple engineer.",
+    ];
     let samples = ["Another sample sentence. And one more."];
     let ctx = context(&samples);
     for inj in registry().into_iter().filter(|i| !i.info().needs_masked_lm) {
@@ -477,5 +487,24 @@ fn extreme_levels_never_panic() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn generic_entity_keeps_the_text_around_the_name() {
+    let ctx = context(&[]);
+    let inj = inject::create("generic_entity").unwrap();
+    for (text, expected) in [
+        (
+            "İlhan met a Google engineer.",
+            "The person met the organization engineer.",
+        ),
+        (
+            "The Kelvin sign \u{212A} is here, said a Google engineer.",
+            "The Kelvin sign \u{212A} is here, said the organization engineer.",
+        ),
+    ] {
+        let out = apply(inj, text, 1.0, 0, &ctx).unwrap();
+        assert_eq!(out.text, expected);
     }
 }

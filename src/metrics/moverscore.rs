@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use super::Signature;
-use super::bertscore::{EmbeddingCache, TokenEmbeddings};
+use super::bertscore::{self, EmbeddingCache, TokenEmbeddings};
 use crate::models::{ModelError, PassLimit, Plm, read_back};
 use burn::tensor::Tensor;
 
@@ -287,7 +287,9 @@ async fn read_texts(
         .iter()
         .map(|t| {
             let e = cache?.borrow_mut().get(plm.load_id, last_layer, t)?;
-            let same = t.trim() == *t
+            // BERTScore's embeddings of the same ids: of a trimmed text,
+            // unless BERTScore opened it with a space (RoBERTa).
+            let same = (t.trim() == *t && !bertscore::adds_prefix_space(plm))
                 || plm
                     .encode(t)
                     .is_ok_and(|enc| enc.ids() == e.ids && enc.truncated == e.truncated);

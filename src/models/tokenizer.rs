@@ -417,6 +417,21 @@ impl LmTokenizer {
         Self::gpt2(&read("encoder.json")?, &read("vocab.bpe")?)
     }
 
+    /// Whether text goes through GPT-2's byte-level pre-tokenizer (GPT-2,
+    /// RoBERTa, BART, DeBERTa v1), where a word after a space is another
+    /// token than the same word opening the text (`ĠHello`, `Hello`).
+    pub fn is_byte_level(&self) -> bool {
+        fn byte_level(p: &tokenizers::PreTokenizerWrapper) -> bool {
+            use tokenizers::PreTokenizerWrapper as P;
+            match p {
+                P::ByteLevel(_) => true,
+                P::Sequence(s) => s.as_ref().iter().any(byte_level),
+                _ => false,
+            }
+        }
+        self.inner.get_pre_tokenizer().is_some_and(byte_level)
+    }
+
     /// A short name (`gpt2`, a model id).
     pub fn name(&self) -> &str {
         &self.name

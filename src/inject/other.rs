@@ -52,6 +52,7 @@ static POSITIONED_RANDOM: PositionedKind = PositionedKind {
 static POSITIONED_SHUFFLE: PositionedKind = PositionedKind {
     info: InjectionInfo {
         needs_lm_tokenizer: true,
+        swap: true,
         ..info(
             "positioned_shuffle",
             "Positioned error (shuffle)",

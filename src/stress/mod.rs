@@ -12,7 +12,7 @@ pub mod suite;
 
 use serde::Serialize;
 
-use crate::inject::{self, Context, InjectError, Injection};
+use crate::inject::{self, Context, InjectError, Injection, InjectionInfo, LevelKind};
 use crate::metrics::{Metric, MetricError, Segment};
 
 /// The rank-rule outcome for one metric and one injection.
@@ -49,7 +49,8 @@ impl Verdict {
             Verdict::NonMonotone => (
                 "non-monotone",
                 "↯ non-monotone",
-                "more noise sometimes scores higher (or within 1e-5 of less noise)",
+                "more noise sometimes scores higher (or within 1e-5 of less noise); \
+                 variants (positions, prompt strings) are not held to an order",
             ),
         };
         VerdictInfo {
@@ -83,15 +84,26 @@ pub const RANK_MARGIN: f64 = 1e-5;
 /// scores being higher-is-better, with the released code's strict rank rule
 /// ([`RANK_MARGIN`]): `Fail` when some level does not fall below the base by
 /// more than the margin, `NonMonotone` when all do but some level does not
-/// fall below the previous one by more than the margin.
-pub fn verdict(base: f64, level_means: &[f64]) -> Verdict {
-    if level_means.iter().any(|&m| base - m <= RANK_MARGIN) {
+/// fall below the previous one by more than the margin. Only `graded`
+/// levels (amounts of one noise) must fall in order: variants (an error's
+/// position, prompt strings: [`LevelKind::Variant`]) need only each fall
+/// below the base. A NaN score fails.
+pub fn verdict(base: f64, level_means: &[f64], graded: bool) -> Verdict {
+    // `!(a > b)`, not `a <= b`: a NaN difference is no drop.
+    let drops = |from: f64, to: f64| from - to > RANK_MARGIN;
+    if level_means.iter().any(|&m| !drops(base, m)) {
         Verdict::Fail
-    } else if level_means.windows(2).any(|w| w[0] - w[1] <= RANK_MARGIN) {
+    } else if graded && level_means.windows(2).any(|w| !drops(w[0], w[1])) {
         Verdict::NonMonotone
     } else {
         Verdict::Pass
     }
+}
+
+/// Whether `info`'s levels are amounts of one noise, which the rank rule
+/// wants falling in order ([`verdict`]).
+pub fn graded(info: &InjectionInfo) -> bool {
+    info.level_kind != LevelKind::Variant
 }
 
 /// One level of a sweep: means over seeds.
@@ -118,7 +130,7 @@ pub struct Sweep {
     pub base: Vec<f64>,
     /// One entry per default level, increasing.
     pub levels: Vec<SweepLevel>,
-    /// Rank-rule verdict per metric.
+    /// Rank-rule verdict per metric, over the levels that applied.
     pub verdicts: Vec<Verdict>,
     /// Seeds used at each level.
     pub seeds: u64,
@@ -190,10 +202,14 @@ pub fn sweep(
     }
     let verdicts = (0..metrics.len())
         .map(|m| {
-            verdict(
-                base[m],
-                &levels.iter().map(|l| l.scores[m]).collect::<Vec<_>>(),
-            )
+            // A level no seed changed the text at (too short for it) says
+            // nothing about the metric: it is left out, not judged a tie.
+            let means: Vec<f64> = levels
+                .iter()
+                .filter(|l| l.applied > 0)
+                .map(|l| l.scores[m])
+                .collect();
+            verdict(base[m], &means, graded(info))
         })
         .collect();
     Ok(Sweep {
@@ -213,15 +229,33 @@ mod tests {
 
     #[test]
     fn rank_rule() {
-        assert_eq!(verdict(50.0, &[40.0, 30.0, 20.0]), Verdict::Pass);
-        assert_eq!(verdict(50.0, &[40.0, 50.0]), Verdict::Fail);
-        assert_eq!(verdict(50.0, &[30.0, 40.0]), Verdict::NonMonotone);
-        assert_eq!(verdict(50.0, &[]), Verdict::Pass);
+        assert_eq!(verdict(50.0, &[40.0, 30.0, 20.0], true), Verdict::Pass);
+        assert_eq!(verdict(50.0, &[40.0, 50.0], true), Verdict::Fail);
+        assert_eq!(verdict(50.0, &[30.0, 40.0], true), Verdict::NonMonotone);
+        assert_eq!(verdict(50.0, &[], true), Verdict::Pass);
         // Ties and drops within the margin fail, as check_rank's `> 1e-5`.
-        assert_eq!(verdict(50.0, &[40.0, 30.0, 30.0]), Verdict::NonMonotone);
-        assert_eq!(verdict(0.5, &[0.499_995]), Verdict::Fail);
-        assert_eq!(verdict(0.5, &[0.499_98, 0.499_975]), Verdict::NonMonotone);
-        assert_eq!(verdict(0.5, &[0.499_98, 0.499_96]), Verdict::Pass);
+        assert_eq!(
+            verdict(50.0, &[40.0, 30.0, 30.0], true),
+            Verdict::NonMonotone
+        );
+        assert_eq!(verdict(0.5, &[0.499_995], true), Verdict::Fail);
+        assert_eq!(
+            verdict(0.5, &[0.499_98, 0.499_975], true),
+            Verdict::NonMonotone
+        );
+        assert_eq!(verdict(0.5, &[0.499_98, 0.499_96], true), Verdict::Pass);
+        // Variants (positions, prompt strings) need only fall below the base.
+        let prompts = [0.2, 0.3, 0.1, 0.25, 0.15];
+        assert_eq!(verdict(0.5, &prompts, true), Verdict::NonMonotone);
+        assert_eq!(verdict(0.5, &prompts, false), Verdict::Pass);
+        assert_eq!(verdict(0.5, &[0.2, 0.5], false), Verdict::Fail);
+        // A NaN score is no drop.
+        assert_eq!(verdict(0.5, &[f64::NAN], true), Verdict::Fail);
+        assert_eq!(verdict(f64::NAN, &[0.1], false), Verdict::Fail);
+        assert_eq!(verdict(0.5, &[0.4, f64::NAN], true), Verdict::Fail);
+        let id = |i: &str| inject::create(i).unwrap().info();
+        assert!(!graded(id("prompt_injection")) && !graded(id("positioned_shuffle")));
+        assert!(graded(id("truncation")) && graded(id("repetition")));
     }
 
     #[test]
@@ -247,5 +281,21 @@ mod tests {
                 .windows(2)
                 .all(|w| w[1].noise_ratio > w[0].noise_ratio)
         );
+    }
+
+    #[test]
+    fn a_level_too_small_for_the_text_is_left_out_of_the_verdict() {
+        let metrics: Vec<_> = ["bleu", "rougeL"]
+            .iter()
+            .map(|id| create(id, false).unwrap())
+            .collect();
+        // 9 words: truncation at 0.1 drops floor(0.9) = 0 of them.
+        let text = "The council said on Monday that the bridge opens.";
+        let truncation = inject::create("truncation").unwrap();
+        let s = sweep(truncation, text, &[text], &Context::default(), &metrics, 5).unwrap();
+        assert_eq!(s.levels[0].applied, 0);
+        assert_eq!(s.levels[0].scores, s.base);
+        assert!(s.levels[1..].iter().all(|l| l.applied == 5));
+        assert_eq!(s.verdicts, [Verdict::Pass, Verdict::Pass]);
     }
 }

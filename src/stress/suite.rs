@@ -1028,7 +1028,7 @@ fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestRes
         (0..metric_count)
             .map(|m| {
                 let means: Vec<f64> = levels.iter().map(|l| l.scores[m].mean).collect();
-                verdict(base[m], &means)
+                verdict(base[m], &means, super::graded(info))
             })
             .collect()
     };

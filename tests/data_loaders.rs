@@ -43,6 +43,39 @@ fn summeval_keeps_ten_references_and_sixteen_scored_systems() {
 }
 
 #[test]
+fn summeval_rows_with_other_human_scores_are_problems_not_nan() {
+    let lines: Vec<String> = read("summeval.jsonl")
+        .lines()
+        .take(4)
+        .map(String::from)
+        .collect();
+    let drop = |line: &str, system_only: bool| {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for (i, (_, out)) in v["systems"].as_object_mut().unwrap().iter_mut().enumerate() {
+            if !system_only || i == 0 {
+                out["scores"].as_object_mut().unwrap().remove("fluency");
+            }
+        }
+        v.to_string()
+    };
+    // Row 1 lacks fluency everywhere, row 3 in one system: both refused,
+    // even though row 1 comes first.
+    let text = [
+        drop(&lines[0], false),
+        lines[1].clone(),
+        drop(&lines[2], true),
+        lines[3].clone(),
+    ]
+    .join("\n");
+    let docs = load_summeval(&text);
+    assert_eq!(docs.rows.len(), 2);
+    let problems: Vec<usize> = docs.problems.iter().map(|p| p.line).collect();
+    assert_eq!(problems, [1, 3]);
+    assert!(docs.problems[0].message.contains("most rows have"));
+    assert!(docs.problems[1].message.contains("needs the same ones"));
+}
+
+#[test]
 fn menli_suite_has_twelve_error_types_of_two_hundred() {
     let suite = load_menli_csv(&read("menli_wmt20_de.csv")).unwrap();
     assert_eq!((suite.rows.len(), suite.problems.len()), (2400, 0));

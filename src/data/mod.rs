@@ -266,8 +266,13 @@ pub fn load_pairs(text: &str) -> Loaded<Item> {
 }
 
 /// SummEval JSONL: `ref` is the gold hypothesis, the other `refs` the references.
+/// Every summary must carry the same human scores (a correlation over
+/// summaries with a score missing would be wrong, not smaller): a row whose
+/// systems differ, or whose scores differ from those most rows have, is a
+/// problem, skipped.
 pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
-    jsonl(text, |v, line| {
+    let mut kept: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut loaded = jsonl(text, |v, line| {
         let gold = string(v, "ref")?;
         let all: Vec<String> = v
             .get("refs")
@@ -308,6 +313,22 @@ pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
                 scores,
             });
         }
+        let keys = |out: &SystemOutput| {
+            let mut keys: Vec<String> = out.scores.iter().map(|(k, _)| k.clone()).collect();
+            keys.sort();
+            keys
+        };
+        let row_keys = systems.first().map(keys).unwrap_or_default();
+        if let Some(out) = systems.iter().find(|out| keys(out) != row_keys) {
+            return Err(format!(
+                "system {} has human scores {:?}, system {} {row_keys:?} (every summary \
+                 needs the same ones)",
+                out.system,
+                keys(out),
+                systems[0].system
+            ));
+        }
+        kept.push((line, row_keys));
         Ok(SummEvalDoc {
             item: Item {
                 id: id_or_line(v, line),
@@ -317,7 +338,38 @@ pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
             },
             systems,
         })
-    })
+    });
+    // Across rows: the scores most rows carry.
+    let mut counts: Vec<(&Vec<String>, usize)> = Vec::new();
+    for (_, k) in &kept {
+        match counts.iter_mut().find(|(c, _)| *c == k) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((k, 1)),
+        }
+    }
+    let Some(common) = counts
+        .iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(k, _)| (*k).clone())
+    else {
+        return loaded;
+    };
+    let rows = std::mem::take(&mut loaded.rows);
+    for (row, (line, k)) in rows.into_iter().zip(&kept) {
+        if *k == common {
+            loaded.rows.push(row);
+        } else {
+            loaded.problems.push(RowProblem {
+                line: *line,
+                message: format!(
+                    "human scores {k:?}, where most rows have {common:?} (every summary \
+                     needs the same ones)"
+                ),
+            });
+        }
+    }
+    loaded.problems.sort_by_key(|p| p.line);
+    loaded
 }
 
 /// MENLI adversarial-suite CSV (`error, id, source, ref, r, hyp_para,

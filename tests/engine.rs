@@ -578,6 +578,23 @@ fn hostile_files_give_one_line_errors() {
     let out = blindspot(&["prefer", "--menli", csv.to_str().unwrap()]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     assert_ne!(out.status.code(), Some(101));
+    // A dataset without sources gives no preference case: an error, not
+    // an accuracy of 0 over nothing.
+    let data = dir.join("no_source.jsonl");
+    std::fs::write(
+        &data,
+        "{\"hyp\": \"The cat sat on the mat.\", \"ref\": \"A cat was sitting on the mat.\"}\n",
+    )
+    .unwrap();
+    let out = blindspot(&[
+        "prefer",
+        "--data",
+        data.to_str().unwrap(),
+        "--format",
+        "jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no preference case"));
     // Hostile texts through `blindspot score`: a score for each, or one line.
     let mut lines = String::new();
     for t in hostile_texts().iter().filter(|t| !t.trim().is_empty()) {

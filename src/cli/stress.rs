@@ -404,6 +404,12 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         }
         (None, None) => unreachable!("clap requires --menli or --data"),
     };
+    if cases.is_empty() {
+        return Err(CliError::Suite(format!(
+            "{path}: no preference case (a case needs an item with a source, which the \
+             reference-free setting reads, and a reference that an attack changes)"
+        )));
+    }
     let dataset = file_name(&path);
     let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
     let bar = indicatif::ProgressBar::new(cases.len() as u64);

@@ -494,10 +494,19 @@ fn preference_suites_built_from_wmt21_show_the_same_blind_spot() {
     let cases = blindspot::stress::prefer::build_cases(&wmt(100), &attacks, 0).unwrap();
     // 100 items x 12 attacks, minus the attacks an item offers nothing to (no number, pronoun, name...).
     assert!(cases.len() > 700, "{}", cases.len());
+    let number_to_words = blindspot::inject::create("number_to_words").unwrap();
     for c in &cases {
         assert_ne!(c.adversarial_ref_based, c.reference);
         assert_eq!(c.adversarial_ref_based, c.adversarial_ref_free);
+        // SPEC 2.4: the number tests' paraphrase spells the numbers out.
+        if c.error == "number_error" {
+            let ctx = blindspot::inject::Context::default();
+            let words = blindspot::inject::apply(number_to_words, &c.reference, 1.0, 0, &ctx);
+            assert_eq!(c.paraphrase, words.unwrap().text);
+            assert_ne!(c.paraphrase, c.reference);
+        }
     }
+    assert!(cases.iter().any(|c| c.error == "number_error"));
     let report = run_preference("wmt21", &cases, &["bleu", "chrf"]);
     for m in &report.metrics {
         println!(

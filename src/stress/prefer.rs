@@ -8,7 +8,8 @@
 //!
 //! [`build_cases`] makes such a suite from any dataset with two human texts
 //! per item (a gold hypothesis and a reference): the gold text is the
-//! paraphrase, and our MENLI attacks applied to the reference give the
+//! paraphrase (the number tests' is the reference with its numbers spelled
+//! out, as MENLI's), and our MENLI attacks applied to the reference give the
 //! adversarial texts.
 
 use serde::Serialize;
@@ -183,7 +184,8 @@ pub fn default_attacks() -> Vec<&'static str> {
 }
 
 /// Preference cases from a dataset: per item and attack, reference =
-/// the item's first reference, paraphrase = its gold hypothesis, adversarial
+/// the item's first reference, paraphrase = its gold hypothesis (for
+/// `number_error`, as MENLI: the reference with its numbers spelled out), adversarial
 /// = the attack applied to the reference (first default level, `seed`), for
 /// both settings. Items where an attack cannot apply give no case for it.
 pub fn build_cases(
@@ -195,6 +197,7 @@ pub fn build_cases(
         .iter()
         .map(|id| inject::create(id))
         .collect::<Result<Vec<_>, _>>()?;
+    let number_to_words = inject::create("number_to_words")?;
     let mut cases = Vec::new();
     for item in items {
         let (Some(reference), Some(source)) = (item.refs.first(), item.src.as_deref()) else {
@@ -207,13 +210,24 @@ pub fn build_cases(
         for injection in &injections {
             let info = injection.info();
             let out = inject::apply(*injection, reference, info.default_levels[0], seed, &ctx)?;
+            // MENLI's number tests pair the error with the reference's numbers
+            // spelled out as words (SPEC 2.4), not with the other human text.
+            let paraphrase = if info.id == "number_error" {
+                let words = inject::apply(number_to_words, reference, 1.0, seed, &ctx)?;
+                if !words.applied {
+                    continue;
+                }
+                words.text
+            } else {
+                item.gold.clone()
+            };
             if out.applied {
                 cases.push(MenliCase {
                     error: info.id.to_owned(),
                     id: item.id.clone(),
                     source: source.to_owned(),
                     reference: reference.clone(),
-                    paraphrase: item.gold.clone(),
+                    paraphrase,
                     adversarial_ref_based: out.text.clone(),
                     adversarial_ref_free: out.text,
                 });

@@ -255,9 +255,10 @@ async function webgpuProblem(shards) {
  * download). Resolves to the engine's model info plus { fromCache, where,
  * fallback }.
  */
-export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress } = {}) {
+export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress, onFetched } = {}) {
   precision = wasm.precisionName(precision);
   const files = await fetchCheckpoint(id, onProgress, precision);
+  onFetched?.();
   // A prepared file holds its own precision: int8 files load at int8.
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
   let fallback = null;
@@ -361,7 +362,7 @@ export async function loadModels(list) {
 function unload(id) {
   const handle = panel.loaded.get(id);
   if (handle === undefined) return;
-  panel.wasm.unloadModel(handle);
+  Promise.resolve(panel.wasm.unloadModel(handle)).catch((err) => console.warn(`unloading ${id}:`, err));
   panel.loaded.delete(id);
   panel.asked.delete(id);
   if (panel.handle === handle) panel.handle = null;
@@ -414,12 +415,19 @@ async function onLoad() {
   bar.value = 0;
   bar.dataset.updates = "0";
   status(`Fetching ${id}…`);
+  let replaced = false;
   try {
-    unload(id); // loading again replaces it (another backend or precision)
     const started = performance.now();
     const info = await loadModel(panel.wasm, id, {
       backend: $("model-backend").value,
       precision: $("model-precision").value,
+      // Loading again replaces it (another backend or precision): once the
+      // files are here, so a failed download keeps the working copy, but
+      // before the engine loads them, so two copies never share the memory.
+      onFetched: () => {
+        replaced = panel.loaded.has(id);
+        unload(id);
+      },
       onProgress: ({ loaded, total }) => {
         bar.max = total || 1;
         bar.value = loaded;
@@ -445,7 +453,8 @@ async function onLoad() {
     document.dispatchEvent(new CustomEvent("blindspot:model", { detail: info }));
     return true;
   } catch (err) {
-    status(String(err.message ?? err), "bad");
+    const gone = replaced ? ` (the copy loaded before was unloaded to make room: load it again)` : "";
+    status(String(err.message ?? err) + gone, "bad");
     return false;
   } finally {
     bar.hidden = true;

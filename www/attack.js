@@ -39,10 +39,16 @@ function saved() {
   }
 }
 
+/**
+ * Whether the metric was chosen since the page loaded. Until then the saved
+ * choice stands: a model's metric comes back once the model has reloaded.
+ */
+let metricPicked = false;
+
 function save() {
   if (restoring) return;
   const data = {
-    metric: $("attack-metric").value,
+    metric: metricPicked ? $("attack-metric").value : saved().metric ?? $("attack-metric").value,
     goal: $("attack-goal").value,
     strategy: $("attack-strategy").value,
     budget: $("attack-budget").value,
@@ -79,10 +85,11 @@ function metricOptions() {
 
 function fillMetrics() {
   const select = $("attack-metric");
-  const keep = select.value || saved().metric;
+  const current = select.value;
   const options = metricOptions();
   select.replaceChildren(...options.map((o) => new Option(o.label, o.key)));
-  if (options.some((o) => o.key === keep)) select.value = keep;
+  const keep = [metricPicked ? current : saved().metric, current].find((k) => options.some((o) => o.key === k));
+  if (keep) select.value = keep;
 }
 
 function goal() {
@@ -272,6 +279,7 @@ export function initAttack(modelEngine, wasm, hooks) {
   describe();
   $("attack-goal").addEventListener("change", onGoalChange);
   for (const id of ["attack-strategy", "attack-fluency"]) $(id).addEventListener("change", () => { describe(); save(); });
+  $("attack-metric").addEventListener("change", () => { metricPicked = true; });
   for (const id of ["attack-metric", "attack-budget", "attack-seed", "attack-workers"]) $(id).addEventListener("change", save);
   $("attack-run").addEventListener("click", run);
   $("attack-stop").addEventListener("click", () => {

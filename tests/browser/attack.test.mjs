@@ -196,6 +196,17 @@ test("a scoring helper that cannot start is left out: the search runs alone with
   const before = await page.getAttribute('.card[data-metric="bertscore"] [data-role="value"]', "data-raw");
   await page.fill("#hypothesis", "The committee passed the budget.");
   await page.waitForFunction((b) => document.querySelector('.card[data-metric="bertscore"] [data-role="value"]')?.dataset.raw !== b, before);
+  // A model's metric chosen for the attack comes back after a reload, once
+  // the model does (the page offers the last visit's models in one click),
+  // though choices made before that save the panel.
+  const picked = await page.inputValue("#attack-metric");
+  assert.match(picked, /^bertscore-f@/);
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  await page.fill("#attack-budget", "120");
+  await page.dispatchEvent("#attack-budget", "change");
+  await page.click("#pair-models-load");
+  await page.waitForFunction((k) => document.getElementById("attack-metric").value === k, picked, { timeout: 120_000 });
   assert.deepEqual(errors, []);
   await context.close();
 });

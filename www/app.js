@@ -94,6 +94,23 @@ function pairFromHash() {
   }
 }
 
+/**
+ * A link's edit marks if they fit its hypothesis (in order, within the
+ * text, each with a kind), else none: a hand-edited link must not stop the
+ * page from starting.
+ */
+function linkedEdits(edits, text) {
+  if (!Array.isArray(edits)) return [];
+  let at = 0;
+  for (const e of edits) {
+    const ok = e && typeof e.kind === "string" && Number.isInteger(e.start) && Number.isInteger(e.end) &&
+      at <= e.start && e.start <= e.end && e.end <= text.length;
+    if (!ok) return [];
+    at = e.end;
+  }
+  return edits;
+}
+
 function save() {
   const models = modelState();
   const data = {
@@ -633,7 +650,7 @@ async function main() {
     fields.hypothesis.value = shared.h;
     select.value = "custom";
     state.pinned = typeof shared.p === "string" ? { hypothesis: shared.p } : null;
-    state.edits = Array.isArray(shared.e) ? shared.e : [];
+    state.edits = linkedEdits(shared.e, shared.h);
     if (typeof shared.o?.stem === "boolean") $("rouge-stemmer").checked = shared.o.stem;
     renderDiff();
     updatePinInfo();

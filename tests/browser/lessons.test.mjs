@@ -202,6 +202,17 @@ test("the single-pair state round-trips through its link, models and card option
   await fresh.waitForSelector('.card[data-metric="chrf"] [data-role="delta"][data-raw]');
   assert.equal(await delta(fresh), await delta(page));
   await other.close();
+  // A hand-edited link whose marks do not fit its text still opens, unmarked.
+  const pair = JSON.parse(Buffer.from(url.split("#pair=")[1], "base64url").toString("utf8"));
+  const bad = Buffer.from(JSON.stringify({ ...pair, e: [null, { start: 5 }] })).toString("base64url");
+  const { context: fifth, page: badPage, errors: badErrors } = await openPage({ clearStorage: true });
+  await badPage.goto(`${url.split("#")[0]}#pair=${bad}`);
+  await badPage.reload();
+  await badPage.waitForSelector("body[data-ready=true]");
+  assert.equal(await badPage.inputValue("#hypothesis"), injected);
+  assert.equal(await badPage.locator("#hypothesis-diff mark").count(), 0);
+  assert.deepEqual(badErrors, []);
+  await fifth.close();
   // A sample dataset for the suite without bringing a file.
   await page.click("#suite-sample");
   assert.match(await page.textContent("#suite-status"), /blindspot-sample\.jsonl: 16 items/);

@@ -262,7 +262,9 @@ export function initLessons(modelEngine, wasm, pageHooks) {
   $("lesson-present").addEventListener("click", () => setPresenting(!document.body.classList.contains("presenting")));
   document.addEventListener("keydown", (e) => {
     if (e.target.closest?.("input, textarea, select, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;
-    if (!lesson() && !document.body.classList.contains("presenting")) return;
+    // Outside presentation mode only where the lessons have the focus: the
+    // arrows elsewhere scroll the page's wide tables and maps.
+    if (!document.body.classList.contains("presenting") && !(lesson() && e.target.closest?.("#lessons"))) return;
     if (e.key === "ArrowRight") move(1);
     else if (e.key === "ArrowLeft") move(-1);
     else if (e.key === "Enter" && document.body.classList.contains("presenting")) run();

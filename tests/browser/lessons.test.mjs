@@ -153,6 +153,10 @@ test("a step's link opens it, arrows move between steps, presentation mode fits 
   await page.focus("#hypothesis");
   await page.keyboard.press("ArrowRight");
   assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
+  // So do arrows with the focus outside the lessons (they scroll the page).
+  await page.evaluate(() => document.activeElement.blur());
+  await page.keyboard.press("ArrowRight");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
   // Presentation: only the lesson, large type, the step fits the screen.
   await page.click("#lesson-present");
   assert.ok(await page.evaluate(() => document.body.classList.contains("presenting")));

@@ -137,7 +137,12 @@ export function initAnalyses(wasm, engine, registry) {
   $("analysis-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
     if (!file) return;
-    view.file = { name: file.name, text: await file.text() };
+    try {
+      view.file = { name: file.name, text: await file.text() };
+    } catch (err) {
+      status(`Could not read ${file.name}: ${err.message ?? err}`, "bad");
+      return;
+    }
     if (file.name.endsWith(".csv")) $("analysis-kind").value = "prefer";
     else if (file.name.endsWith(".jsonl")) $("analysis-kind").value = "audit";
     status(`${file.name} loaded.`);

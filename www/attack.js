@@ -283,8 +283,8 @@ export function initAttack(modelEngine, wasm, hooks) {
   for (const id of ["attack-metric", "attack-budget", "attack-seed", "attack-workers"]) $(id).addEventListener("change", save);
   $("attack-run").addEventListener("click", run);
   $("attack-stop").addEventListener("click", () => {
-    engine.stopAttack();
     status("Stopping after this step…");
+    Promise.resolve(engine.stopAttack()).catch((err) => status(`Could not stop the search: ${err.message ?? err}`, "bad"));
   });
   $("attack-apply").addEventListener("click", () => {
     if (last) page.useText(last.outcome.text, last.edits, last.outcome.original);

@@ -149,7 +149,12 @@ async function run() {
 async function loadFile(input, target) {
   const file = input.files?.[0];
   if (!file) return;
-  target.value = await file.text();
+  try {
+    target.value = await file.text();
+  } catch (err) {
+    status(`Could not read ${file.name}: ${err.message ?? err}`, "bad");
+    return;
+  }
   refreshCounts();
   save();
 }

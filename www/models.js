@@ -506,9 +506,13 @@ export async function initModels(wasm) {
   $("model-load").addEventListener("click", onLoad);
   $("model-probe-run").addEventListener("click", onProbe);
   $("model-clear-cache").addEventListener("click", async () => {
-    await clearModelCache();
+    try {
+      await clearModelCache();
+      status("Model cache cleared.");
+    } catch (err) {
+      status(`Could not clear the model cache: ${err.message ?? err}`, "bad");
+    }
     refreshCacheNote();
-    status("Model cache cleared.");
   });
   await refreshCacheNote();
 }

@@ -26,7 +26,12 @@ function setStatus(text, kind = "muted") {
 }
 
 async function readFile(file) {
-  suite.file = { name: file.name, text: await file.text() };
+  try {
+    suite.file = { name: file.name, text: await file.text() };
+  } catch (err) {
+    setStatus(`Could not read ${file.name}: ${err.message ?? err}`, "bad");
+    return;
+  }
   inspect();
 }
 

@@ -151,16 +151,16 @@ impl Weights {
 }
 
 /// Whether bert_score encodes texts for this model with a space in front
-/// (`add_prefix_space=True`, its `sent_encode` for GPT-2's and RoBERTa's
-/// tokenizer classes: RoBERTa, BART and GPT-2 checkpoints), so a text's
-/// first word is the token it is after a space (`ĠThe`, not `The`). Not
-/// SentencePiece tokenizers (XLM-R's, of the same family), nor DeBERTa v1's
-/// byte-level one: `DebertaTokenizer` is neither class in transformers.
+/// (`add_prefix_space=True`: its `sent_encode` for `GPT2Tokenizer` and
+/// `RobertaTokenizer`, RoBERTa and GPT-2 checkpoints), so a text's first
+/// word is the token it is after a space (`ĠThe`, not `The`), as in its
+/// published baselines. Not SentencePiece tokenizers (XLM-R's, of the same
+/// family), nor BART's or DeBERTa v1's byte-level BPE: in the transformers
+/// of bert_score 0.3.13's time (4.26) `BartTokenizer` and `DebertaTokenizer`
+/// are neither class. (transformers 5's tokenizers ignore the option, so
+/// bert_score run with it drops the space for RoBERTa too.)
 pub fn adds_prefix_space(plm: &Plm) -> bool {
-    matches!(
-        plm.config.family,
-        Family::Roberta | Family::Bart | Family::Gpt2
-    ) && plm.tokenizer.is_byte_level()
+    matches!(plm.config.family, Family::Roberta | Family::Gpt2) && plm.tokenizer.is_byte_level()
 }
 
 /// `text` as bert_score encodes it for `plm` (see [`adds_prefix_space`]),
@@ -714,8 +714,9 @@ mod tests {
         let vocab = serde_json::to_string(&vocab).unwrap();
         let tok = LmTokenizer::roberta_bpe(&vocab, &read("vocab.bpe")).unwrap();
         assert!(tok.is_byte_level());
-        // bert_score's sent_encode: `<s> ĠHello Ġworld </s>` (GPT-2's ids
-        // 18435, 995); without the space `Hello` is 15496.
+        // bert_score's sent_encode with transformers 4.44's RobertaTokenizer
+        // on these files: `<s> ĠHello Ġworld </s>` (GPT-2's ids 18435, 995);
+        // without the space `Hello` is 15496.
         let e = encode(&tok, "Hello world", true).unwrap();
         let ids: Vec<u32> = e.tokens.iter().map(|t| t.id).collect();
         assert_eq!(ids, [50257, 18435, 995, 50259]);

@@ -172,14 +172,34 @@ fn gpu_device(_: FloatDType) -> Result<Device, String> {
     Err("this build has no GPU support: build with `cargo build --release --features gpu`".into())
 }
 
+/// What a model at `path` is called (its registry defaults, such as
+/// BERTScore's layer, and signatures go by it): a folder's name; a prepared
+/// file's name before its first dot (`roberta-large.int8.bpk`:
+/// `roberta-large`), or its folder's for a `model.*` file in a checkpoint
+/// folder (`all-MiniLM-L6-v2/model.int8.bpk`).
+fn model_name(path: &std::path::Path) -> String {
+    let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    if path.is_dir() {
+        return name(path).unwrap_or_else(|| "model".into());
+    }
+    let file = name(path).unwrap_or_default();
+    let stem = file.split('.').next().unwrap_or_default();
+    match stem {
+        "" | "model" => path
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.parent().and_then(name))
+            .unwrap_or_else(|| "model".into()),
+        stem => stem.to_owned(),
+    }
+}
+
 /// Loads a checkpoint folder or `.bpk` on the chosen device (`--device`),
 /// named after the folder, at `precision` (an int8 `.bpk` always at int8);
 /// errors name the path.
 pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
     let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
-    let name = path
-        .file_name()
-        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let name = model_name(path);
     let device = device().map_err(|e| model_error(path, e))?;
     // A prepared int8 file loads at int8 (its fp32 weights are gone).
     let precision = if files.stored_precision == Precision::Int8 {
@@ -242,4 +262,29 @@ pub fn run_embed(args: &EmbedArgs) -> Result<(), CliError> {
         println!("{line}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_name;
+
+    #[test]
+    fn prepared_files_are_named_after_their_model() {
+        let dir = std::env::temp_dir().join(format!("blindspot-names-{}", std::process::id()));
+        let folder = dir.join("all-MiniLM-L6-v2");
+        std::fs::create_dir_all(&folder).unwrap();
+        for file in ["model.int8.bpk", "roberta-large.int8.bpk"] {
+            std::fs::write(folder.join(file), b"").unwrap();
+        }
+        assert_eq!(model_name(&folder), "all-MiniLM-L6-v2");
+        assert_eq!(
+            model_name(&folder.join("model.int8.bpk")),
+            "all-MiniLM-L6-v2"
+        );
+        assert_eq!(
+            model_name(&folder.join("roberta-large.int8.bpk")),
+            "roberta-large"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -21,9 +21,12 @@ const PROGRESS = "blindspot:progress-callback";
 export function startModelEngine(wasm) {
   const here = { modelRegistry: () => wasm.modelRegistry(), precisionName: (p) => wasm.precisionName(p) };
   let worker;
-  try {
+  const spawn = () => {
     worker = new Worker("model-worker.js", { type: "module" });
     worker.postMessage({ init: engineUrls(), methods: REMOTE, progress: PROGRESS });
+  };
+  try {
+    spawn();
   } catch (err) {
     console.warn("model worker unavailable, models run on the main thread:", err);
     const local = { where: "main thread", ...here };
@@ -33,13 +36,33 @@ export function startModelEngine(wasm) {
     return local;
   }
   // A worker that dies (out of memory, a trap) fails every waiting call.
-  const rpc = connect(worker, { died: (e) => new Error(`the model worker stopped: ${e.message ?? "unknown error"}`) });
-  const engine = { where: "worker", worker, ...here };
+  const died = (e) => new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);
+  let rpc = connect(worker, { died });
+  const engine = { where: "worker", ...here };
+  /**
+   * After a trap in the worker's engine (a panic, or memory the wasm could
+   * not get) nothing it holds can be trusted: a fresh worker replaces it,
+   * and `blindspot:models-reset` tells the page its models are gone.
+   */
+  const restart = (err) => {
+    const old = rpc;
+    worker.terminate();
+    spawn();
+    rpc = connect(worker, { died });
+    old.failAll(new Error("the model engine was restarted"));
+    const reason = `the model engine stopped (${err.message}: out of memory, or a bug the browser console shows) and was restarted; its models were unloaded`;
+    document.dispatchEvent(new CustomEvent("blindspot:models-reset", { detail: { reason } }));
+  };
   for (const name of REMOTE) {
     engine[name] = (...args) => {
       // A function argument (a progress callback) stays here; the worker calls back by message.
       const onProgress = args.find((a) => typeof a === "function");
-      return rpc.call({ method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) }, onProgress);
+      const from = rpc;
+      return from.call({ method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) }, onProgress)
+        .catch((err) => {
+          if (err.trapped && from === rpc) restart(err);
+          throw err;
+        });
     };
   }
   return engine;

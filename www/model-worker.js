@@ -171,7 +171,10 @@ self.onmessage = async ({ data }) => {
     if (method === "loadModel") loaded.set(value.handle, value);
     self.postMessage({ id, value });
   } catch (err) {
-    self.postMessage({ id, error: String(err?.message ?? err) });
+    // A trap (a panic, or memory the wasm could not get) leaves this
+    // instance's state undefined: the page replaces the whole worker.
+    const trapped = err instanceof WebAssembly.RuntimeError;
+    self.postMessage({ id, error: String(err?.message ?? err), ...(trapped && { trapped: true }) });
   } finally {
     if (method === "attackPair") {
       clearTimeout(idleTimer);

@@ -369,6 +369,20 @@ function unload(id) {
   document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
 }
 
+/** The engine restarted (model-engine.js): every loaded model is gone. */
+function forgetAll(reason) {
+  for (const [id, handle] of panel.loaded) {
+    document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
+  }
+  panel.loaded.clear();
+  panel.asked.clear();
+  panel.handle = null;
+  $("model-probe-run").disabled = true;
+  $("model-backend-pill").hidden = true;
+  refreshLoadedNote();
+  status(`${reason}: load them again.`, "bad");
+}
+
 function refreshLoadedNote() {
   const ids = [...panel.loaded.keys()];
   $("model-loaded").textContent = ids.length ? `Loaded: ${ids.join(", ")}` : "No model loaded.";
@@ -504,6 +518,7 @@ export async function initModels(wasm) {
   });
   refreshLoadedNote();
   $("model-load").addEventListener("click", onLoad);
+  document.addEventListener("blindspot:models-reset", (e) => forgetAll(e.detail.reason));
   $("model-probe-run").addEventListener("click", onProbe);
   $("model-clear-cache").addEventListener("click", async () => {
     try {

@@ -32,7 +32,7 @@ export function connect(worker, { died, contain = false }) {
       return;
     }
     pending.delete(data.id);
-    if ("error" in data) call.reject(new Error(data.error));
+    if ("error" in data) call.reject(Object.assign(new Error(data.error), data.trapped ? { trapped: true } : {}));
     else call.resolve(data.value);
   };
   worker.onerror = (e) => {

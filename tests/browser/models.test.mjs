@@ -12,11 +12,32 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, CLI, playground } from "./harness.mjs";
+import { DIST } from "./static-server.mjs";
 
 const MINILM = "sentence-transformers/all-MiniLM-L6-v2";
 const TEXT = "The committee approved the new budget after a long debate on Tuesday. Grüße!";
 
 const openPage = playground();
+
+/**
+ * The site with the model worker's engine trapping, as a panic or a failed
+ * memory request does (a `WebAssembly.RuntimeError`), when a score is asked
+ * for a text holding TRAP: everything else is the built site's.
+ */
+const TRAP = "TRAP-THE-ENGINE";
+const trappingRpc = () => readFileSync(join(DIST, "worker-rpc.js"), "utf8")
+  .replace("export async function startEngine(", "async function startEngineAsBuilt(") + `
+export async function startEngine(urls) {
+  const bindings = await startEngineAsBuilt(urls);
+  return new Proxy(bindings, {
+    get: (target, key) => key !== "scoreModel" ? target[key] : (...args) => {
+      if (JSON.stringify(args).includes(${JSON.stringify(TRAP)})) throw new WebAssembly.RuntimeError("unreachable");
+      return target.scoreModel(...args);
+    },
+  });
+}
+`;
+const openTrapping = playground({ replace: { "/worker-rpc.js": trappingRpc() } });
 
 /** Loads a model through www/models.js and embeds TEXT; returns { info, embedding } or { error }. */
 function loadAndEmbed(page, id, backend, precision = "f32") {
@@ -467,6 +488,27 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   }
   assert.equal(await page.locator("#mauve-result svg.mauve-curve").count(), 1);
   assert.match(await page.textContent("#mauve-result .signature"), /all-MiniLM-L6-v2/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a trap in the model engine restarts it: its models are unloaded, the page says so, and they load again", async () => {
+  const { context, page, errors } = await openTrapping({ clearStorage: true });
+  await page.fill("#hypothesis", TEXT);
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  const card = '.card[data-metric="bertscore"] [data-role="value"][data-raw]';
+  await page.waitForSelector(card, { timeout: 120_000 });
+  await page.fill("#hypothesis", `The committee ${TRAP} the budget.`);
+  await page.waitForFunction(() => /was restarted/.test(document.getElementById("model-status").textContent), null, { timeout: 60_000 });
+  assert.match(await page.textContent("#model-status"), /stopped \(unreachable: out of memory, or a bug .*\) and was restarted; its models were unloaded: load them again/);
+  assert.equal(await page.locator('.card[data-metric="bertscore"]').count(), 0);
+  assert.equal(await page.textContent("#model-loaded"), "No model loaded.");
+  // The new worker loads and scores as before.
+  await page.fill("#hypothesis", TEXT);
+  await page.click("#model-load");
+  await page.waitForSelector(card, { timeout: 120_000 });
   assert.deepEqual(errors, []);
   await context.close();
 });

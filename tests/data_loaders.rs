@@ -73,6 +73,9 @@ fn summeval_rows_with_other_human_scores_are_problems_not_nan() {
     assert_eq!(problems, [1, 3]);
     assert!(docs.problems[0].message.contains("most rows have"));
     assert!(docs.problems[1].message.contains("needs the same ones"));
+    // A stress suite reads only the texts: every row stays there.
+    let items = blindspot::data::load_items(blindspot::data::DatasetFormat::Summeval, &text);
+    assert_eq!((items.rows.len(), items.problems.len()), (4, 0));
 }
 
 #[test]

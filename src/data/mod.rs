@@ -216,7 +216,8 @@ pub fn load_items(format: DatasetFormat, text: &str) -> Loaded<Item> {
         DatasetFormat::Wmt => load_wmt(text),
         DatasetFormat::Jsonl => load_pairs(text),
         DatasetFormat::Summeval => {
-            let docs = load_summeval(text);
+            // The human scores are the audit's: a suite reads only the texts.
+            let docs = summeval(text, false);
             Loaded {
                 rows: docs.rows.into_iter().map(|d| d.item).collect(),
                 problems: docs.problems,
@@ -268,9 +269,14 @@ pub fn load_pairs(text: &str) -> Loaded<Item> {
 /// SummEval JSONL: `ref` is the gold hypothesis, the other `refs` the references.
 /// Every summary must carry the same human scores (a correlation over
 /// summaries with a score missing would be wrong, not smaller): a row whose
-/// systems differ, or whose scores differ from those most rows have, is a
-/// problem, skipped.
+/// systems differ, or whose scores differ from those most rows have (the
+/// first such set on a tie), is a problem, skipped.
 pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
+    summeval(text, true)
+}
+
+/// [`load_summeval`], checking the human scores only if `scored`.
+fn summeval(text: &str, scored: bool) -> Loaded<SummEvalDoc> {
     let mut kept: Vec<(usize, Vec<String>)> = Vec::new();
     let mut loaded = jsonl(text, |v, line| {
         let gold = string(v, "ref")?;
@@ -319,7 +325,7 @@ pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
             keys
         };
         let row_keys = systems.first().map(keys).unwrap_or_default();
-        if let Some(out) = systems.iter().find(|out| keys(out) != row_keys) {
+        if let Some(out) = systems.iter().find(|out| scored && keys(out) != row_keys) {
             return Err(format!(
                 "system {} has human scores {:?}, system {} {row_keys:?} (every summary \
                  needs the same ones)",
@@ -339,24 +345,32 @@ pub fn load_summeval(text: &str) -> Loaded<SummEvalDoc> {
             systems,
         })
     });
-    // Across rows: the scores most rows carry.
+    if !scored {
+        return loaded;
+    }
+    // Across rows: the scores most rows carry (rows without systems add no
+    // summary, and count for none).
     let mut counts: Vec<(&Vec<String>, usize)> = Vec::new();
-    for (_, k) in &kept {
+    for (_, k) in kept.iter().filter(|(_, k)| !k.is_empty()) {
         match counts.iter_mut().find(|(c, _)| *c == k) {
             Some((_, n)) => *n += 1,
             None => counts.push((k, 1)),
         }
     }
+    // The first of the most frequent (max_by_key would take the last).
     let Some(common) = counts
         .iter()
-        .max_by_key(|(_, n)| *n)
+        .fold(None::<&(&Vec<String>, usize)>, |best, c| match best {
+            Some(b) if b.1 >= c.1 => Some(b),
+            _ => Some(c),
+        })
         .map(|(k, _)| (*k).clone())
     else {
         return loaded;
     };
     let rows = std::mem::take(&mut loaded.rows);
     for (row, (line, k)) in rows.into_iter().zip(&kept) {
-        if *k == common {
+        if *k == common || k.is_empty() {
             loaded.rows.push(row);
         } else {
             loaded.problems.push(RowProblem {

@@ -178,24 +178,31 @@ fn gpu_device(_: FloatDType) -> Result<Device, String> {
 /// `roberta-large`), or its folder's for a `model.*` file in a checkpoint
 /// folder (`all-MiniLM-L6-v2/model.int8.bpk`).
 fn model_name(path: &std::path::Path) -> String {
-    let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    use std::path::Path;
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    // `.` and `..` have no name of their own; a linked file is not followed
+    // (a hub cache links `model.safetensors` to a blob named by its hash).
+    let folder_name = |folder: &Path| {
+        name(folder)
+            .or_else(|| folder.canonicalize().ok().as_deref().and_then(name))
+            .unwrap_or_else(|| "model".into())
+    };
     if path.is_dir() {
-        return name(path).unwrap_or_else(|| "model".into());
+        return folder_name(path);
     }
     let file = name(path).unwrap_or_default();
-    let stem = file.split('.').next().unwrap_or_default();
-    match stem {
-        "" | "model" => path
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.parent().and_then(name))
-            .unwrap_or_else(|| "model".into()),
+    match file.split('.').next().unwrap_or_default() {
+        "" | "model" => folder_name(
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        ),
         stem => stem.to_owned(),
     }
 }
 
 /// Loads a checkpoint folder or `.bpk` on the chosen device (`--device`),
-/// named after the folder, at `precision` (an int8 `.bpk` always at int8);
+/// named as [`model_name`] says, at `precision` (an int8 `.bpk` always at int8);
 /// errors name the path.
 pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
     let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
@@ -285,6 +292,17 @@ mod tests {
             model_name(&folder.join("roberta-large.int8.bpk")),
             "roberta-large"
         );
+        // A file linked from elsewhere (a hub cache's blobs) keeps its folder's name.
+        let blobs = dir.join("blobs");
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::write(blobs.join("0123abcd"), b"").unwrap();
+        let linked = folder.join("model.q8.bpk");
+        std::os::unix::fs::symlink(blobs.join("0123abcd"), &linked).unwrap();
+        assert_eq!(model_name(&linked), "all-MiniLM-L6-v2");
+        // `.` is named after the folder it stands for.
+        let here = std::env::current_dir().unwrap();
+        let expected = here.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(model_name(std::path::Path::new(".")), expected);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -405,9 +405,14 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         (None, None) => unreachable!("clap requires --menli or --data"),
     };
     if cases.is_empty() {
+        let why = if args.menli.is_some() {
+            "every row was skipped: see the warnings above"
+        } else {
+            "a case needs an item with a source, which the reference-free setting reads, and \
+             a reference that an attack changes"
+        };
         return Err(CliError::Suite(format!(
-            "{path}: no preference case (a case needs an item with a source, which the \
-             reference-free setting reads, and a reference that an attack changes)"
+            "{path}: no preference case ({why})"
         )));
     }
     let dataset = file_name(&path);

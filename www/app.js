@@ -455,7 +455,7 @@ async function runSweep() {
   $("sweep-title").textContent = `Sweep: ${info.name}`;
   $("sweep-note").textContent = `Levels ${sweep.levels.map((l) => LEVEL_PREFIX[info.level_kind] + l.level).join(", ")}; ` +
     `${sweep.seeds} seeds each, means shown. Rank rule ([BS] §2): a metric passes when every level scores below ` +
-    `the original hypothesis and more noise never scores higher.` +
+    (info.level_kind === "variant" ? "the original hypothesis (variants are not held to an order)." : "the original hypothesis and more noise never scores higher.") +
     notApplied(sweep.levels.filter((l) => l.applied === 0).map((l) => LEVEL_PREFIX[info.level_kind] + l.level));
   const charts = sweep.metrics.map((id, m) => {
     const metric = state.registry.find((r) => r.id === id);
@@ -469,8 +469,8 @@ async function runSweep() {
 /** The sweep note's words for levels that changed the text with no seed. */
 function notApplied(levels) {
   if (levels.length === 0) return "";
-  return ` Level${levels.length > 1 ? "s" : ""} ${levels.join(", ")} did not change this text ` +
-    `(too short for ${levels.length > 1 ? "them" : "it"}): shown, but left out of the verdicts.`;
+  return ` Level${levels.length > 1 ? "s" : ""} ${levels.join(", ")} changed nothing in this text with any seed ` +
+    `(too short for ${levels.length > 1 ? "them" : "it"}, or nothing to change): shown, but left out of the verdicts.`;
 }
 
 function stepHistory(from, to) {

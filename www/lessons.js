@@ -55,6 +55,8 @@ function show() {
   $("step-explain").textContent = s.explain;
   $("step-prev").disabled = current.step === 0 && current.lesson === 0;
   $("step-next").disabled = current.lesson === lessons.length - 1 && current.step === l.steps.length - 1;
+  // A button disabled under the focus would drop it, and the arrows with it.
+  if (document.activeElement?.disabled) $("lesson-step").focus({ preventScroll: true });
   $("step-result").hidden = true;
   // An audit step scores the bundled sample, not one pair: nothing to open.
   $("step-open").hidden = s.action.kind === "audit";
@@ -200,6 +202,8 @@ function fromHash() {
   if (i < 0) return false;
   const n = Math.max(1, Math.min(lessons[i].steps.length, Number(params.get("step")) || 1));
   go(i, n - 1);
+  // The arrows step through it from here on (they act where the lessons have the focus).
+  $("lesson-step").focus({ preventScroll: true });
   return true;
 }
 

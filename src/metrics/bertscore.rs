@@ -688,8 +688,9 @@ mod tests {
         assert_eq!(default_layer("roberta-base", 12), 10);
         assert_eq!(default_layer("FacebookAI/roberta-base", 12), 10);
         assert_eq!(default_layer("distilroberta-base", 6), 5);
-        // bert_score's id carries the organisation, the folder may not.
-        assert_eq!(default_layer("deberta-large-mnli", 24), 18);
+        // bert_score's id carries the organisation, the folder may not
+        // (only in its table: princeton-nlp/unsup-simcse-roberta-base 8).
+        assert_eq!(default_layer("unsup-simcse-roberta-base", 12), 8);
         // The registry first, and the last layer for unknown models.
         assert_eq!(default_layer("roberta-large", 24), 17);
         assert_eq!(default_layer("some/unknown-model", 7), 7);

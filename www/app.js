@@ -120,6 +120,8 @@ function save() {
     example: $("example").value,
     rougeStemmer: $("rouge-stemmer").checked,
     pinned: state.pinned,
+    edits: state.edits,
+    injection: { id: $("injection").value, level: $("level").value, seed: $("seed").value },
     models: models.m,
     cards: models.c,
   };
@@ -309,6 +311,16 @@ function buildPalette() {
   }
   select.addEventListener("change", fillLevels);
   fillLevels();
+}
+
+/** The last visit's injection, level and seed, where this page still offers them. */
+function restoreInjection(saved) {
+  const has = (select, value) => [...$(select).options].some((o) => o.value === value);
+  if (typeof saved?.id !== "string" || !has("injection", saved.id)) return;
+  $("injection").value = saved.id;
+  fillLevels();
+  if (has("level", saved.level)) $("level").value = saved.level;
+  if (/^\d+$/.test(saved.seed ?? "")) $("seed").value = saved.seed;
 }
 
 function fillLevels() {
@@ -601,6 +613,7 @@ async function main() {
   state.registry = registry.filter((m) => !m.model);
   state.injections = wasm.injectionRegistry();
   buildPalette();
+  restoreInjection(saved?.injection);
   initSweep(wasm.metricChoices().verdicts);
   initSuite(wasm, registry, state.injections);
   // Language models run in their own worker; the page only sends texts.
@@ -667,6 +680,8 @@ async function main() {
     $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
     select.value = saved.example ?? "custom";
     state.pinned = saved.pinned?.hypothesis === undefined ? null : { hypothesis: saved.pinned.hypothesis };
+    state.edits = linkedEdits(saved.edits, fields.hypothesis.value);
+    renderDiff();
     updatePinInfo();
     offerModels(modelList(saved.models), saved.cards, "Your last visit used");
     scoreNow();
@@ -689,6 +704,7 @@ async function main() {
     });
   }
   $("apply-injection").addEventListener("click", applyInjection);
+  for (const id of ["injection", "level", "seed"]) $(id).addEventListener("change", save);
   $("sweep-injection").addEventListener("click", runSweep);
   $("sweep-close").addEventListener("click", () => { $("sweep").hidden = true; });
   $("undo").addEventListener("click", () => stepHistory(state.undo, state.redo));

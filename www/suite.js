@@ -9,6 +9,37 @@ import { download as save } from "./export.js";
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
 
+/** Where the panel's choices (format, families, seeds, first N) are kept across visits. */
+const STORAGE_KEY = "blindspot.suite.v1";
+
+function saveSettings() {
+  const settings = {
+    format: $("suite-format").value,
+    families: FAMILIES.filter((f) => $(`suite-family-${f}`).checked),
+    seeds: $("suite-seeds").value,
+    limit: $("suite-limit").value,
+  };
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(settings));
+  } catch {
+    // Storage full or disabled: the panel still works.
+  }
+}
+
+function restoreSettings() {
+  let s;
+  try {
+    s = JSON.parse(localStorage.getItem(STORAGE_KEY));
+  } catch {
+    return; // a damaged entry: the defaults
+  }
+  if (!s) return;
+  if ([...$("suite-format").options].some((o) => o.value === s.format)) $("suite-format").value = s.format;
+  if (Array.isArray(s.families)) for (const f of FAMILIES) $(`suite-family-${f}`).checked = s.families.includes(f);
+  if (typeof s.seeds === "string") $("suite-seeds").value = s.seeds;
+  if (typeof s.limit === "string") $("suite-limit").value = s.limit;
+}
+
 const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [], verdicts: {} };
 
 /** The URLs of the engine's JS glue and wasm, as Trunk linked them. */
@@ -80,6 +111,10 @@ export function taggerWeights() {
 async function run() {
   const injections = selectedInjections();
   if (!injections.length) return setStatus("Choose at least one family of injections.", "bad");
+  const limit = $("suite-limit").value.trim();
+  if (limit && !(Number.isInteger(Number(limit)) && Number(limit) >= 1)) {
+    return setStatus(`"First N items" must be a whole number from 1 (empty: every item), not ${limit}.`, "bad");
+  }
   cancel();
   const chosen = suite.injections.filter((i) => injections.includes(i.id));
   const needsTokenizer = chosen.some((i) => i.needs_lm_tokenizer);
@@ -321,6 +356,10 @@ export function initSuite(wasm, registry, injections) {
       setStatus("The address bar now holds a link to this configuration.");
     }
   });
+  restoreSettings();
+  for (const id of ["suite-format", "suite-seeds", "suite-limit", ...FAMILIES.map((f) => `suite-family-${f}`)]) {
+    $(id).addEventListener("change", saveSettings);
+  }
   configFromHash();
   $("suite-html").addEventListener("click", () =>
     download("blindspot-report.html", "text/html", suite.wasm.suiteHtml(suite.report)));

@@ -93,6 +93,35 @@ test("texts and the pinned original survive a reload", async () => {
   assert.equal(await page.inputValue("#hypothesis"), "Daniel sent the contract to Maria.");
   assert.match(await page.inputValue("#reference"), /^Maria sent the signed contract/);
   assert.notEqual(await cardDelta(page, "bleu"), null, "pinned original kept: a delta is shown");
+  // So are the injection picked, its level and seed, the last injection's
+  // marks and the suite panel's choices.
+  await page.selectOption("#injection", "char_swap");
+  const level = await page.$$eval("#level option", (options) => options.at(-1).value);
+  await page.selectOption("#level", level);
+  await page.fill("#seed", "7");
+  await page.dispatchEvent("#seed", "change");
+  await page.click("#apply-injection");
+  const marks = "#hypothesis-diff mark, #hypothesis-diff .deleted";
+  await page.waitForSelector(marks);
+  const injected = await page.inputValue("#hypothesis");
+  await page.uncheck("#suite-family-menli");
+  for (const [id, value] of [["#suite-seeds", "3"], ["#suite-limit", "4"]]) {
+    await page.fill(id, value);
+    await page.dispatchEvent(id, "change");
+  }
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.inputValue("#hypothesis"), injected);
+  assert.ok((await page.locator(marks).count()) > 0, "the marks are back");
+  assert.deepEqual([await page.inputValue("#injection"), await page.inputValue("#level"), await page.inputValue("#seed")],
+    ["char_swap", level, "7"]);
+  assert.equal(await page.isChecked("#suite-family-menli"), false);
+  assert.deepEqual([await page.inputValue("#suite-seeds"), await page.inputValue("#suite-limit")], ["3", "4"]);
+  // "First N items" of 0 is refused, not read as every item.
+  await page.fill("#suite-limit", "0");
+  await page.click("#suite-sample");
+  await page.click("#suite-run");
+  assert.match(await page.textContent("#suite-status"), /must be a whole number from 1/);
   await context.close();
 });
 

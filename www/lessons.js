@@ -281,6 +281,8 @@ export function initLessons(modelEngine, wasm, pageHooks) {
     loaded.set(e.detail.handle, e.detail);
   });
   document.addEventListener("blindspot:model-unloaded", (e) => loaded.delete(e.detail.handle));
+  // A restarted model engine has not been given GPT-2's vocabulary.
+  document.addEventListener("blindspot:models-reset", () => { workerHasGpt2Tokenizer = null; });
   window.addEventListener("hashchange", fromHash);
   if (fromHash()) $("lessons").scrollIntoView();
 }

@@ -35,24 +35,35 @@ export function startModelEngine(wasm) {
     local.attackPair = async (request, progress) => wasm.attackPair(request, progress);
     return local;
   }
-  // A worker that dies (out of memory, a trap) fails every waiting call.
-  const died = (e) => new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);
-  let rpc = connect(worker, { died });
-  const engine = { where: "worker", ...here };
   /**
    * After a trap in the worker's engine (a panic, or memory the wasm could
    * not get) nothing it holds can be trusted: a fresh worker replaces it,
-   * and `blindspot:models-reset` tells the page its models are gone.
+   * and `blindspot:models-reset` tells the page its models are gone. A
+   * synchronous engine call's trap comes back as its error (`trapped`); an
+   * async one's (a model pass) is thrown from a microtask in the worker,
+   * never settles its call, and arrives as the worker's error event.
    */
-  const restart = (err) => {
+  const restart = (why) => {
     const old = rpc;
     worker.terminate();
     spawn();
-    rpc = connect(worker, { died });
-    old.failAll(new Error("the model engine was restarted"));
-    const reason = `the model engine stopped (${err.message}: out of memory, or a bug the browser console shows) and was restarted; its models were unloaded`;
+    rpc = attach();
+    old.failAll(Object.assign(new Error("the model engine was restarted"), { restarted: true }));
+    const reason = `the model engine stopped (${why}: out of memory, or a bug the browser console shows) and was restarted; its models were unloaded`;
     document.dispatchEvent(new CustomEvent("blindspot:models-reset", { detail: { reason } }));
   };
+  // An uncaught error in the worker fails every waiting call, and replaces the worker.
+  const attach = () => {
+    const own = connect(worker, {
+      died: (e) => {
+        queueMicrotask(() => own === rpc && restart(e.message ?? "an uncaught error"));
+        return new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);
+      },
+    });
+    return own;
+  };
+  let rpc = attach();
+  const engine = { where: "worker", ...here };
   for (const name of REMOTE) {
     engine[name] = (...args) => {
       // A function argument (a progress callback) stays here; the worker calls back by message.
@@ -60,7 +71,7 @@ export function startModelEngine(wasm) {
       const from = rpc;
       return from.call({ method: name, args: args.map((a) => (typeof a === "function" ? PROGRESS : a)) }, onProgress)
         .catch((err) => {
-          if (err.trapped && from === rpc) restart(err);
+          if (err.trapped && from === rpc) restart(err.message);
           throw err;
         });
     };

@@ -273,6 +273,7 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
       try {
         info = await load("webgpu");
       } catch (err) {
+        if (err.restarted) throw err; // the engine, not WebGPU, failed
         fallback = String(err.message ?? err);
         info = await load("cpu");
       }
@@ -371,12 +372,14 @@ function unload(id) {
 
 /** The engine restarted (model-engine.js): every loaded model is gone. */
 function forgetAll(reason) {
-  for (const [id, handle] of panel.loaded) {
-    document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
-  }
+  // Cleared first, as `unload` does: the events' listeners save the visit.
+  const gone = [...panel.loaded];
   panel.loaded.clear();
   panel.asked.clear();
   panel.handle = null;
+  for (const [id, handle] of gone) {
+    document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
+  }
   $("model-probe-run").disabled = true;
   $("model-backend-pill").hidden = true;
   refreshLoadedNote();

@@ -705,6 +705,7 @@ async function main() {
   }
   $("apply-injection").addEventListener("click", applyInjection);
   for (const id of ["injection", "level", "seed"]) $(id).addEventListener("change", save);
+  $("seed").addEventListener("input", save);
   $("sweep-injection").addEventListener("click", runSweep);
   $("sweep-close").addEventListener("click", () => { $("sweep").hidden = true; });
   $("undo").addEventListener("click", () => stepHistory(state.undo, state.redo));

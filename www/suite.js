@@ -291,6 +291,12 @@ function configFromHash() {
   }
   if (params.has("seeds")) $("suite-seeds").value = params.get("seeds");
   if (params.has("limit")) $("suite-limit").value = params.get("limit");
+  // Applied once, as a pair link is: the settings are kept as the panel's,
+  // and a reload keeps the changes made since.
+  saveSettings();
+  const rest = new URLSearchParams(params);
+  for (const key of ["suite", "format", "families", "seeds", "limit", "data", "run"]) rest.delete(key);
+  history.replaceState(null, "", `${location.pathname}${location.search}${rest.size ? `#${rest}` : ""}`);
   const data = params.get("data");
   if (!data) return setStatus("Configuration loaded from the link; choose the dataset file.");
   const andRun = params.get("run") === "1";

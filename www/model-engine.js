@@ -54,7 +54,10 @@ export function startModelEngine(wasm) {
   };
   // An uncaught error in the worker fails every waiting call, and replaces the worker.
   const attach = () => {
+    // Handled here (the worker is replaced and the page told), so not
+    // reported again as the page's own uncaught error.
     const own = connect(worker, {
+      contain: true,
       died: (e) => {
         queueMicrotask(() => own === rpc && restart(e.message ?? "an uncaught error"));
         return new Error(`the model worker stopped: ${e.message ?? "unknown error"}`);

@@ -319,22 +319,24 @@ fn summeval(text: &str, scored: bool) -> Loaded<SummEvalDoc> {
                 scores,
             });
         }
-        let keys = |out: &SystemOutput| {
-            let mut keys: Vec<String> = out.scores.iter().map(|(k, _)| k.clone()).collect();
-            keys.sort();
-            keys
-        };
-        let row_keys = systems.first().map(keys).unwrap_or_default();
-        if let Some(out) = systems.iter().find(|out| scored && keys(out) != row_keys) {
-            return Err(format!(
-                "system {} has human scores {:?}, system {} {row_keys:?} (every summary \
-                 needs the same ones)",
-                out.system,
-                keys(out),
-                systems[0].system
-            ));
+        if scored {
+            let keys = |out: &SystemOutput| {
+                let mut keys: Vec<String> = out.scores.iter().map(|(k, _)| k.clone()).collect();
+                keys.sort();
+                keys
+            };
+            let row_keys = systems.first().map(keys).unwrap_or_default();
+            if let Some(out) = systems.iter().find(|out| keys(out) != row_keys) {
+                return Err(format!(
+                    "system {} has human scores {:?}, system {} {row_keys:?} (every summary \
+                     needs the same ones)",
+                    out.system,
+                    keys(out),
+                    systems[0].system
+                ));
+            }
+            kept.push((line, row_keys));
         }
-        kept.push((line, row_keys));
         Ok(SummEvalDoc {
             item: Item {
                 id: id_or_line(v, line),
@@ -357,13 +359,11 @@ fn summeval(text: &str, scored: bool) -> Loaded<SummEvalDoc> {
             None => counts.push((k, 1)),
         }
     }
-    // The first of the most frequent (max_by_key would take the last).
+    // The first of the most frequent: max_by_key takes the last maximum.
     let Some(common) = counts
         .iter()
-        .fold(None::<&(&Vec<String>, usize)>, |best, c| match best {
-            Some(b) if b.1 >= c.1 => Some(b),
-            _ => Some(c),
-        })
+        .rev()
+        .max_by_key(|(_, n)| *n)
         .map(|(k, _)| (*k).clone())
     else {
         return loaded;

@@ -210,6 +210,9 @@ pub fn build_cases(
         for injection in &injections {
             let info = injection.info();
             let out = inject::apply(*injection, reference, info.default_levels[0], seed, &ctx)?;
+            if !out.applied {
+                continue;
+            }
             // MENLI's number tests pair the error with the reference's numbers
             // spelled out as words (SPEC 2.4), not with the other human text.
             let paraphrase = if info.id == "number_error" {
@@ -221,17 +224,15 @@ pub fn build_cases(
             } else {
                 item.gold.clone()
             };
-            if out.applied {
-                cases.push(MenliCase {
-                    error: info.id.to_owned(),
-                    id: item.id.clone(),
-                    source: source.to_owned(),
-                    reference: reference.clone(),
-                    paraphrase,
-                    adversarial_ref_based: out.text.clone(),
-                    adversarial_ref_free: out.text,
-                });
-            }
+            cases.push(MenliCase {
+                error: info.id.to_owned(),
+                id: item.id.clone(),
+                source: source.to_owned(),
+                reference: reference.clone(),
+                paraphrase,
+                adversarial_ref_based: out.text.clone(),
+                adversarial_ref_free: out.text,
+            });
         }
     }
     Ok(cases)

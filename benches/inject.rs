@@ -56,6 +56,7 @@ fn bench_injections(c: &mut Criterion) {
         samples: &samples[..20],
         masked_lm: None,
         lm_tokenizer: Some(&gpt2),
+        open_ended: false,
     };
     let all: Vec<_> = registry()
         .into_iter()

@@ -68,6 +68,7 @@ fn sharded_suites_merge_into_exactly_the_unsharded_report() {
         metrics: ["bleu", "chrf", "rougeL"].map(String::from).to_vec(),
         seeds: 2,
         rouge_stemmer: false,
+        open_ended: false,
     };
     let whole = run_suite("wmt", &items, &config, None, &|_, _| true).unwrap();
     let part = |index, count| {

@@ -51,6 +51,7 @@ fn context<'a>(samples: &'a [&'a str]) -> Context<'a> {
         samples,
         masked_lm: None,
         lm_tokenizer: Some(gpt2()),
+        open_ended: false,
     }
 }
 
@@ -507,4 +508,42 @@ fn generic_entity_keeps_the_text_around_the_name() {
         let out = apply(inj, text, 1.0, 0, &ctx).unwrap();
         assert_eq!(out.text, expected);
     }
+}
+
+#[test]
+fn sentence_switching_keeps_the_last_sentence_only_on_open_ended_text() {
+    let inj = inject::create("sentence_switching").unwrap();
+    let closed = context(&[]);
+    let open = Context {
+        open_ended: true,
+        ..closed
+    };
+    // Two sentences: swapped in a summary or translation, but open-ended
+    // text needs a third, since its last one stays.
+    let two = "The match was cancelled. Fans were told on Sunday.";
+    let out = apply(inj, two, 1.0, 0, &closed).unwrap();
+    assert_eq!(
+        out.text,
+        "Fans were told on Sunday. The match was cancelled."
+    );
+    let out = apply(inj, two, 1.0, 0, &open).unwrap();
+    assert!(!out.applied);
+    assert!(out.reason.unwrap().contains("three sentences"));
+    let out = apply(inj, "One sentence only.", 1.0, 0, &closed).unwrap();
+    assert!(!out.applied);
+    assert!(out.reason.unwrap().contains("two sentences"));
+    // Four sentences over many seeds: the last one moves somewhere only
+    // when the text is not open-ended.
+    let four = "Anna left early. Ben stayed home. Cara called twice. Dan never came.";
+    let last = "Dan never came.";
+    let mut moved = false;
+    for seed in 0..40 {
+        let out = apply(inj, four, 2.0, seed, &open).unwrap();
+        assert!(out.applied && out.text.ends_with(last), "{}", out.text);
+        moved |= !apply(inj, four, 2.0, seed, &closed)
+            .unwrap()
+            .text
+            .ends_with(last);
+    }
+    assert!(moved);
 }

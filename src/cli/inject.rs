@@ -44,6 +44,10 @@ pub struct InjectArgs {
     /// for bert_diverge: replacements are sampled from its top-10 predictions.
     #[arg(long)]
     mlm_model: Option<std::path::PathBuf>,
+    /// The texts are open-ended generations (continuations): sentence
+    /// switching leaves their last sentence in place.
+    #[arg(long)]
+    open_ended: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = InjectFormat::Text)]
     format: InjectFormat,
@@ -133,6 +137,7 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
                 .as_ref()
                 .map(|m| m as &dyn inject::masked_lm::MaskedLm),
             lm_tokenizer: tokenizer.as_ref(),
+            open_ended: args.open_ended,
         };
         let result = inject::apply(injection, text, level, args.seed, &ctx)?;
         match args.format {

@@ -42,6 +42,10 @@ pub struct StressArgs {
     /// Apply the Porter stemmer before ROUGE matching.
     #[arg(long)]
     rouge_stemmer: bool,
+    /// The gold texts are open-ended generations (continuations): sentence
+    /// switching leaves their last sentence in place.
+    #[arg(long)]
+    open_ended: bool,
     /// Language-model tokenizer for positioned errors (tokenizer.json, or a GPT-2 vocabulary folder).
     #[arg(long)]
     tokenizer: Option<String>,
@@ -187,6 +191,7 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         metrics: args.metrics.clone(),
         seeds: args.seeds,
         rouge_stemmer: args.rouge_stemmer,
+        open_ended: args.open_ended,
     };
     let bar = items_bar(items.len());
     let dataset = file_name(&args.data);

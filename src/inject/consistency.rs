@@ -25,7 +25,10 @@ pub static ALL: [&dyn Injection; 7] = [
     &PosSwitching(&NOUN_SWITCHING),
 ];
 
-/// Swap n random pairs of sentences (never the last one: open-ended text).
+/// Swap n random pairs of sentences. On open-ended text
+/// ([`Context::open_ended`]) the last sentence stays in place, as [BS]'s
+/// open-ended tests keep it; elsewhere any sentence may move, as its
+/// summarisation and translation tests do.
 pub struct SentenceSwitching;
 static SENTENCE_SWITCHING: InjectionInfo = InjectionInfo {
     swap: true,
@@ -35,7 +38,7 @@ static SENTENCE_SWITCHING: InjectionInfo = InjectionInfo {
         Family::Consistency,
         LevelKind::Count,
         &[1.0, 2.0],
-        "Swaps n random pairs of sentences, never moving the last sentence.",
+        "Swaps n random pairs of sentences (on open-ended text, never the last sentence).",
     )
 };
 impl Injection for SentenceSwitching {
@@ -47,17 +50,26 @@ impl Injection for SentenceSwitching {
         text: &str,
         n: f64,
         rng: &mut InjectRng,
-        _: &Context,
+        ctx: &Context,
     ) -> Result<String, NotApplicable> {
         let mut s = sentences(text);
-        if s.len() < 3 {
-            return Err(NotApplicable(format!(
-                "needs at least three sentences (the last one stays in place), found {}",
-                s.len()
-            )));
+        // Open-ended text keeps its last sentence: two others must remain.
+        let movable = if ctx.open_ended {
+            s.len().saturating_sub(1)
+        } else {
+            s.len()
+        };
+        if movable < 2 {
+            return Err(NotApplicable(if ctx.open_ended {
+                format!(
+                    "needs at least three sentences on open-ended text (the last one stays in place), found {}",
+                    s.len()
+                )
+            } else {
+                format!("needs at least two sentences, found {}", s.len())
+            }));
         }
         // n distinct pairs, so a second swap never undoes the first.
-        let movable = s.len() - 1;
         let pairs: Vec<(usize, usize)> = (0..movable)
             .flat_map(|i| (i + 1..movable).map(move |j| (i, j)))
             .collect();

@@ -142,6 +142,9 @@ pub struct Context<'a> {
     pub masked_lm: Option<&'a dyn masked_lm::MaskedLm>,
     /// A language model's tokenizer, for positioned errors (GPT-2's by default).
     pub lm_tokenizer: Option<&'a crate::models::tokenizer::LmTokenizer>,
+    /// The text is open-ended generation (a continuation that may stop
+    /// mid-thought): sentence switching then leaves its last sentence in place.
+    pub open_ended: bool,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -151,6 +154,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("samples", &self.samples.len())
             .field("masked_lm", &self.masked_lm.map(|m| m.name()))
             .field("lm_tokenizer", &self.lm_tokenizer.map(|t| t.name()))
+            .field("open_ended", &self.open_ended)
             .finish()
     }
 }

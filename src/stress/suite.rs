@@ -49,6 +49,10 @@ pub struct SuiteConfig {
     /// ROUGE with the Porter stemmer.
     #[serde(default)]
     pub rouge_stemmer: bool,
+    /// The gold texts are open-ended generations: sentence switching leaves
+    /// their last sentence in place ([`Context::open_ended`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open_ended: bool,
 }
 
 /// Mean and population standard deviation over seeds.
@@ -469,6 +473,7 @@ struct Plan {
     model_columns: Vec<usize>,
     tests: Vec<Planned>,
     seeds: usize,
+    open_ended: bool,
 }
 
 impl Plan {
@@ -566,6 +571,7 @@ fn plan(
         model_columns,
         tests,
         seeds: config.seeds as usize,
+        open_ended: config.open_ended,
     })
 }
 
@@ -808,6 +814,7 @@ pub fn run_part(
                 samples: &samples,
                 masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
                 lm_tokenizer,
+                open_ended: plan.open_ended,
             };
             let mut out = ItemCells {
                 noise: Vec::with_capacity(cells),

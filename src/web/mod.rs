@@ -315,6 +315,7 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
             samples: &samples,
             masked_lm: None,
             lm_tokenizer,
+            open_ended: false,
         };
         inject::apply(injection, &request.text, request.level, request.seed, &ctx)
     })
@@ -372,6 +373,7 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
             samples: &samples,
             masked_lm: None,
             lm_tokenizer,
+            open_ended: false,
         };
         crate::stress::sweep(
             injection,

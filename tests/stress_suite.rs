@@ -520,6 +520,10 @@ fn preference_suites_built_from_wmt21_show_the_same_blind_spot() {
         }
     }
     assert!(cases.iter().any(|c| c.error == "number_error"));
+    // Negation gives a case for every reference with a finite verb (at p =
+    // 0.5 about half of the one-sentence references stayed unchanged).
+    let negations = cases.iter().filter(|c| c.error == "negation").count();
+    assert!(negations > 90, "{negations}");
     let report = run_preference("wmt21", &cases, &["bleu", "chrf"]);
     for m in &report.metrics {
         println!(

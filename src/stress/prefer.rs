@@ -186,8 +186,8 @@ pub fn default_attacks() -> Vec<&'static str> {
 /// Preference cases from a dataset: per item and attack, reference =
 /// the item's first reference, paraphrase = its gold hypothesis (for
 /// `number_error`, as MENLI: the reference with its numbers spelled out), adversarial
-/// = the attack applied to the reference (first default level, `seed`), for
-/// both settings. Items where an attack cannot apply give no case for it.
+/// = the attack applied to the reference (first default level, `seed`;
+/// negation at p = 1), for both settings. Items where an attack cannot apply give no case for it.
 pub fn build_cases(
     items: &[Item],
     attacks: &[&str],
@@ -209,7 +209,15 @@ pub fn build_cases(
         };
         for injection in &injections {
             let info = injection.info();
-            let out = inject::apply(*injection, reference, info.default_levels[0], seed, &ctx)?;
+            // Negation's first level (p = 0.5) would leave half of the
+            // one-sentence references unchanged and give them no case: MENLI
+            // negates each reference, so every sentence is negated here.
+            let level = if info.id == "negation" {
+                1.0
+            } else {
+                info.default_levels[0]
+            };
+            let out = inject::apply(*injection, reference, level, seed, &ctx)?;
             if !out.applied {
                 continue;
             }

@@ -20,7 +20,7 @@ fn run_preference(dataset: &str, cases: &[MenliCase], ids: &[&str]) -> Preferenc
         cases,
         &specs,
         &Engine::lexical(),
-        &|_, _| true,
+        async |_, _| true,
     ))
     .unwrap()
 }
@@ -457,15 +457,30 @@ fn audit_flags_metrics_that_track_length_more_than_humans() {
     let text = std::fs::read_to_string(format!("{DATA}/summeval.jsonl")).unwrap();
     let docs = data::load_summeval(&text).rows;
     let specs = Settings::default().specs(LEXICAL).unwrap();
-    let report = futures::executor::block_on(blindspot::stress::audit::run_audit(
-        "summeval.jsonl",
-        &docs,
-        &specs,
-        &Engine::lexical(),
-        &[],
-    ))
-    .unwrap();
+    let audit = |docs, progress: &dyn Fn(usize, usize) -> bool| {
+        futures::executor::block_on(blindspot::stress::audit::run_audit(
+            "summeval.jsonl",
+            docs,
+            &specs,
+            &Engine::lexical(),
+            &[],
+            async |done, total| progress(done, total),
+        ))
+        .unwrap()
+    };
+    let calls = std::cell::RefCell::new(Vec::new());
+    let report = audit(&docs, &|done, total| {
+        calls.borrow_mut().push((done, total));
+        true
+    });
+    // Scored four documents at a time, with progress after each call but the last.
+    assert_eq!(calls.borrow().len(), 24);
+    assert_eq!(calls.borrow()[0], (4, 100));
     assert_eq!(report.examples, 1600);
+    // Stopped after 8 documents: exactly the audit of those 8.
+    let stopped = audit(&docs, &|done, _| done < 8);
+    assert_eq!(stopped.examples, 8 * 16);
+    assert_eq!(stopped, audit(&docs[..8], &|_, _| true));
     assert_eq!(report.systems, 16);
     assert_eq!(
         report.dimensions,
@@ -579,6 +594,7 @@ fn the_bundled_preference_and_audit_samples_run_with_lexical_metrics() {
         &specs,
         &Engine::lexical(),
         &[],
+        async |_, _| true,
     ))
     .unwrap();
     assert_eq!((report.examples, report.systems), (24, 4));

@@ -7,7 +7,7 @@
 import { modelSpecs } from "./plm-scores.js";
 
 const $ = (id) => document.getElementById(id);
-const view = { file: null, running: false, engine: null, lexical: [] };
+const view = { file: null, running: false, stopping: false, engine: null, lexical: [] };
 
 function status(text, kind = "muted") {
   $("analysis-status").textContent = text;
@@ -47,7 +47,10 @@ function renderPreference(report) {
     const all = body.insertRow();
     all.dataset.error = "all";
     cell(all, "all");
-    for (const m of report.metrics) cell(all, pct(m[`${key}_overall`]), { className: "overall" });
+    for (const m of report.metrics) {
+      const overall = m[`${key}_overall`];
+      cell(all, pct(overall), { className: "overall", title: `${overall.passed} / ${overall.total}` });
+    }
     out.push(caption, t);
   }
   $("analysis-result").replaceChildren(...out);
@@ -94,21 +97,39 @@ async function run() {
   status(withModels ? `Running with ${withModels} model-based metrics…` : "Running…");
   $("analysis-result").replaceChildren();
   view.running = true;
+  view.stopping = false;
   $("analysis-run").disabled = true;
   const started = performance.now();
+  $("analysis-stop").disabled = false;
   try {
     const out = kind === "prefer"
-      ? await view.engine.preferenceSuite(request, (done, total) => status(`${done} / ${total} cases`))
-      : await view.engine.auditSuite(request);
+      ? await view.engine.preferenceSuite(request, (done, total) => view.stopping || status(`${done} / ${total} cases`))
+      : await view.engine.auditSuite(request, (done, total) => view.stopping || status(`${done} / ${total} documents`));
     (kind === "prefer" ? renderPreference : renderAudit)(out.report);
     const millis = performance.now() - started;
     const skipped = out.problems.length ? `; ${out.problems.length} rows skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
-    status(`Done in ${(millis / 1000).toFixed(1)} s${skipped}.`, out.problems.length ? "bad" : "muted");
+    const what = kind === "prefer" ? `${out.report.cases} cases` : `${out.report.examples} summaries`;
+    const stopped = out.stopped ? `Stopped after ${(millis / 1000).toFixed(1)} s: the results cover the first ${what} only` : "";
+    status(`${stopped || `Done in ${(millis / 1000).toFixed(1)} s`}${skipped}.`, out.problems.length || out.stopped ? "bad" : "muted");
   } catch (err) {
     status(String(err.message ?? err), "bad");
   } finally {
     view.running = false;
     $("analysis-run").disabled = false;
+    $("analysis-stop").disabled = true;
+  }
+}
+
+/** Asks the running analysis to end after its current batch (its results so far are shown). */
+async function stop() {
+  if (!view.running) return;
+  $("analysis-stop").disabled = true;
+  view.stopping = true;
+  status("Stopping after this batch…");
+  try {
+    await view.engine.stopAnalysis();
+  } catch (err) {
+    status(`Could not stop: ${err.message ?? err}`, "bad");
   }
 }
 
@@ -149,4 +170,5 @@ export function initAnalyses(wasm, engine, registry) {
     $("analysis-run").disabled = false;
   });
   $("analysis-run").addEventListener("click", run);
+  $("analysis-stop").addEventListener("click", stop);
 }

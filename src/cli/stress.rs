@@ -428,7 +428,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
         &cases,
         &specs,
         &args.plm.engine(),
-        &|done, _| {
+        async |done, _| {
             bar.set_position(done as u64);
             true
         },
@@ -535,13 +535,19 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
         Some(dir) => vec![perplexity_correlate(&engine, dir, &loaded.rows)?],
         None => vec![],
     };
+    let bar = items_bar(loaded.rows.len());
     let report = block_on(blindspot::stress::audit::run_audit(
         &dataset,
         &loaded.rows,
         &specs,
         &engine,
         &extra,
+        async |done, _| {
+            bar.set_position(done as u64);
+            true
+        },
     ))?;
+    bar.finish_and_clear();
     write_json(&args.out, &report)?;
     let mut table = format!("{:<8}", "kendall");
     for d in &report.dimensions {

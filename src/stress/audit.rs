@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
+use crate::metrics::engine::Column;
 use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
 use crate::text::words::words;
 
@@ -190,30 +191,70 @@ fn references(doc: &SummEvalDoc) -> Vec<&str> {
     refs
 }
 
+/// Documents scored per engine call when no metric needs the whole set.
+const CHUNK_DOCS: usize = 4;
+
 /// Runs the audit with any metrics, model-based ones included (the
-/// engine's models), every summary scored in one engine call. References:
-/// the document's gold summary and references. `extra`: more correlates, one
-/// value per summary in [`summaries`] order.
+/// engine's models). References: the document's gold summary and
+/// references. `extra`: more correlates, one value per summary in
+/// [`summaries`] order. Documents are scored a few at a time (all at once
+/// where a metric depends on the whole set: idf, MENLI's combination), with
+/// `progress(documents done, documents)` after each call; returning `false`
+/// stops there, and the audit covers the documents scored so far.
 pub async fn run_audit(
     dataset: &str,
     docs: &[SummEvalDoc],
     specs: &[MetricSpec],
     engine: &Engine,
     extra: &[(String, Vec<f64>)],
+    progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
-    let refs: Vec<Vec<&str>> = docs.iter().map(references).collect();
-    let segments: Vec<Segment> = docs
-        .iter()
-        .zip(&refs)
-        .flat_map(|(doc, refs)| {
-            doc.systems.iter().map(move |out| Segment {
-                hyp: &out.summary,
-                refs,
-                src: doc.item.src.as_deref(),
+    let n_all = summaries(docs).len();
+    for (name, values) in extra {
+        assert_eq!(values.len(), n_all, "one {name} value per summary");
+    }
+    let chunk = if specs.iter().any(|s| s.whole_set().is_some()) {
+        docs.len().max(1)
+    } else {
+        CHUNK_DOCS
+    };
+    // Per metric: its column (spec and signature) and every value so far.
+    let mut columns: Vec<(Column, Vec<f64>)> = Vec::new();
+    let mut done = 0;
+    loop {
+        let part = &docs[done..(done + chunk).min(docs.len())];
+        let refs: Vec<Vec<&str>> = part.iter().map(references).collect();
+        let segments: Vec<Segment> = part
+            .iter()
+            .zip(&refs)
+            .flat_map(|(doc, refs)| {
+                doc.systems.iter().map(move |out| Segment {
+                    hyp: &out.summary,
+                    refs,
+                    src: doc.item.src.as_deref(),
+                })
             })
-        })
-        .collect();
-    let columns = engine.score(specs, &segments).await?;
+            .collect();
+        let scored = engine.score(specs, &segments).await?;
+        if columns.is_empty() {
+            columns = scored
+                .into_iter()
+                .map(|c| {
+                    let values = c.values();
+                    (c, values)
+                })
+                .collect();
+        } else {
+            for ((_, values), c) in columns.iter_mut().zip(&scored) {
+                values.extend(c.values());
+            }
+        }
+        done += part.len();
+        if done == docs.len() || !progress(done, docs.len()).await {
+            break;
+        }
+    }
+    let docs = &docs[..done];
     let dimensions: Vec<String> = docs
         .iter()
         .flat_map(|d| &d.systems)
@@ -230,17 +271,13 @@ pub async fn run_audit(
         "density".to_owned(),
     ];
     let n_summaries = summaries(docs).len();
-    for (name, values) in extra {
-        assert_eq!(values.len(), n_summaries, "one {name} value per summary");
-        correlates.push(name.clone());
-    }
+    correlates.extend(extra.iter().map(|(name, _)| name.clone()));
     let mut systems: Vec<String> = Vec::new();
     let (mut system_of, mut human, mut surface) = (
         Vec::new(),
         vec![Vec::new(); dimensions.len()],
         vec![Vec::new(); 3],
     );
-    let scores: Vec<Vec<f64>> = columns.iter().map(|c| c.values()).collect();
     for doc in docs {
         let source = doc.item.src.as_deref().unwrap_or("");
         for out in &doc.systems {
@@ -266,7 +303,7 @@ pub async fn run_audit(
             system_of.push(s);
         }
     }
-    surface.extend(extra.iter().map(|(_, v)| v.clone()));
+    surface.extend(extra.iter().map(|(_, v)| v[..n_summaries].to_vec()));
     let system_means = |values: &[f64]| -> Vec<f64> {
         let mut sums = vec![(0.0, 0usize); systems.len()];
         for (v, &s) in values.iter().zip(&system_of) {
@@ -292,7 +329,6 @@ pub async fn run_audit(
     let human_system: Vec<Vec<f64>> = human.iter().map(|h| system_means(h)).collect();
     let audits = columns
         .iter()
-        .zip(&scores)
         .map(|(column, values)| {
             let with_humans: Vec<Correlation> =
                 human.iter().map(|h| correlation(values, h)).collect();

@@ -989,7 +989,15 @@ async fn audit_step(
         .iter()
         .map(|m| spec(m, models))
         .collect::<Result<_, _>>()?;
-    let report = super::audit::run_audit("bundled sample", &docs, &specs, engine, &[]).await?;
+    let report = super::audit::run_audit(
+        "bundled sample",
+        &docs,
+        &specs,
+        engine,
+        &[],
+        async |_, _| true,
+    )
+    .await?;
     let about = |c: &str| match c {
         "length" => "summary length in words".to_owned(),
         "coverage" => "share of the summary's words found in the article".to_owned(),

@@ -81,7 +81,7 @@ pub async fn run_preference(
     cases: &[MenliCase],
     specs: &[MetricSpec],
     engine: &Engine,
-    progress: &dyn Fn(usize, usize) -> bool,
+    progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<PreferenceReport, EngineError> {
     let mut error_types: Vec<String> = Vec::new();
     for c in cases {
@@ -156,7 +156,7 @@ pub async fn run_preference(
             }
         }
         scored += batch.len();
-        if !progress(scored, cases.len()) {
+        if !progress(scored, cases.len()).await {
             break;
         }
     }

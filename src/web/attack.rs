@@ -244,7 +244,7 @@ pub(super) fn engine() -> Rc<Engine> {
 }
 
 /// Resolves after the event loop has run (a message can arrive).
-async fn yield_to_events() {
+pub(super) async fn yield_to_events() {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
         let global = js_sys::global();
         let set_timeout = js_sys::Reflect::get(&global, &"setTimeout".into())

@@ -499,61 +499,99 @@ fn dataset_request(request: JsValue, what: &str) -> Result<DatasetMetricsRequest
         .map_err(|e| JsError::new(&format!("invalid {what} request: {e}")))
 }
 
+thread_local! {
+    /// Set by `stopAnalysis`, read after each batch of a preference suite or audit.
+    static STOP_ANALYSIS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A preference suite's or audit's progress: `on_progress(done, total)`,
+/// then a turn of the event loop so that `stopAnalysis` can arrive (a CPU
+/// pass never yields by itself). `false` (stop) once it has, or once the
+/// callback throws.
+async fn analysis_progress(on_progress: &js_sys::Function, done: usize, total: usize) -> bool {
+    let told = js_progress(on_progress)(done, total);
+    attack::yield_to_events().await;
+    told && !STOP_ANALYSIS.with(std::cell::Cell::get)
+}
+
+/// What a preference suite or audit returns: the report, the rows skipped,
+/// and whether `stopAnalysis` ended it early (the report then covers what
+/// was scored by then).
+#[derive(Serialize)]
+struct AnalysisOut<'a, R: Serialize> {
+    report: &'a R,
+    problems: &'a [crate::data::RowProblem],
+    stopped: bool,
+}
+
 /// Runs the MENLI preference suite on a MENLI-format CSV (the same runner
 /// as `blindspot prefer`) with any metrics, model-based ones on the loaded
-/// models: `{report, problems}`. Rows that do not parse are listed by line
-/// and skipped; `on_progress(done, total)` after each batch of cases.
+/// models: `{report, problems, stopped}`. Rows that do not parse are listed
+/// by line and skipped; `on_progress(done, total)` after each batch of
+/// cases; `stopAnalysis()` ends it after the current batch, with the
+/// accuracies over the cases scored.
 #[wasm_bindgen(js_name = preferenceSuite)]
 pub async fn preference_suite(
     request: JsValue,
     on_progress: js_sys::Function,
 ) -> Result<JsValue, JsError> {
+    STOP_ANALYSIS.with(|s| s.set(false));
     let r = dataset_request(request, "preference")?;
     let loaded = crate::data::load_menli_csv(&r.text)
         .map_err(|p| JsError::new(&format!("line {}: {}", p.line, p.message)))?;
-    let progress = js_progress(&on_progress);
     let report = crate::stress::prefer::run_preference(
         &r.dataset,
         &loaded.rows,
         &r.specs,
         &models::engine(),
-        &progress,
+        async |done, total| analysis_progress(&on_progress, done, total).await,
     )
     .await
     .map_err(js_err)?;
-    #[derive(Serialize)]
-    struct Out<'a> {
-        report: &'a crate::stress::prefer::PreferenceReport,
-        problems: &'a [crate::data::RowProblem],
-    }
-    to_js(&Out {
+    to_js(&AnalysisOut {
+        stopped: report.cases < loaded.rows.len(),
         report: &report,
         problems: &loaded.problems,
     })
 }
 
 /// Runs the spurious-correlate audit on SummEval-format JSONL (the same as
-/// `blindspot audit`) with any metrics: `{report, problems}`.
+/// `blindspot audit`) with any metrics: `{report, problems, stopped}`.
+/// `on_progress(documents done, documents)` after each few documents;
+/// `stopAnalysis()` ends it there, with the audit of the documents scored.
 #[wasm_bindgen(js_name = auditSuite)]
-pub async fn audit_suite(request: JsValue) -> Result<JsValue, JsError> {
+pub async fn audit_suite(
+    request: JsValue,
+    on_progress: js_sys::Function,
+) -> Result<JsValue, JsError> {
+    STOP_ANALYSIS.with(|s| s.set(false));
     let r = dataset_request(request, "audit")?;
     let loaded = crate::data::load_summeval(&r.text);
     if loaded.rows.is_empty() {
         return Err(JsError::new("no SummEval documents in the file"));
     }
-    let report =
-        crate::stress::audit::run_audit(&r.dataset, &loaded.rows, &r.specs, &models::engine(), &[])
-            .await
-            .map_err(js_err)?;
-    #[derive(Serialize)]
-    struct Out<'a> {
-        report: &'a crate::stress::audit::AuditReport,
-        problems: &'a [crate::data::RowProblem],
-    }
-    to_js(&Out {
+    let summaries = crate::stress::audit::summaries(&loaded.rows).len();
+    let report = crate::stress::audit::run_audit(
+        &r.dataset,
+        &loaded.rows,
+        &r.specs,
+        &models::engine(),
+        &[],
+        async |done, total| analysis_progress(&on_progress, done, total).await,
+    )
+    .await
+    .map_err(js_err)?;
+    to_js(&AnalysisOut {
+        stopped: report.examples < summaries,
         report: &report,
         problems: &loaded.problems,
     })
+}
+
+/// Ends the running preference suite or audit after its current batch.
+#[wasm_bindgen(js_name = stopAnalysis)]
+pub fn stop_analysis() {
+    STOP_ANALYSIS.with(|s| s.set(true));
 }
 
 /// The self-contained HTML report (the same as `blindspot stress --html`)

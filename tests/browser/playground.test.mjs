@@ -410,6 +410,49 @@ test("the preference suite and the audit run in the page with the CLI's numbers"
   await context.close();
 });
 
+test("Stop ends the preference suite and the audit after a batch, with the results so far", async () => {
+  const { context, page, errors } = await openPage();
+  // Clicks Stop as soon as the first progress shows, from inside the page (no round trip).
+  const stopAtFirstProgress = (unit) => page.evaluate((unit) => {
+    const el = document.querySelector("#analysis-status");
+    const watch = new MutationObserver(() => {
+      if (el.textContent.endsWith(` ${unit}`)) {
+        watch.disconnect();
+        document.querySelector("#analysis-stop").click();
+      }
+    });
+    watch.observe(el, { childList: true, characterData: true, subtree: true });
+  }, unit);
+  const finished = () => page.waitForFunction(() => /^(Done|Stopped)/.test(document.querySelector("#analysis-status").textContent), null, { timeout: 120000 });
+
+  await page.setInputFiles("#analysis-file", join(DATA, "menli_wmt20_de.csv"));
+  await stopAtFirstProgress("cases");
+  await page.click("#analysis-run");
+  await finished();
+  const status = await page.textContent("#analysis-status");
+  const [, cases] = status.match(/^Stopped after [\d.]+ s: the results cover the first (\d+) cases only\.$/) ?? [];
+  assert.ok(cases, status);
+  assert.ok(Number(cases) < 2400 && Number(cases) % 64 === 0, cases);
+  const all = await page.locator('#analysis-result tr[data-error="all"] td').nth(1).getAttribute("title");
+  assert.equal(Number(all.split(" / ")[1]), Number(cases));
+  assert.ok(await page.isDisabled("#analysis-stop"));
+  // The next run is not stopped by the last one's request.
+  await page.click("#analysis-run");
+  await finished();
+  assert.match(await page.textContent("#analysis-status"), /^Done/);
+
+  await page.setInputFiles("#analysis-file", join(DATA, "summeval.jsonl"));
+  await stopAtFirstProgress("documents");
+  await page.click("#analysis-run");
+  await finished();
+  const audit = await page.textContent("#analysis-status");
+  const [, summaries] = audit.match(/^Stopped after [\d.]+ s: the results cover the first (\d+) summaries only\.$/) ?? [];
+  assert.ok(summaries && Number(summaries) < 1600 && Number(summaries) % 64 === 0, audit);
+  assert.match(await page.textContent("#analysis-result p"), new RegExp(`^${summaries} summaries from 16 systems`));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("the preference suite and the audit run on bundled samples, with the CLI's numbers", async () => {
   const { context, page, errors } = await openPage();
   const done = () => page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120000 });

@@ -7,6 +7,8 @@
 import { modelSpecs } from "./plm-scores.js";
 
 const $ = (id) => document.getElementById(id);
+/** The analysis chosen, kept across reloads (the file is not: it may be large). */
+const STORAGE_KEY = "blindspot.analysis.v1";
 const view = { file: null, running: false, stopping: false, engine: null, lexical: [] };
 
 function status(text, kind = "muted") {
@@ -151,8 +153,22 @@ export function initAnalyses(wasm, engine, registry) {
   };
   $("analysis-sample").title = `${samples.preference.about}; or, for the audit, ${samples.audit.about}`;
   $("analysis-sample").addEventListener("click", useSample);
+  try {
+    const kind = JSON.parse(localStorage.getItem(STORAGE_KEY))?.kind;
+    if ([...$("analysis-kind").options].some((o) => o.value === kind)) $("analysis-kind").value = kind;
+  } catch {
+    // A damaged entry: the default analysis.
+  }
+  const saveKind = () => {
+    try {
+      localStorage.setItem(STORAGE_KEY, JSON.stringify({ kind: $("analysis-kind").value }));
+    } catch {
+      // Storage full or disabled: the choice is just not kept.
+    }
+  };
   // A bundled sample follows the analysis chosen (a file of the user's stays).
   $("analysis-kind").addEventListener("change", () => {
+    saveKind();
     if (view.file?.bundled) useSample();
   });
   $("analysis-file").addEventListener("change", async (e) => {
@@ -166,6 +182,7 @@ export function initAnalyses(wasm, engine, registry) {
     }
     if (file.name.endsWith(".csv")) $("analysis-kind").value = "prefer";
     else if (file.name.endsWith(".jsonl")) $("analysis-kind").value = "audit";
+    saveKind();
     status(`${file.name} loaded.`);
     $("analysis-run").disabled = false;
   });

@@ -44,6 +44,8 @@ function saved() {
  * choice stands: a model's metric comes back once the model has reloaded.
  */
 let metricPicked = false;
+/** Likewise for the fluency model: the saved one is picked again once it has reloaded. */
+let fluencyPicked = false;
 
 function save() {
   if (restoring) return;
@@ -54,6 +56,7 @@ function save() {
     budget: $("attack-budget").value,
     seed: $("attack-seed").value,
     workers: $("attack-workers").value,
+    fluency: fluencyPicked ? $("attack-fluency").value : saved().fluency ?? $("attack-fluency").value,
   };
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
@@ -110,7 +113,8 @@ function fillFluency() {
   const keep = select.value;
   const lms = [...loaded.values()].filter((m) => m.metrics.includes("gpt-ppl"));
   select.replaceChildren(new Option("none", ""), ...lms.map((m) => new Option(m.name, m.name)));
-  if (lms.some((m) => m.name === keep)) select.value = keep;
+  const want = fluencyPicked ? keep : saved().fluency ?? keep;
+  if (lms.some((m) => m.name === want)) select.value = want;
 }
 
 function describe() {
@@ -278,6 +282,7 @@ export function initAttack(modelEngine, wasm, hooks) {
   restoring = false;
   describe();
   $("attack-goal").addEventListener("change", onGoalChange);
+  $("attack-fluency").addEventListener("change", () => { fluencyPicked = true; });
   for (const id of ["attack-strategy", "attack-fluency"]) $(id).addEventListener("change", () => { describe(); save(); });
   $("attack-metric").addEventListener("change", () => { metricPicked = true; });
   for (const id of ["attack-metric", "attack-budget", "attack-seed", "attack-workers"]) $(id).addEventListener("change", save);

@@ -9,7 +9,8 @@ const STORAGE_KEY = "blindspot-mauve-v1";
 /** Sets larger than this are not saved (localStorage holds a few MB). */
 const SAVE_LIMIT = 500_000;
 
-const view = { engine: null, models: new Map(), running: false };
+/** modelName: the model picked last (kept across reloads, picked again once it is loaded). */
+const view = { engine: null, models: new Map(), running: false, modelName: null };
 
 const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
 
@@ -20,7 +21,7 @@ function status(text, kind = "muted") {
 }
 
 function save() {
-  const state = { hyps: $("mauve-hyps").value, refs: $("mauve-refs").value };
+  const state = { hyps: $("mauve-hyps").value, refs: $("mauve-refs").value, clusters: $("mauve-clusters").value, seed: $("mauve-seed").value, model: view.modelName };
   try {
     if (state.hyps.length + state.refs.length <= SAVE_LIMIT) localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
     else localStorage.removeItem(STORAGE_KEY);
@@ -48,9 +49,12 @@ function refreshModels() {
   const options = [...view.models.values()].map((m) => new Option(`${m.name} (${m.precision}, ${m.backend === "webgpu" ? "WebGPU" : "CPU"})`, String(m.handle)));
   pick.replaceChildren(...(options.length ? options : [new Option("load a model above", "")]));
   pick.disabled = !options.length;
-  // Prefer the previous pick, else a GPT-2 (the paper's featuriser), else the newest.
+  // Prefer the previous pick, else the model picked before a reload, else a
+  // GPT-2 (the paper's featuriser), else the newest.
   const gpt2 = [...view.models.values()].reverse().find((m) => m.metrics.includes("gpt-ppl"));
+  const remembered = [...view.models.values()].reverse().find((m) => m.name === view.modelName);
   if ([...view.models.keys()].map(String).includes(chosen)) pick.value = chosen;
+  else if (remembered) pick.value = String(remembered.handle);
   else if (gpt2) pick.value = String(gpt2.handle);
   else if (options.length) pick.value = options[options.length - 1].value;
   refreshButton();
@@ -125,6 +129,8 @@ async function run() {
     return;
   }
   const seed = Number($("mauve-seed").value || 25);
+  view.modelName = view.models.get(handle)?.name ?? view.modelName;
+  save();
   view.running = true;
   refreshButton();
   $("mauve-progress").hidden = false;
@@ -167,6 +173,9 @@ export function initMauve(engine) {
     if (saved) {
       $("mauve-hyps").value = saved.hyps ?? "";
       $("mauve-refs").value = saved.refs ?? "";
+      if (typeof saved.clusters === "string") $("mauve-clusters").value = saved.clusters;
+      if (typeof saved.seed === "string" && saved.seed !== "") $("mauve-seed").value = saved.seed;
+      if (typeof saved.model === "string") view.modelName = saved.model;
     }
   } catch {
     // A damaged entry: start empty.
@@ -186,6 +195,12 @@ export function initMauve(engine) {
   document.addEventListener("blindspot:model-unloaded", (e) => {
     view.models.delete(e.detail.handle);
     refreshModels();
+  });
+  for (const id of ["mauve-clusters", "mauve-seed"]) $(id).addEventListener("input", save);
+  // A pick the user makes is remembered by the model's name.
+  $("mauve-model").addEventListener("change", () => {
+    view.modelName = view.models.get(Number($("mauve-model").value))?.name ?? view.modelName;
+    save();
   });
   $("mauve-run").addEventListener("click", run);
   refreshCounts();

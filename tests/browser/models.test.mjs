@@ -474,11 +474,15 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   await page.waitForFunction(() => !document.getElementById("mauve-run").disabled, null, { timeout: 120_000 });
   await page.click("#mauve-run");
   await page.waitForFunction(() => /at least 2 texts/.test(document.getElementById("mauve-status").textContent));
-  // The sets survive a reload (kept in localStorage); then compute.
+  // The sets and options survive a reload (kept in localStorage); then compute
+  // (with the CLI's cluster count typed in, so the numbers stay comparable).
   await page.fill("#mauve-hyps", hyps.join("\n"));
+  await page.fill("#mauve-clusters", String(native.result.clusters));
   await page.reload();
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
   assert.equal(await page.textContent("#mauve-hyps-count"), "12 texts");
+  assert.equal(await page.inputValue("#mauve-clusters"), String(native.result.clusters));
+  assert.equal(await page.inputValue("#mauve-seed"), "25");
   await page.selectOption("#model-pick", MINILM);
   await page.selectOption("#model-backend", "cpu");
   await page.click("#model-load");

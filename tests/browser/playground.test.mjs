@@ -488,6 +488,10 @@ test("the preference suite and the audit run on bundled samples, with the CLI's 
     const cells = await page.locator(`#analysis-result tr[data-metric="${m.metric.id}"] td`).allTextContents();
     assert.deepEqual(cells.slice(1, 1 + m.human.length), m.human.map((h) => h.kendall.toFixed(3)), m.metric.id);
   }
+  // The analysis chosen survives a reload.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.inputValue("#analysis-kind"), "audit");
   assert.deepEqual(errors, []);
   await context.close();
 });

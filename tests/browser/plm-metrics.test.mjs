@@ -102,6 +102,31 @@ test("GPT-PPL on WebGPU: typing updates the score and the surprisal bar, equal t
   await context.close();
 });
 
+test("the attack's fluency model comes back after a reload, once the model does", async () => {
+  const { context, page, errors } = await openPage();
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", "The committee approved the budget.");
+  await load(page, "test/tiny-gpt2", "cpu");
+  assert.equal(await page.inputValue("#attack-fluency"), "", "no fluency constraint until one is picked");
+  await page.selectOption("#attack-fluency", "test/tiny-gpt2");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  // Choices made before the model is back save the panel without losing the pick.
+  await page.fill("#attack-budget", "120");
+  await page.dispatchEvent("#attack-budget", "change");
+  await page.click("#pair-models-load");
+  await page.waitForFunction(() => document.getElementById("attack-fluency").value === "test/tiny-gpt2", null, { timeout: 120_000 });
+  // "none" picked after that stays none.
+  await page.selectOption("#attack-fluency", "");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  await page.click("#pair-models-load");
+  await page.waitForFunction(() => document.getElementById("model-loaded").textContent.includes("test/tiny-gpt2"), null, { timeout: 120_000 });
+  assert.equal(await page.inputValue("#attack-fluency"), "");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("MENLI on the CPU shows e/n/c per direction, follows task and formula, and equals the CLI", async () => {
   const { context, page, errors } = await openPage();
   const hyp = "The committee did not approve the budget.";

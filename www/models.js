@@ -57,7 +57,11 @@ function verified(bytes, sha256) {
  * verified, complete file. Resolves to { bytes, fromCache } or null for a 404
  * when `optional`.
  */
-export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false } = {}) {
+/** The error of a download the user cancelled (`cancelled: true`). */
+const cancelledError = () => Object.assign(new Error("download cancelled"), { cancelled: true });
+
+export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false, signal } = {}) {
+  if (signal?.aborted) throw cancelledError();
   const cache = "caches" in self ? await caches.open(CACHE_NAME) : null;
   const cached = cache && (await cache.match(url));
   if (cached && !changedSince(cached, sha256)) {
@@ -73,8 +77,9 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
   let response;
   try {
     // Revalidated: a copy in the HTTP cache from before a redeploy would fail the sha256 check.
-    response = await fetch(url, { cache: "no-cache" });
+    response = await fetch(url, { cache: "no-cache", signal });
   } catch (err) {
+    if (signal?.aborted) throw cancelledError();
     throw new Error(`cannot reach ${new URL(url).host} for ${url.split("/").pop()} (offline, or blocked): ${err.message ?? err}`);
   }
   if (response.status === 404) {
@@ -90,7 +95,14 @@ export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, op
   const chunks = [];
   let loaded = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let part;
+    try {
+      part = await reader.read();
+    } catch (err) {
+      if (signal?.aborted) throw cancelledError();
+      throw err;
+    }
+    const { done, value } = part;
     if (done) break;
     chunks.push(value);
     loaded += value.length;
@@ -155,7 +167,7 @@ export async function clearModelCache() {
  * to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
  */
-export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f32") {
+export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f32", signal = undefined) {
   const source = await modelSource(id);
   const known = (name) => source.files[name] ?? {};
   const done = {};
@@ -167,7 +179,7 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
     onProgress({ file, loaded: sum(done), total: sum(sizes) });
   };
   const get = (name, optional = false) =>
-    fetchModelFile(source.base + name, { ...known(name), onBytes: report(name), optional });
+    fetchModelFile(source.base + name, { ...known(name), onBytes: report(name), optional, signal });
   // A prepared file where the site's manifest lists one for this precision.
   const preparedName = preparedFile(source.files, precision);
   if (preparedName) {
@@ -255,9 +267,9 @@ async function webgpuProblem(shards) {
  * download). Resolves to the engine's model info plus { fromCache, where,
  * fallback }.
  */
-export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress, onFetched } = {}) {
+export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress, onFetched, signal } = {}) {
   precision = wasm.precisionName(precision);
-  const files = await fetchCheckpoint(id, onProgress, precision);
+  const files = await fetchCheckpoint(id, onProgress, precision, signal);
   onFetched?.();
   // A prepared file holds its own precision: int8 files load at int8.
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
@@ -433,15 +445,26 @@ async function onLoad() {
   bar.dataset.updates = "0";
   status(`Fetching ${id}…`);
   let replaced = false;
+  // The download can be cancelled; loading the files into the engine cannot.
+  const download = new AbortController();
+  const cancel = $("model-cancel");
+  cancel.hidden = false;
+  cancel.disabled = false;
+  cancel.onclick = () => {
+    cancel.disabled = true;
+    download.abort();
+  };
   try {
     const started = performance.now();
     const info = await loadModel(panel.wasm, id, {
       backend: $("model-backend").value,
       precision: $("model-precision").value,
+      signal: download.signal,
       // Loading again replaces it (another backend or precision): once the
       // files are here, so a failed download keeps the working copy, but
       // before the engine loads them, so two copies never share the memory.
       onFetched: () => {
+        cancel.hidden = true;
         replaced = panel.loaded.has(id);
         unload(id);
       },
@@ -470,10 +493,17 @@ async function onLoad() {
     document.dispatchEvent(new CustomEvent("blindspot:model", { detail: info }));
     return true;
   } catch (err) {
+    if (err.cancelled) {
+      const kept = panel.loaded.has(id) ? ` (the copy loaded before is still loaded)` : "";
+      status(`Download of ${id} cancelled: nothing new was loaded${kept}; files already complete stay in the browser cache.`);
+      return false;
+    }
     const gone = replaced ? ` (the copy loaded before was unloaded to make room: load it again)` : "";
     status(String(err.message ?? err) + gone, "bad");
     return false;
   } finally {
+    cancel.hidden = true;
+    cancel.onclick = null;
     bar.hidden = true;
     $("model-load").disabled = false;
     refreshCacheNote();

@@ -18,6 +18,7 @@ function saveSettings() {
     families: FAMILIES.filter((f) => $(`suite-family-${f}`).checked),
     seeds: $("suite-seeds").value,
     limit: $("suite-limit").value,
+    openEnded: $("suite-open-ended").checked,
   };
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(settings));
@@ -38,6 +39,7 @@ function restoreSettings() {
   if (Array.isArray(s.families)) for (const f of FAMILIES) $(`suite-family-${f}`).checked = s.families.includes(f);
   if (typeof s.seeds === "string") $("suite-seeds").value = s.seeds;
   if (typeof s.limit === "string") $("suite-limit").value = s.limit;
+  if (typeof s.openEnded === "boolean") $("suite-open-ended").checked = s.openEnded;
 }
 
 const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [], verdicts: {} };
@@ -129,6 +131,7 @@ async function run() {
       metrics: suite.registry.map((m) => m.id),
       seeds: Math.max(1, Math.min(20, Number($("suite-seeds").value) || 5)),
       rouge_stemmer: $("rouge-stemmer").checked,
+      open_ended: $("suite-open-ended").checked,
     },
   };
   suite.report = null;
@@ -252,6 +255,7 @@ function configToHash() {
     seeds: $("suite-seeds").value,
   });
   if ($("suite-limit").value) params.set("limit", $("suite-limit").value);
+  if ($("suite-open-ended").checked) params.set("open", "1");
   if (suite.file?.url) params.set("data", suite.file.url);
   return `#${params}`;
 }
@@ -291,11 +295,12 @@ function configFromHash() {
   }
   if (params.has("seeds")) $("suite-seeds").value = params.get("seeds");
   if (params.has("limit")) $("suite-limit").value = params.get("limit");
+  $("suite-open-ended").checked = params.get("open") === "1";
   // Applied once, as a pair link is: the settings are kept as the panel's,
   // and a reload keeps the changes made since.
   saveSettings();
   const rest = new URLSearchParams(params);
-  for (const key of ["suite", "format", "families", "seeds", "limit", "data", "run"]) rest.delete(key);
+  for (const key of ["suite", "format", "families", "seeds", "limit", "open", "data", "run"]) rest.delete(key);
   history.replaceState(null, "", `${location.pathname}${location.search}${rest.size ? `#${rest}` : ""}`);
   const data = params.get("data");
   if (!data) return setStatus("Configuration loaded from the link; choose the dataset file.");
@@ -310,7 +315,7 @@ function configFromHash() {
   const families = FAMILIES.filter((f) => $(`suite-family-${f}`).checked).join(", ") || "no families";
   box.querySelector('[data-role="what"]').textContent =
     `This link asks to fetch ${where}` + (andRun
-      ? ` and run the stress suite on it (${families}; ${$("suite-seeds").value} seeds${$("suite-limit").value ? `, first ${$("suite-limit").value} items` : ""}).`
+      ? ` and run the stress suite on it (${families}; ${$("suite-seeds").value} seeds${$("suite-limit").value ? `, first ${$("suite-limit").value} items` : ""}${$("suite-open-ended").checked ? ", open-ended texts" : ""}).`
       : " and load it as the suite's dataset.");
   const go = box.querySelector('[data-role="go"]');
   go.textContent = andRun ? "Fetch and run" : "Fetch";
@@ -363,7 +368,7 @@ export function initSuite(wasm, registry, injections) {
     }
   });
   restoreSettings();
-  for (const id of ["suite-format", "suite-seeds", "suite-limit", ...FAMILIES.map((f) => `suite-family-${f}`)]) {
+  for (const id of ["suite-format", "suite-seeds", "suite-limit", "suite-open-ended", ...FAMILIES.map((f) => `suite-family-${f}`)]) {
     $(id).addEventListener("change", saveSettings);
   }
   configFromHash();

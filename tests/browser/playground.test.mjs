@@ -109,6 +109,7 @@ test("texts and the pinned original survive a reload", async () => {
     await page.fill(id, value);
     await page.dispatchEvent(id, "change");
   }
+  await page.check("#suite-open-ended");
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   assert.equal(await page.inputValue("#hypothesis"), injected);
@@ -117,6 +118,7 @@ test("texts and the pinned original survive a reload", async () => {
     ["char_swap", level, "7"]);
   assert.equal(await page.isChecked("#suite-family-menli"), false);
   assert.deepEqual([await page.inputValue("#suite-seeds"), await page.inputValue("#suite-limit")], ["3", "4"]);
+  assert.equal(await page.isChecked("#suite-open-ended"), true);
   // "First N items" of 0 is refused, not read as every item.
   await page.fill("#suite-limit", "0");
   await page.click("#suite-sample");
@@ -316,12 +318,15 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await page.selectOption("#suite-format", "wmt");
   await page.uncheck("#suite-family-consistency");
   await page.fill("#suite-seeds", "2");
+  // Open-ended texts: the CLI's --open-ended (the report's configuration says so).
+  await page.check("#suite-open-ended");
   await page.click("#suite-run");
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 120000 });
   const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
   const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
+  assert.equal(fromPage.config.open_ended, true);
   const out = join(ARTIFACTS, "suite-cli.json");
-  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "2", "--out", out]);
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "2", "--open-ended", "--out", out]);
   const fromCli = JSON.parse(readFileSync(out, "utf8"));
   fromCli.dataset = fromPage.dataset;
   // Same numbers up to libm: wasm's exp/ln (Rust's libm) and glibc's may differ in the last bit.
@@ -345,13 +350,13 @@ test("a link carries the suite configuration and the dataset, and runs it once t
   const { context, page, errors } = await openPage();
   const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 5).join("\n") + "\n";
   const data = `data:application/json;base64,${Buffer.from(lines).toString("base64")}`;
-  const hash = new URLSearchParams({ suite: "1", format: "wmt", families: "fluency", seeds: "1", data, run: "1" });
+  const hash = new URLSearchParams({ suite: "1", format: "wmt", families: "fluency", seeds: "1", open: "1", data, run: "1" });
   await page.goto(`${page.url().split("#")[0]}#${hash}`);
   await page.reload();
   // The link says what it would fetch and run, and does nothing until confirmed.
   await page.waitForSelector("#suite-link-confirm:not([hidden])");
   assert.match(await page.textContent('#suite-link-confirm [data-role="what"]'),
-    /fetch a dataset inside the link itself and run the stress suite on it \(fluency; 1 seeds\)/);
+    /fetch a dataset inside the link itself and run the stress suite on it \(fluency; 1 seeds, open-ended texts\)/);
   await page.waitForTimeout(500);
   assert.equal(await page.locator("#suite-card tbody tr").count(), 0);
   assert.match(await page.textContent("#suite-status"), /confirm/);
@@ -360,6 +365,7 @@ test("a link carries the suite configuration and the dataset, and runs it once t
   assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
   assert.equal(await page.isChecked("#suite-family-consistency"), false);
   assert.equal(await page.inputValue("#suite-seeds"), "1");
+  assert.equal(await page.isChecked("#suite-open-ended"), true);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -133,3 +133,52 @@ fn featurisation_is_the_last_tokens_final_state() {
         }
     }
 }
+
+#[test]
+fn featurising_reports_progress_and_can_be_stopped() {
+    let dir = root().join("models/all-MiniLM-L6-v2");
+    let plm = Plm::load(
+        "minilm",
+        ModelFiles::from_path(&dir).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.split(". ").next().unwrap_or("").trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .take(40)
+        .collect();
+    let (hyps, refs) = lines.split_at(20);
+    let calls = std::cell::RefCell::new(Vec::new());
+    let run = |stop_after: usize| {
+        calls.borrow_mut().clear();
+        futures::executor::block_on(mauve::score_texts(
+            &plm,
+            hyps,
+            refs,
+            &Options::default(),
+            async |done, total| {
+                calls.borrow_mut().push((done, total));
+                done < stop_after
+            },
+        ))
+    };
+    let whole = run(usize::MAX).unwrap();
+    let seen = calls.borrow().clone();
+    // One call per model pass, texts counted over both sets, ending at all of them.
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 == 40));
+    assert_eq!(seen.last(), Some(&(40, 40)));
+    assert!(
+        seen.iter().any(|&(done, _)| done == 20),
+        "P then Q: {seen:?}"
+    );
+    assert!(whole.result.mauve > 0.0);
+    // Stopped after the first pass: an error, not a score of part of the texts.
+    let first = seen[0].0;
+    assert!(matches!(run(first), Err(mauve::MauveError::Stopped)));
+    assert_eq!(calls.borrow().len(), 1);
+}

@@ -473,14 +473,36 @@ fn audit_flags_metrics_that_track_length_more_than_humans() {
         calls.borrow_mut().push((done, total));
         true
     });
-    // Scored four documents at a time, with progress after each call but the last.
-    assert_eq!(calls.borrow().len(), 24);
+    // Scored four documents at a time, with progress after each call.
+    assert_eq!(calls.borrow().len(), 25);
     assert_eq!(calls.borrow()[0], (4, 100));
+    assert_eq!(calls.borrow()[24], (100, 100));
     assert_eq!(report.examples, 1600);
     // Stopped after 8 documents: exactly the audit of those 8.
     let stopped = audit(&docs, &|done, _| done < 8);
     assert_eq!(stopped.examples, 8 * 16);
     assert_eq!(stopped, audit(&docs[..8], &|_, _| true));
+    // Four documents without summaries make an empty call, skipped; the
+    // signature counts the references over every call's documents.
+    let mut odd = docs.clone();
+    for d in &mut odd[..4] {
+        d.systems.clear();
+    }
+    odd[50].item.refs.pop();
+    let odd_report = audit(&odd, &|_, _| true);
+    assert_eq!(odd_report.examples, 1600 - 4 * 16);
+    let signature =
+        |r: &blindspot::stress::audit::AuditReport| r.metrics[0].metric.signature.clone();
+    assert!(
+        signature(&report).starts_with("bleu|nrefs:11|"),
+        "{}",
+        signature(&report)
+    );
+    assert!(
+        signature(&odd_report).starts_with("bleu|nrefs:var|"),
+        "{}",
+        signature(&odd_report)
+    );
     assert_eq!(report.systems, 16);
     assert_eq!(
         report.dimensions,

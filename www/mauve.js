@@ -10,7 +10,7 @@ const STORAGE_KEY = "blindspot-mauve-v1";
 const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads, picked again once it is loaded). */
-const view = { engine: null, models: new Map(), running: false, modelName: null };
+const view = { engine: null, models: new Map(), running: false, stopping: false, modelName: null };
 
 const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
 
@@ -22,9 +22,10 @@ function status(text, kind = "muted") {
 
 function save() {
   const state = { hyps: $("mauve-hyps").value, refs: $("mauve-refs").value, clusters: $("mauve-clusters").value, seed: $("mauve-seed").value, model: view.modelName };
+  // Sets too large to keep are left out; the options are kept all the same.
+  if (state.hyps.length + state.refs.length > SAVE_LIMIT) Object.assign(state, { hyps: "", refs: "" });
   try {
-    if (state.hyps.length + state.refs.length <= SAVE_LIMIT) localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
-    else localStorage.removeItem(STORAGE_KEY);
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
   } catch {
     // Storage full or disabled: the sets just are not kept.
   }
@@ -132,23 +133,56 @@ async function run() {
   view.modelName = view.models.get(handle)?.name ?? view.modelName;
   save();
   view.running = true;
+  view.stopping = false;
   refreshButton();
-  $("mauve-progress").hidden = false;
+  const bar = $("mauve-progress");
+  bar.hidden = false;
+  bar.removeAttribute("value");
+  $("mauve-stop").disabled = false;
   const started = performance.now();
-  const tick = setInterval(() => status(`Featurising ${count} texts and clustering… ${((performance.now() - started) / 1000).toFixed(0)} s`), 500);
-  status(`Featurising ${count} texts and clustering…`);
+  const seconds = () => `${((performance.now() - started) / 1000).toFixed(0)} s`;
+  // Featurising reports each model pass; clustering (after the last) does not.
+  let featurised = 0;
+  const say = () => {
+    if (view.stopping) return;
+    status(featurised < count ? `Featurising: ${featurised} / ${count} texts… ${seconds()}` : `Clustering ${count} texts… ${seconds()}`);
+  };
+  const tick = setInterval(say, 500);
+  say();
   try {
-    const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))));
+    const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))), (done, total) => {
+      featurised = done;
+      bar.max = total;
+      bar.value = done;
+      say();
+    });
     show(v);
     status("");
   } catch (err) {
     $("mauve-result").hidden = true;
-    status(String(err.message ?? err), "bad");
+    const message = String(err.message ?? err);
+    // The core's MauveError::Stopped.
+    const stopped = view.stopping && /^stopped before/.test(message);
+    status(stopped ? "Stopped: no MAUVE (it needs every text featurised)." : message, stopped ? "muted" : "bad");
   } finally {
     clearInterval(tick);
     view.running = false;
-    $("mauve-progress").hidden = true;
+    bar.hidden = true;
+    $("mauve-stop").disabled = true;
     refreshButton();
+  }
+}
+
+/** Asks the running MAUVE computation to end after its current model pass. */
+async function stop() {
+  if (!view.running) return;
+  view.stopping = true;
+  $("mauve-stop").disabled = true;
+  status("Stopping after this model pass…");
+  try {
+    await view.engine.stopMauve();
+  } catch (err) {
+    status(`Could not stop: ${err.message ?? err}`, "bad");
   }
 }
 
@@ -203,5 +237,6 @@ export function initMauve(engine) {
     save();
   });
   $("mauve-run").addEventListener("click", run);
+  $("mauve-stop").addEventListener("click", stop);
   refreshCounts();
 }

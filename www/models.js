@@ -50,15 +50,16 @@ function verified(bytes, sha256) {
   return new Response(bytes, { headers: { "content-type": "application/octet-stream", ...(sha256 ? { [SHA_HEADER]: sha256 } : {}) } });
 }
 
+/** The error of a download the user cancelled (`cancelled: true`). */
+const cancelledError = () => Object.assign(new Error("download cancelled"), { cancelled: true });
+
 /**
  * Fetches one file, from Cache Storage when present and still the file the
  * manifest lists. Streams with progress (onBytes(loaded, total)), rejects a
  * short body (truncated download) or a sha256 mismatch, and caches only a
  * verified, complete file. Resolves to { bytes, fromCache } or null for a 404
- * when `optional`.
+ * when `optional`; rejects with a `cancelled` error once `signal` aborts.
  */
-/** The error of a download the user cancelled (`cancelled: true`). */
-const cancelledError = () => Object.assign(new Error("download cancelled"), { cancelled: true });
 
 export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false, signal } = {}) {
   if (signal?.aborted) throw cancelledError();
@@ -270,6 +271,8 @@ async function webgpuProblem(shards) {
 export async function loadModel(wasm, id, { backend = "auto", precision = "f32", onProgress, onFetched, signal } = {}) {
   precision = wasm.precisionName(precision);
   const files = await fetchCheckpoint(id, onProgress, precision, signal);
+  // A cancel that came while the last file was checked or cached still counts.
+  if (signal?.aborted) throw cancelledError();
   onFetched?.();
   // A prepared file holds its own precision: int8 files load at int8.
   const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
@@ -367,7 +370,13 @@ export async function loadModels(list) {
     $("model-custom").value = listed ? "" : id;
     if (["auto", "webgpu", "cpu"].includes(backend)) $("model-backend").value = backend;
     refreshLoadedNote();
-    if (!(await onLoad())) failed.push(id);
+    const loaded = await onLoad();
+    if (loaded === "cancelled") {
+      // The user stopped the downloads: the rest of the list is not started.
+      failed.push(...list.slice(list.findIndex((m) => m.id === id)).map((m) => m.id));
+      break;
+    }
+    if (!loaded) failed.push(id);
   }
   return failed;
 }
@@ -434,7 +443,7 @@ async function refreshCacheNote() {
 /** The model the panel acts on: a typed hub id, else the registry pick. */
 const chosenId = () => $("model-custom").value.trim() || $("model-pick").value;
 
-/** Loads the model the panel shows; resolves to whether it loaded. */
+/** Loads the model the panel shows; resolves to whether it loaded ("cancelled" when the user cancelled the download). */
 async function onLoad() {
   const id = chosenId();
   const asked = { backend: $("model-backend").value, precision: $("model-precision").value };
@@ -496,7 +505,7 @@ async function onLoad() {
     if (err.cancelled) {
       const kept = panel.loaded.has(id) ? ` (the copy loaded before is still loaded)` : "";
       status(`Download of ${id} cancelled: nothing new was loaded${kept}; files already complete stay in the browser cache.`);
-      return false;
+      return "cancelled";
     }
     const gone = replaced ? ` (the copy loaded before was unloaded to make room: load it again)` : "";
     status(String(err.message ?? err) + gone, "bad");

@@ -227,14 +227,24 @@ pub fn run_mauve(args: &MauveArgs) -> Result<(), CliError> {
         seed: args.seed,
         ..MauveOptions::default()
     };
+    eprintln!("featurising the texts with {}...", plm.name);
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} texts, ETA {eta}")
+            .expect("valid template"),
+    );
     let scored = block_on(mauve::score_texts(
         &plm,
         &hyps,
         &refs,
         &options,
-        &|what, n| eprintln!("featurising {n} {what} with {}...", plm.name),
+        async |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            true
+        },
     ))
     .map_err(|e| model_error(&dir, e))?;
+    bar.finish_and_clear();
     let (result, signature) = (&scored.result, &scored.signature);
     if args.json {
         let out = serde_json::json!({ "result": result, "signature": signature,

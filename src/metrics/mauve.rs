@@ -109,6 +109,9 @@ pub enum MauveError {
     /// The featurising model failed.
     #[error("{0}")]
     Model(String),
+    /// The caller's progress callback asked to stop.
+    #[error("stopped before every text was featurised")]
+    Stopped,
 }
 
 /// MAUVE of two sets of texts with what the CLI and the page show.
@@ -130,14 +133,15 @@ fn as_strs(texts: &[String]) -> Vec<&str> {
 
 /// MAUVE between `hyps` (P) and `refs` (Q), one text per entry (blank
 /// entries dropped, the rest trimmed), featurised by `plm`: the one entry
-/// point of `blindspot mauve` and the page. `progress(what, n)` is told
-/// before each set is featurised.
+/// point of `blindspot mauve` and the page. `progress(texts featurised,
+/// texts)` after each model pass over both sets; returning `false` stops
+/// with [`MauveError::Stopped`].
 pub async fn score_texts(
     plm: &Plm,
     hyps: &[String],
     refs: &[String],
     options: &Options,
-    progress: &dyn Fn(&str, usize),
+    progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<MauveScore, MauveError> {
     let keep = |texts: &[String]| -> Vec<String> {
         texts
@@ -155,10 +159,19 @@ pub async fn score_texts(
         });
     }
     let model = |e: ModelError| MauveError::Model(e.to_string());
-    progress("hypotheses", p_texts.len());
-    let p = features(plm, &as_strs(&p_texts)).await.map_err(model)?;
-    progress("references", q_texts.len());
-    let q = features(plm, &as_strs(&q_texts)).await.map_err(model)?;
+    let total = p_texts.len() + q_texts.len();
+    let p = features_with(plm, &as_strs(&p_texts), async |done| {
+        progress(done, total).await
+    })
+    .await
+    .map_err(model)?
+    .ok_or(MauveError::Stopped)?;
+    let q = features_with(plm, &as_strs(&q_texts), async |done| {
+        progress(p_texts.len() + done, total).await
+    })
+    .await
+    .map_err(model)?
+    .ok_or(MauveError::Stopped)?;
     Ok(MauveScore {
         result: compute(&p, &q, options)?,
         signature: signature(&plm.name, options, &plm.precision_label()),
@@ -169,6 +182,17 @@ pub async fn score_texts(
 
 /// Each text's last-token final hidden state, `[texts, hidden]`.
 pub async fn features(plm: &Plm, texts: &[&str]) -> Result<Array2<f32>, ModelError> {
+    let all = features_with(plm, texts, async |_| true).await?;
+    Ok(all.expect("a progress that never stops"))
+}
+
+/// [`features`], with `progress(texts done)` after each model pass;
+/// `None` when it returns `false`.
+pub async fn features_with(
+    plm: &Plm,
+    texts: &[&str],
+    progress: impl AsyncFn(usize) -> bool,
+) -> Result<Option<Array2<f32>>, ModelError> {
     let encoded = texts
         .iter()
         .map(|t| plm.encode(t))
@@ -183,6 +207,7 @@ pub async fn features(plm: &Plm, texts: &[&str]) -> Result<Array2<f32>, ModelErr
     order.sort_by_key(|&i| encoded[i].tokens.len());
     let width = plm.config.hidden_size;
     let mut out = Array2::<f32>::zeros((texts.len(), width));
+    let mut done = 0;
     for chunk in plm.passes(
         &order,
         |&i| encoded[i].tokens.len(),
@@ -211,8 +236,12 @@ pub async fn features(plm: &Plm, texts: &[&str]) -> Result<Array2<f32>, ModelErr
                 .zip(&values[k * width..(k + 1) * width])
                 .for_each(|(o, v)| *o = *v);
         }
+        done += chunk.len();
+        if !progress(done).await {
+            return Ok(None);
+        }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// The number of clusters mauve-text picks for sets of these sizes.

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
 use crate::metrics::engine::Column;
-use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
+use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment};
 use crate::text::words::words;
 
 /// Pearson, Spearman and Kendall tau-b of two series.
@@ -221,7 +221,7 @@ pub async fn run_audit(
     // Per metric: its column (spec and signature) and every value so far.
     let mut columns: Vec<(Column, Vec<f64>)> = Vec::new();
     let mut done = 0;
-    loop {
+    while done < docs.len() {
         let part = &docs[done..(done + chunk).min(docs.len())];
         let refs: Vec<Vec<&str>> = part.iter().map(references).collect();
         let segments: Vec<Segment> = part
@@ -235,26 +235,55 @@ pub async fn run_audit(
                 })
             })
             .collect();
-        let scored = engine.score(specs, &segments).await?;
-        if columns.is_empty() {
-            columns = scored
-                .into_iter()
-                .map(|c| {
-                    let values = c.values();
-                    (c, values)
-                })
-                .collect();
-        } else {
-            for ((_, values), c) in columns.iter_mut().zip(&scored) {
-                values.extend(c.values());
+        // Documents without summaries add nothing (and a corpus score of
+        // nothing is an error).
+        if !segments.is_empty() {
+            let scored = engine.score(specs, &segments).await?;
+            if columns.is_empty() {
+                columns = scored
+                    .into_iter()
+                    .map(|c| {
+                        let values = c.values();
+                        (c, values)
+                    })
+                    .collect();
+            } else {
+                for ((_, values), c) in columns.iter_mut().zip(&scored) {
+                    values.extend(c.values());
+                }
             }
         }
         done += part.len();
-        if done == docs.len() || !progress(done, docs.len()).await {
+        if !progress(done, docs.len()).await {
             break;
         }
     }
     let docs = &docs[..done];
+    if columns.is_empty() {
+        // No summary at all: the engine says what that means for each metric.
+        columns = engine
+            .score(specs, &[])
+            .await?
+            .into_iter()
+            .map(|c| (c, Vec::new()))
+            .collect();
+    }
+    // A model-free metric's signature counts the references of every
+    // summary scored, not of one call's documents (`nrefs:var` when they vary).
+    let counts: Vec<usize> = docs
+        .iter()
+        .filter(|d| !d.systems.is_empty())
+        .map(|d| references(d).len())
+        .collect();
+    let nrefs = counts
+        .first()
+        .filter(|&&n| counts.iter().all(|&c| c == n))
+        .copied();
+    for (column, _) in &mut columns {
+        if let Some(metric) = column.spec.lexical() {
+            column.signature = metric.signature(Level::Sentence, nrefs);
+        }
+    }
     let dimensions: Vec<String> = docs
         .iter()
         .flat_map(|d| &d.systems)

@@ -499,19 +499,28 @@ fn dataset_request(request: JsValue, what: &str) -> Result<DatasetMetricsRequest
         .map_err(|e| JsError::new(&format!("invalid {what} request: {e}")))
 }
 
+/// A stop request for one kind of long job in the model worker.
+type StopFlag = std::thread::LocalKey<std::cell::Cell<bool>>;
+
 thread_local! {
     /// Set by `stopAnalysis`, read after each batch of a preference suite or audit.
     static STOP_ANALYSIS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by `stopMauve`, read after each model pass of MAUVE's featurising.
+    static STOP_MAUVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A preference suite's or audit's progress: `on_progress(done, total)`,
-/// then a turn of the event loop so that `stopAnalysis` can arrive (a CPU
-/// pass never yields by itself). `false` (stop) once it has, or once the
-/// callback throws.
-async fn analysis_progress(on_progress: &js_sys::Function, done: usize, total: usize) -> bool {
+/// A long job's progress: `on_progress(done, total)`, then a turn of the
+/// event loop so that a stop request can arrive (a CPU pass never yields by
+/// itself). `false` (stop) once `stop` is set, or once the callback throws.
+async fn progress_or_stop(
+    on_progress: &js_sys::Function,
+    done: usize,
+    total: usize,
+    stop: &'static StopFlag,
+) -> bool {
     let told = js_progress(on_progress)(done, total);
     attack::yield_to_events().await;
-    told && !STOP_ANALYSIS.with(std::cell::Cell::get)
+    told && !stop.with(std::cell::Cell::get)
 }
 
 /// What a preference suite or audit returns: the report, the rows skipped,
@@ -544,7 +553,7 @@ pub async fn preference_suite(
         &loaded.rows,
         &r.specs,
         &models::engine(),
-        async |done, total| analysis_progress(&on_progress, done, total).await,
+        async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )
     .await
     .map_err(js_err)?;
@@ -577,7 +586,7 @@ pub async fn audit_suite(
         &r.specs,
         &models::engine(),
         &[],
-        async |done, total| analysis_progress(&on_progress, done, total).await,
+        async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )
     .await
     .map_err(js_err)?;
@@ -592,6 +601,12 @@ pub async fn audit_suite(
 #[wasm_bindgen(js_name = stopAnalysis)]
 pub fn stop_analysis() {
     STOP_ANALYSIS.with(|s| s.set(true));
+}
+
+/// Ends the running MAUVE computation after its current model pass.
+#[wasm_bindgen(js_name = stopMauve)]
+pub fn stop_mauve() {
+    STOP_MAUVE.with(|s| s.set(true));
 }
 
 /// The self-contained HTML report (the same as `blindspot stress --html`)

@@ -469,7 +469,8 @@ struct MauveView {
 
 /// MAUVE between `hyps` (P) and `refs` (Q), one text per entry, featurised
 /// by a loaded model, as `blindspot mauve` computes it
-/// ([`crate::metrics::mauve::score_texts`]).
+/// ([`crate::metrics::mauve::score_texts`]). `on_progress(texts featurised,
+/// texts)` after each model pass; `stopMauve()` ends it there with an error.
 #[wasm_bindgen(js_name = mauveTexts)]
 pub async fn mauve_texts(
     handle: u32,
@@ -477,8 +478,10 @@ pub async fn mauve_texts(
     refs: Vec<String>,
     clusters: Option<usize>,
     seed: Option<u64>,
+    on_progress: js_sys::Function,
 ) -> Result<JsValue, JsError> {
     use crate::metrics::mauve::{self, Options};
+    super::STOP_MAUVE.with(|s| s.set(false));
     let start = js_sys::Date::now();
     let plm = model(handle)?;
     let options = Options {
@@ -486,9 +489,11 @@ pub async fn mauve_texts(
         seed: seed.unwrap_or(Options::default().seed),
         ..Options::default()
     };
-    let scored = mauve::score_texts(&plm, &hyps, &refs, &options, &|_, _| {})
-        .await
-        .map_err(js_err)?;
+    let scored = mauve::score_texts(&plm, &hyps, &refs, &options, async |done, total| {
+        super::progress_or_stop(&on_progress, done, total, &super::STOP_MAUVE).await
+    })
+    .await
+    .map_err(js_err)?;
     to_js(&MauveView {
         scored,
         elapsed_ms: js_sys::Date::now() - start,

@@ -463,7 +463,7 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   const dir = mkdtempSync(join(tmpdir(), "blindspot-mauve-"));
   writeFileSync(join(dir, "p.txt"), hyps.join("\n") + "\n");
   writeFileSync(join(dir, "q.txt"), refs.join("\n") + "\n");
-  const native = JSON.parse(execFileSync(CLI, ["mauve", "--hyps", join(dir, "p.txt"), "--refs", join(dir, "q.txt"), "--model", join(ROOT, "models", "all-MiniLM-L6-v2"), "--json"]).toString());
+  const native = JSON.parse(execFileSync(CLI, ["mauve", "--hyps", join(dir, "p.txt"), "--refs", join(dir, "q.txt"), "--model", join(ROOT, "models", "all-MiniLM-L6-v2"), "--seed", "7", "--json"]).toString());
   // Too few texts: a clear message, nothing computed.
   await page.fill("#mauve-hyps", hyps[0]);
   await page.fill("#mauve-refs", refs.join("\n"));
@@ -475,14 +475,15 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   await page.click("#mauve-run");
   await page.waitForFunction(() => /at least 2 texts/.test(document.getElementById("mauve-status").textContent));
   // The sets and options survive a reload (kept in localStorage); then compute
-  // (with the CLI's cluster count typed in, so the numbers stay comparable).
+  // (with the CLI's cluster count and seed typed in, so the numbers stay comparable).
   await page.fill("#mauve-hyps", hyps.join("\n"));
   await page.fill("#mauve-clusters", String(native.result.clusters));
+  await page.fill("#mauve-seed", "7");
   await page.reload();
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
   assert.equal(await page.textContent("#mauve-hyps-count"), "12 texts");
   assert.equal(await page.inputValue("#mauve-clusters"), String(native.result.clusters));
-  assert.equal(await page.inputValue("#mauve-seed"), "25");
+  assert.equal(await page.inputValue("#mauve-seed"), "7");
   await page.selectOption("#model-pick", MINILM);
   await page.selectOption("#model-backend", "cpu");
   await page.click("#model-load");
@@ -497,6 +498,22 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   }
   assert.equal(await page.locator("#mauve-result svg.mauve-curve").count(), 1);
   assert.match(await page.textContent("#mauve-result .signature"), /all-MiniLM-L6-v2/);
+  // Stop after the first model pass (clicked from inside the page as soon as it shows).
+  await page.evaluate(() => {
+    const el = document.getElementById("mauve-status");
+    const watch = new MutationObserver(() => {
+      if (/^Featurising: [1-9]\d* \/ 24 texts/.test(el.textContent)) {
+        watch.disconnect();
+        document.getElementById("mauve-stop").click();
+      }
+    });
+    watch.observe(el, { childList: true, characterData: true, subtree: true });
+  });
+  await page.click("#mauve-run");
+  await page.waitForFunction(() => !document.getElementById("mauve-run").disabled, null, { timeout: 300_000 });
+  assert.equal(await page.textContent("#mauve-status"), "Stopped: no MAUVE (it needs every text featurised).");
+  assert.equal(await page.isHidden("#mauve-result"), true);
+  assert.equal(await page.isDisabled("#mauve-stop"), true);
   assert.deepEqual(errors, []);
   await context.close();
 });

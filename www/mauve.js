@@ -142,18 +142,22 @@ async function run() {
   const started = performance.now();
   const seconds = () => `${((performance.now() - started) / 1000).toFixed(0)} s`;
   // Featurising reports each model pass; clustering (after the last) does not.
-  let featurised = 0;
+  // The core's counts (it drops blank lines its own way) once it reports them.
+  let featurised = 0, total = count;
   const say = () => {
     if (view.stopping) return;
-    status(featurised < count ? `Featurising: ${featurised} / ${count} texts… ${seconds()}` : `Clustering ${count} texts… ${seconds()}`);
+    status(featurised < total ? `Featurising: ${featurised} / ${total} texts… ${seconds()}` : `Clustering ${total} texts… ${seconds()}`);
   };
   const tick = setInterval(say, 500);
   say();
   try {
-    const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))), (done, total) => {
+    const v = await view.engine.mauveTexts(handle, hyps, refs, clusters, BigInt(Math.max(0, Math.floor(seed))), (done, all) => {
       featurised = done;
-      bar.max = total;
+      total = all;
+      bar.max = all;
       bar.value = done;
+      // Clustering, after the last pass, cannot be stopped.
+      if (done >= all) $("mauve-stop").disabled = true;
       say();
     });
     show(v);

@@ -60,7 +60,6 @@ const cancelledError = () => Object.assign(new Error("download cancelled"), { ca
  * verified, complete file. Resolves to { bytes, fromCache } or null for a 404
  * when `optional`; rejects with a `cancelled` error once `signal` aborts.
  */
-
 export async function fetchModelFile(url, { sha256, size, onBytes = () => {}, optional = false, signal } = {}) {
   if (signal?.aborted) throw cancelledError();
   const cache = "caches" in self ? await caches.open(CACHE_NAME) : null;
@@ -355,7 +354,7 @@ function precisionChoice(precision) {
  */
 export async function loadModels(list) {
   const failed = [];
-  for (const { id, backend, precision } of list) {
+  for (const [i, { id, backend, precision }] of list.entries()) {
     if (precision !== undefined) {
       try {
         $("model-precision").value = precisionChoice(precision);
@@ -373,7 +372,7 @@ export async function loadModels(list) {
     const loaded = await onLoad();
     if (loaded === "cancelled") {
       // The user stopped the downloads: the rest of the list is not started.
-      failed.push(...list.slice(list.findIndex((m) => m.id === id)).map((m) => m.id));
+      failed.push(...list.slice(i).map((m) => m.id));
       break;
     }
     if (!loaded) failed.push(id);

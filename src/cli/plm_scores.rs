@@ -227,7 +227,6 @@ pub fn run_mauve(args: &MauveArgs) -> Result<(), CliError> {
         seed: args.seed,
         ..MauveOptions::default()
     };
-    eprintln!("featurising the texts with {}...", plm.name);
     let bar = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} texts, ETA {eta}")
             .expect("valid template"),
@@ -242,9 +241,9 @@ pub fn run_mauve(args: &MauveArgs) -> Result<(), CliError> {
             bar.set_position(done as u64);
             true
         },
-    ))
-    .map_err(|e| model_error(&dir, e))?;
+    ));
     bar.finish_and_clear();
+    let scored = scored.map_err(|e| model_error(&dir, e))?;
     let (result, signature) = (&scored.result, &scored.signature);
     if args.json {
         let out = serde_json::json!({ "result": result, "signature": signature,

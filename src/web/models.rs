@@ -470,7 +470,8 @@ struct MauveView {
 /// MAUVE between `hyps` (P) and `refs` (Q), one text per entry, featurised
 /// by a loaded model, as `blindspot mauve` computes it
 /// ([`crate::metrics::mauve::score_texts`]). `on_progress(texts featurised,
-/// texts)` after each model pass; `stopMauve()` ends it there with an error.
+/// texts)` after each model pass (optional); `stopMauve()` ends it there
+/// with an error.
 #[wasm_bindgen(js_name = mauveTexts)]
 pub async fn mauve_texts(
     handle: u32,
@@ -478,7 +479,7 @@ pub async fn mauve_texts(
     refs: Vec<String>,
     clusters: Option<usize>,
     seed: Option<u64>,
-    on_progress: js_sys::Function,
+    on_progress: Option<js_sys::Function>,
 ) -> Result<JsValue, JsError> {
     use crate::metrics::mauve::{self, Options};
     super::STOP_MAUVE.with(|s| s.set(false));
@@ -489,11 +490,19 @@ pub async fn mauve_texts(
         seed: seed.unwrap_or(Options::default().seed),
         ..Options::default()
     };
-    let scored = mauve::score_texts(&plm, &hyps, &refs, &options, async |done, total| {
-        super::progress_or_stop(&on_progress, done, total, &super::STOP_MAUVE).await
-    })
-    .await
-    .map_err(js_err)?;
+    let scored =
+        mauve::score_texts(
+            &plm,
+            &hyps,
+            &refs,
+            &options,
+            async |done, total| match &on_progress {
+                Some(f) => super::progress_or_stop(f, done, total, &super::STOP_MAUVE).await,
+                None => !super::STOP_MAUVE.with(std::cell::Cell::get),
+            },
+        )
+        .await
+        .map_err(js_err)?;
     to_js(&MauveView {
         scored,
         elapsed_ms: js_sys::Date::now() - start,

@@ -18,6 +18,18 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The bundled all-MiniLM-L6-v2 on the CPU, fp32.
+fn minilm() -> Plm {
+    let dir = root().join("models/all-MiniLM-L6-v2");
+    Plm::load(
+        "minilm",
+        ModelFiles::from_path(&dir).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap()
+}
+
 fn feature_sets() -> std::collections::HashMap<String, Array2<f32>> {
     let bytes = std::fs::read(root().join("tests/golden/mauve_features.safetensors")).unwrap();
     let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -106,14 +118,7 @@ fn mauve_matches_mauve_text_on_the_same_features() {
 
 #[test]
 fn featurisation_is_the_last_tokens_final_state() {
-    let dir = root().join("models/all-MiniLM-L6-v2");
-    let plm = Plm::load(
-        "minilm",
-        ModelFiles::from_path(&dir).unwrap(),
-        &Device::flex(),
-        Precision::F32,
-    )
-    .unwrap();
+    let plm = minilm();
     let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
     let lines: Vec<&str> = text
         .lines()
@@ -136,14 +141,7 @@ fn featurisation_is_the_last_tokens_final_state() {
 
 #[test]
 fn featurising_reports_progress_and_can_be_stopped() {
-    let dir = root().join("models/all-MiniLM-L6-v2");
-    let plm = Plm::load(
-        "minilm",
-        ModelFiles::from_path(&dir).unwrap(),
-        &Device::flex(),
-        Precision::F32,
-    )
-    .unwrap();
+    let plm = minilm();
     let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
     let lines: Vec<String> = text
         .lines()

@@ -634,3 +634,38 @@ fn the_bundled_preference_and_audit_samples_run_with_lexical_metrics() {
         }
     }
 }
+
+#[test]
+fn a_level_that_changes_no_item_is_left_out_of_the_suite_verdict() {
+    // Nine words each: truncation at 0.1 drops floor(0.9) = 0 of them.
+    let items: Vec<Item> = [
+        "The council said on Monday that the bridge opens.",
+        "Three ferries left the harbour before the storm arrived.",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| Item {
+        id: i.to_string(),
+        src: None,
+        gold: (*t).to_owned(),
+        refs: vec![(*t).to_owned()],
+    })
+    .collect();
+    let report = run_suite(
+        "jsonl",
+        &items,
+        &config(&["truncation"], 2),
+        None,
+        &|_, _| true,
+    )
+    .unwrap();
+    let test = &report.tests[0];
+    assert_eq!(test.levels[0].applied, 0.0);
+    assert!(test.levels[1..].iter().all(|l| l.applied == 1.0));
+    // Judged on the levels that cut words: every metric falls, in order.
+    assert!(
+        test.verdicts.iter().all(|v| *v == Verdict::Pass),
+        "{:?}",
+        test.verdicts
+    );
+}

@@ -424,7 +424,7 @@ pub fn create(id: &str, rouge_stemmer: bool) -> Result<Box<dyn Metric>, MetricEr
 }
 
 /// The number of references when every segment has the same count.
-fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
+pub(crate) fn uniform_nrefs(segments: &[Segment]) -> Option<usize> {
     let first = segments.first()?.refs.len();
     segments
         .iter()

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
 use crate::metrics::engine::Column;
-use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment};
+use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment, uniform_nrefs};
 use crate::text::words::words;
 
 /// Pearson, Spearman and Kendall tau-b of two series.
@@ -209,38 +209,38 @@ pub async fn run_audit(
     extra: &[(String, Vec<f64>)],
     progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
-    let n_all = summaries(docs).len();
-    for (name, values) in extra {
-        assert_eq!(values.len(), n_all, "one {name} value per summary");
-    }
     let chunk = if specs.iter().any(|s| s.whole_set().is_some()) {
         docs.len().max(1)
     } else {
         CHUNK_DOCS
     };
+    let refs: Vec<Vec<&str>> = docs.iter().map(references).collect();
+    let segments: Vec<Segment> = docs
+        .iter()
+        .zip(&refs)
+        .flat_map(|(doc, refs)| {
+            doc.systems.iter().map(move |out| Segment {
+                hyp: &out.summary,
+                refs,
+                src: doc.item.src.as_deref(),
+            })
+        })
+        .collect();
+    for (name, values) in extra {
+        assert_eq!(values.len(), segments.len(), "one {name} value per summary");
+    }
     // Per metric: its column (spec and signature) and every value so far.
     let mut columns: Vec<(Column, Vec<f64>)> = Vec::new();
-    let mut done = 0;
+    let (mut done, mut scored) = (0, 0);
     while done < docs.len() {
         let part = &docs[done..(done + chunk).min(docs.len())];
-        let refs: Vec<Vec<&str>> = part.iter().map(references).collect();
-        let segments: Vec<Segment> = part
-            .iter()
-            .zip(&refs)
-            .flat_map(|(doc, refs)| {
-                doc.systems.iter().map(move |out| Segment {
-                    hyp: &out.summary,
-                    refs,
-                    src: doc.item.src.as_deref(),
-                })
-            })
-            .collect();
+        let batch = &segments[scored..scored + part.iter().map(|d| d.systems.len()).sum::<usize>()];
         // Documents without summaries add nothing (and a corpus score of
         // nothing is an error).
-        if !segments.is_empty() {
-            let scored = engine.score(specs, &segments).await?;
+        if !batch.is_empty() {
+            let part_columns = engine.score(specs, batch).await?;
             if columns.is_empty() {
-                columns = scored
+                columns = part_columns
                     .into_iter()
                     .map(|c| {
                         let values = c.values();
@@ -248,12 +248,13 @@ pub async fn run_audit(
                     })
                     .collect();
             } else {
-                for ((_, values), c) in columns.iter_mut().zip(&scored) {
+                for ((_, values), c) in columns.iter_mut().zip(&part_columns) {
                     values.extend(c.values());
                 }
             }
         }
         done += part.len();
+        scored += batch.len();
         if !progress(done, docs.len()).await {
             break;
         }
@@ -269,16 +270,8 @@ pub async fn run_audit(
             .collect();
     }
     // A model-free metric's signature counts the references of every
-    // summary scored, not of one call's documents (`nrefs:var` when they vary).
-    let counts: Vec<usize> = docs
-        .iter()
-        .filter(|d| !d.systems.is_empty())
-        .map(|d| references(d).len())
-        .collect();
-    let nrefs = counts
-        .first()
-        .filter(|&&n| counts.iter().all(|&c| c == n))
-        .copied();
+    // summary scored, not of one call's (`nrefs:var` when they vary).
+    let nrefs = uniform_nrefs(&segments[..scored]);
     for (column, _) in &mut columns {
         if let Some(metric) = column.spec.lexical() {
             column.signature = metric.signature(Level::Sentence, nrefs);
@@ -299,7 +292,6 @@ pub async fn run_audit(
         "coverage".to_owned(),
         "density".to_owned(),
     ];
-    let n_summaries = summaries(docs).len();
     correlates.extend(extra.iter().map(|(name, _)| name.clone()));
     let mut systems: Vec<String> = Vec::new();
     let (mut system_of, mut human, mut surface) = (
@@ -332,7 +324,7 @@ pub async fn run_audit(
             system_of.push(s);
         }
     }
-    surface.extend(extra.iter().map(|(_, v)| v[..n_summaries].to_vec()));
+    surface.extend(extra.iter().map(|(_, v)| v[..scored].to_vec()));
     let system_means = |values: &[f64]| -> Vec<f64> {
         let mut sums = vec![(0.0, 0usize); systems.len()];
         for (v, &s) in values.iter().zip(&system_of) {

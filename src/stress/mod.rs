@@ -100,6 +100,24 @@ pub fn verdict(base: f64, level_means: &[f64], graded: bool) -> Verdict {
     }
 }
 
+/// [`verdict`] over the levels that changed some text: `(mean, applied)`
+/// per level, where `applied` is how often the injection changed a text (a
+/// count or a share). A level that changed nothing (a text too short for
+/// it) says nothing about the metric, so it is left out rather than judged a
+/// tie with the base.
+pub fn verdict_of_applied(
+    base: f64,
+    levels: impl IntoIterator<Item = (f64, f64)>,
+    graded: bool,
+) -> Verdict {
+    let means: Vec<f64> = levels
+        .into_iter()
+        .filter(|&(_, applied)| applied > 0.0)
+        .map(|(mean, _)| mean)
+        .collect();
+    verdict(base, &means, graded)
+}
+
 /// Whether `info`'s levels are amounts of one noise, which the rank rule
 /// wants falling in order ([`verdict`]).
 pub fn graded(info: &InjectionInfo) -> bool {
@@ -202,14 +220,8 @@ pub fn sweep(
     }
     let verdicts = (0..metrics.len())
         .map(|m| {
-            // A level no seed changed the text at (too short for it) says
-            // nothing about the metric: it is left out, not judged a tie.
-            let means: Vec<f64> = levels
-                .iter()
-                .filter(|l| l.applied > 0)
-                .map(|l| l.scores[m])
-                .collect();
-            verdict(base[m], &means, graded(info))
+            let means = levels.iter().map(|l| (l.scores[m], l.applied as f64));
+            verdict_of_applied(base[m], means, graded(info))
         })
         .collect();
     Ok(Sweep {

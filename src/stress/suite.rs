@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attack::{AttackEntry, AttackRun};
-use super::{Verdict, verdict};
+use super::{Verdict, verdict_of_applied};
 use crate::data::Item;
 use crate::inject::masked_lm::MaskedLm;
 use crate::inject::{self, Context, Family, InjectError, Injection};
@@ -1034,8 +1034,8 @@ fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestRes
     } else {
         (0..metric_count)
             .map(|m| {
-                let means: Vec<f64> = levels.iter().map(|l| l.scores[m].mean).collect();
-                verdict(base[m], &means, super::graded(info))
+                let means = levels.iter().map(|l| (l.scores[m].mean, l.applied));
+                verdict_of_applied(base[m], means, super::graded(info))
             })
             .collect()
     };

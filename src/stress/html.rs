@@ -131,7 +131,8 @@ pub fn suite_html(report: &SuiteReport) -> String {
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\
          <h1>{}</h1><p>{} items · {} seeds per level · {} · rank rule of [BS] §2: a metric fails when a \
          noised set does not score below the original, and is non-monotone when more noise scores higher \
-         (variants, such as an error's position, are not held to an order).</p>",
+         (variants, such as an error's position, are not held to an order); a level that changed no text \
+         is left out.</p>",
         esc(&title),
         esc(&title),
         report.items,

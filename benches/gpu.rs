@@ -293,7 +293,12 @@ fn sample_f1(plm: &Plm, pairs: &[(String, String)]) -> Vec<f64> {
     let refs: Vec<Vec<&str>> = pairs.iter().map(|(_, r)| vec![r.as_str()]).collect();
     let layer = plm.config.num_layers;
     let (scores, _) = futures::executor::block_on(bertscore::score_texts(
-        plm, &hyps, &refs, layer, false, None,
+        plm,
+        &hyps,
+        &refs,
+        layer,
+        bertscore::Idf::Off,
+        None,
     ))
     .unwrap_or_else(|e| panic!("BERTScore: {e}"));
     scores.iter().map(|s| s.score.f).collect()

@@ -45,7 +45,7 @@ fn an_f16_device_runs_encoders_close_to_bert_score_and_refuses_the_rest() {
         let h: Vec<&str> = hyps.iter().map(String::as_str).collect();
         let r: Vec<Vec<&str>> = refs.iter().map(|r| vec![r.as_str()]).collect();
         let (scores, _) =
-            futures::executor::block_on(bertscore::score_texts(plm, &h, &r, 6, false, None))
+            futures::executor::block_on(bertscore::score_texts(plm, &h, &r, 6, false.into(), None))
                 .unwrap();
         scores
             .iter()

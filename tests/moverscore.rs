@@ -192,6 +192,58 @@ fn scores_match_moverscore_v2_with_and_without_idf() {
 }
 
 #[test]
+fn batches_scored_within_their_set_score_as_the_whole_set() {
+    // A suite scores a dataset a few items at a time: with the whole set
+    // given, idf (MoverScore's over each side, BERTScore's over the
+    // references) is the whole set's, and each batch's scores are those of
+    // one call over the set. Alone, a batch's own idf gives other numbers.
+    let g = common::golden("moverscore.json");
+    let pairs = pairs(&g);
+    let engine = Engine::new(One(Rc::new(load())));
+    let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p.0.as_str()]).collect();
+    let set: Vec<Segment> = pairs
+        .iter()
+        .zip(&refs)
+        .map(|(p, r)| Segment {
+            hyp: &p.1,
+            refs: r,
+            src: None,
+        })
+        .collect();
+    let bertscore = MetricSpec::BertScore(blindspot::metrics::spec::BertScoreSpec {
+        idf: true,
+        ..Default::default()
+    });
+    let specs = [spec(true), bertscore];
+    let whole = block_on(engine.score(&specs, &set)).unwrap();
+    let mut within = vec![Vec::new(); specs.len()];
+    let mut alone = vec![Vec::new(); specs.len()];
+    for batch in set.chunks(10) {
+        let columns = block_on(engine.score_within(&specs, batch, &set)).unwrap();
+        let own = block_on(engine.score(&specs, batch)).unwrap();
+        for (m, (c, o)) in columns.iter().zip(&own).enumerate() {
+            assert_eq!(c.signature, whole[m].signature);
+            within[m].extend(c.values());
+            alone[m].extend(o.values());
+        }
+    }
+    let moverscore = &within[0];
+    let dev = common::max_deviation(moverscore, &golden(&g, "idf_f64"));
+    assert!(dev <= TOLERANCE, "MoverScore within the set: {dev:e}");
+    for m in 0..specs.len() {
+        let dev = common::max_deviation(&within[m], &whole[m].values());
+        assert!(dev < 1e-6, "{}: {dev:e}", whole[m].signature);
+        let off = common::max_deviation(&alone[m], &whole[m].values());
+        assert!(off > 1e-3, "{}: alone {off:e}", whole[m].signature);
+    }
+    // MENLI's min-max combination needs the set's scores, not its texts.
+    let combined: MetricSpec =
+        serde_json::from_str(r#"{"metric":"menli","combine":{"metric":"moverscore"}}"#).unwrap();
+    let err = block_on(engine.score_within(&[combined], &set[..2], &set)).unwrap_err();
+    assert!(err.to_string().contains("min-max combination"), "{err}");
+}
+
+#[test]
 fn inputs_moverscore_cannot_score_say_why() {
     let engine = Engine::new(One(Rc::new(load())));
     let one = |refs: &[&str], hyp: &str, idf: bool| {

@@ -207,19 +207,34 @@ fn results_do_not_depend_on_threads_and_runs_can_be_cancelled() {
 }
 
 /// Stands in for a model: serves `bertscore-f` with sentence chrF, and
-/// records the batches it is given.
+/// records the batches it is given, and the whole sets they belong to where
+/// the spec reads the set (idf).
+#[derive(Default)]
 struct ChrfAsModel {
     batches: Vec<usize>,
     distinct: bool,
+    idf: bool,
+    /// Per batch, its set's hypotheses.
+    sets: Vec<Vec<String>>,
 }
 
 impl ModelScorer for ChrfAsModel {
     fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
-        assert_eq!(
-            specs,
-            [Settings::default().spec("bertscore-f".parse().unwrap())]
-        );
+        let settings = Settings {
+            idf: self.idf,
+            ..Settings::default()
+        };
+        assert_eq!(specs, [settings.spec("bertscore-f".parse().unwrap())]);
         self.batches.push(rows.hyps.len());
+        // A set comes exactly where the spec reads it, and holds every row.
+        assert_eq!(rows.set.is_some(), self.idf);
+        if let Some(set) = &rows.set {
+            for (hyp, refs) in rows.hyps.iter().zip(&rows.refs) {
+                assert!(set.hyps.iter().zip(&set.refs).any(|r| r == (hyp, refs)));
+            }
+            self.sets
+                .push(set.hyps.iter().map(|h| h.to_string()).collect());
+        }
         // No (hypothesis, references) row is sent twice.
         let mut seen = std::collections::HashSet::new();
         self.distinct &= rows.hyps.iter().zip(&rows.refs).all(|r| seen.insert(r));
@@ -253,8 +268,8 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     let mut cfg = config(&["token_drop", "negation", "sentence_switching"], 3);
     cfg.metrics = vec!["chrf".into(), "bertscore-f".into()];
     let mut fake = ChrfAsModel {
-        batches: Vec::new(),
         distinct: true,
+        ..ChrfAsModel::default()
     };
     let calls = std::sync::Mutex::new(Vec::new());
     let models = SuiteModels {
@@ -288,6 +303,76 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
             .contains("bertscore-f needs a language model"),
         "{err}"
     );
+}
+
+#[test]
+fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
+    // With idf, each batch comes with its whole set: the gold texts for the
+    // base, then each level and seed's texts of every item (changed or
+    // not), as [BS] scores each perturbed set. The numbers are those of
+    // the lexical column still.
+    let items = wmt(10);
+    let mut cfg = config(&["token_drop", "sentence_switching"], 2);
+    cfg.metrics = vec!["chrf".into(), "bertscore-f".into()];
+    let mut fake = ChrfAsModel {
+        idf: true,
+        ..ChrfAsModel::default()
+    };
+    let calls = std::sync::Mutex::new(Vec::new());
+    let models = SuiteModels {
+        scorer: Some(&mut fake),
+        settings: Settings {
+            idf: true,
+            ..Settings::default()
+        },
+        ..SuiteModels::default()
+    };
+    let report = run_suite_with_models("wmt", &items, &cfg, models, &|d, t| {
+        calls.lock().unwrap().push((d, t));
+        true
+    })
+    .unwrap();
+    assert_eq!(report.base[0], report.base[1]);
+    for test in report.tests.iter().filter(|t| t.skipped.is_none()) {
+        assert_eq!(test.verdicts[0], test.verdicts[1]);
+        for level in &test.levels {
+            assert_eq!(level.scores[0], level.scores[1], "{}", test.injection);
+        }
+    }
+    // Every set holds the 10 items, in batches of 4, 4 and 2 that share it;
+    // the base's is the gold texts. Token drop has 10 levels x 2 seeds, each
+    // a set of changed texts; sentence switching, 2 x 2 sets of the gold
+    // texts (no WMT item among the first 10 has two sentences).
+    let golds: Vec<String> = items.iter().map(|i| i.gold.clone()).collect();
+    assert_eq!(fake.sets.len(), 3 * (1 + 20 + 4));
+    assert!(fake.sets.iter().all(|s| s.len() == 10));
+    assert!(fake.sets.chunks(3).all(|c| c[0] == c[1] && c[1] == c[2]));
+    assert!(fake.sets[..3].iter().all(|s| *s == golds));
+    let token_drop: Vec<&Vec<String>> = fake.sets[3..63].iter().step_by(3).collect();
+    assert!(token_drop.iter().all(|s| **s != golds));
+    assert!(token_drop.windows(2).all(|w| w[0] != w[1]));
+    assert!(fake.sets[63..].iter().all(|s| *s == golds));
+    // Progress counts the lexical passes and each set's batches.
+    let total = 10 * (1 + 2) + 10 * (1 + 20 + 4);
+    assert_eq!(calls.lock().unwrap().last(), Some(&(total, total)));
+    // A shard sees part of each set: refused.
+    let mut fake = ChrfAsModel {
+        idf: true,
+        ..ChrfAsModel::default()
+    };
+    let models = SuiteModels {
+        scorer: Some(&mut fake),
+        settings: Settings {
+            idf: true,
+            ..Settings::default()
+        },
+        ..SuiteModels::default()
+    };
+    let shard = "1/2".parse().unwrap();
+    let err =
+        blindspot::stress::suite::run_part("wmt", &items, &cfg, models, Some(shard), &|_, _| true)
+            .unwrap_err();
+    assert!(err.to_string().contains("without shards"), "{err}");
 }
 
 /// `blindspot stress` over WMT21 with `args`.
@@ -378,21 +463,33 @@ fn minilm_bertscore_joins_the_cli_suite() {
     let t = &report.tests[0];
     assert_eq!((t.injection.as_str(), &t.skipped), ("bert_diverge", &None));
     assert!(t.levels.iter().all(|l| l.applied > 0.0), "{:?}", t.levels);
-    // idf needs the whole set: refused rather than computed per batch.
-    let out = stress_cli(&[
+    // idf comes from the whole set, though the suite scores 4 items at a
+    // time: the base equals BERTScore with idf over the 6 gold texts in one call.
+    let args = [
         "--limit",
-        "2",
+        "6",
+        "--seeds",
+        "1",
+        "--injections",
+        "truncation",
         "--metrics",
         "bertscore-f",
         "--idf",
         "--model-dir",
         minilm,
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("BERTScore's idf weights depend on the whole scored set")
-    );
+    ];
+    let report = stress_report(&args);
+    assert!(report.metrics[0].signature.contains("|idf:yes|"));
+    let with_idf = futures::executor::block_on(blindspot::metrics::bertscore::score_set(
+        &plm, &hyps, &refs, 6, true,
+    ))
+    .unwrap();
+    let mean_f = with_idf.iter().map(|s| s.f).sum::<f64>() / 6.0;
+    assert!((report.base[0] - mean_f).abs() < 1e-6);
+    assert!((report.base[0] - mean(&|s| s.f)).abs() > 1e-3);
+    // ... which no shard sees.
+    let out = stress_cli(&[&args[..], &["--shard", "0/2"]].concat());
+    common::assert_user_error(&out, "without shards");
 }
 
 #[test]

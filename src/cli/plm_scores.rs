@@ -29,7 +29,9 @@ pub struct PlmArgs {
     /// BERTScore layer (default: the registry's layer for the model, else the last).
     #[arg(long)]
     pub layer: Option<usize>,
-    /// Weight BERTScore tokens by idf over all references of the input (bert_score `idf=True`).
+    /// idf token weights over the input's whole set: BERTScore's over its references
+    /// (bert_score `idf=True`), MoverScore's over references and hypotheses apart; in
+    /// `stress`, each level and seed is a set of its own.
     #[arg(long)]
     pub idf: bool,
     /// Rescale BERTScore with the model's baseline, (x - b)/(1 - b) (bert_score

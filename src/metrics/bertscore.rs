@@ -553,6 +553,24 @@ async fn embed_cached(
         .collect())
 }
 
+/// Where BERTScore's token weights come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Idf<'a> {
+    /// Every token weighs 1 (bert_score's `idf=False`).
+    Off,
+    /// idf over the references of the segments scored.
+    OverReferences,
+    /// idf over these references (each segment's of a larger set that is
+    /// scored in batches), counted as [`Idf::OverReferences`] counts them.
+    Over(&'a [Vec<&'a str>]),
+}
+
+impl From<bool> for Idf<'_> {
+    fn from(idf: bool) -> Self {
+        if idf { Idf::OverReferences } else { Idf::Off }
+    }
+}
+
 /// BERTScore of every hypothesis against its references, as bert_score's
 /// `score()` computes it: each distinct text embedded once, idf (when asked)
 /// over all references of the set. With a `cache`, references embedded by
@@ -563,7 +581,7 @@ pub async fn score_texts(
     hyps: &[&str],
     refs: &[Vec<&str>],
     layer: usize,
-    idf: bool,
+    idf: Idf<'_>,
     cache: Option<&RefCell<EmbeddingCache>>,
 ) -> Result<(Vec<SegmentScore>, Weights), ModelError> {
     if let Some(i) = refs.iter().position(Vec::is_empty) {
@@ -575,7 +593,12 @@ pub async fn score_texts(
     // Each distinct text is embedded once (suites repeat references and texts).
     let (hyp_texts, hyp_of) = distinct(hyps.iter().copied());
     let (ref_texts, ref_of) = distinct(refs.iter().flatten().copied());
-    if idf && ref_of.len() < 2 {
+    let idf_count = match idf {
+        Idf::Off => None,
+        Idf::OverReferences => Some(ref_of.len()),
+        Idf::Over(set) => Some(set.iter().map(Vec::len).sum()),
+    };
+    if idf_count.is_some_and(|n| n < 2) {
         return Err(ModelError::Unsupported(
             "idf weights come from a set of references: with one, each of its tokens has \
              df = 1 and weighs ln(2/2) = 0. Add references (on the page: separated by a blank \
@@ -585,13 +608,27 @@ pub async fn score_texts(
     }
     let hyp_emb = embed_cached(plm, &hyp_texts, layer, cache, Role::Hypothesis).await?;
     let ref_emb = embed_cached(plm, &ref_texts, layer, cache, Role::Reference).await?;
-    let weights = if idf {
-        // Document frequencies count every reference as given, repeats
-        // included, as bert_score's `get_idf_dict(refs)` does.
-        let ids: Vec<&[u32]> = ref_of.iter().map(|&k| ref_emb[k].ids.as_slice()).collect();
-        Weights::idf(plm, &ids)
-    } else {
-        Weights::uniform(plm)
+    // Document frequencies count every reference as given, repeats
+    // included, as bert_score's `get_idf_dict(refs)` does.
+    let weights = match idf {
+        Idf::Off => Weights::uniform(plm),
+        Idf::OverReferences => {
+            let ids: Vec<&[u32]> = ref_of.iter().map(|&k| ref_emb[k].ids.as_slice()).collect();
+            Weights::idf(plm, &ids)
+        }
+        Idf::Over(set) => {
+            let prefix = adds_prefix_space(plm);
+            let ids = set
+                .iter()
+                .flatten()
+                .map(|t| {
+                    let e = encode(&plm.tokenizer, t.trim(), prefix)?;
+                    Ok(e.tokens.iter().map(|t| t.id).collect::<Vec<u32>>())
+                })
+                .collect::<Result<Vec<_>, ModelError>>()?;
+            let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+            Weights::idf(plm, &ids)
+        }
     };
     let mut start = 0;
     let scores = hyp_of
@@ -628,7 +665,7 @@ pub async fn score_set(
     layer: usize,
     idf: bool,
 ) -> Result<Vec<BertScore>, ModelError> {
-    let (scores, _) = score_texts(plm, hyps, refs, layer, idf, None).await?;
+    let (scores, _) = score_texts(plm, hyps, refs, layer, idf.into(), None).await?;
     Ok(scores.into_iter().map(|s| s.score).collect())
 }
 

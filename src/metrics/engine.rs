@@ -268,6 +268,37 @@ impl Engine {
         specs: &[MetricSpec],
         segments: &[Segment<'_>],
     ) -> Result<Vec<Column>, EngineError> {
+        self.score_in(specs, segments, None).await
+    }
+
+    /// Scores `segments`, a batch of the larger `set`, as if the whole set
+    /// were scored in one call: options that read the set's texts (BERTScore's
+    /// and MoverScore's idf, [`MetricSpec::whole_set`]) read `set`'s. A
+    /// suite scores a dataset in batches this way. MENLI's min-max
+    /// combination reads the set's scores, not its texts, and is refused.
+    pub async fn score_within(
+        &self,
+        specs: &[MetricSpec],
+        segments: &[Segment<'_>],
+        set: &[Segment<'_>],
+    ) -> Result<Vec<Column>, EngineError> {
+        if let Some(spec) = specs.iter().find(|s| s.reads_set_scores()) {
+            return Err(EngineError::Input {
+                metric: spec.id(),
+                message: "MENLI's min-max combination reads the scores of the whole set, \
+                          so it cannot be scored a batch at a time"
+                    .into(),
+            });
+        }
+        self.score_in(specs, segments, Some(set)).await
+    }
+
+    async fn score_in(
+        &self,
+        specs: &[MetricSpec],
+        segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
         let mut out: Vec<Option<Column>> = specs.iter().map(|_| None).collect();
         for (i, spec) in specs.iter().enumerate() {
             if out[i].is_some() {
@@ -286,7 +317,7 @@ impl Engine {
                     })
                     .collect();
                 let parts: Vec<Part> = group.iter().map(|g| g.1).collect();
-                let columns = self.bertscore(&key, &parts, segments).await?;
+                let columns = self.bertscore(&key, &parts, segments, set).await?;
                 for ((j, _), column) in group.into_iter().zip(columns) {
                     out[j] = Some(column);
                 }
@@ -307,7 +338,7 @@ impl Engine {
                     out[j] = Some(column);
                 }
             } else {
-                out[i] = Some(self.column(spec, segments).await?);
+                out[i] = Some(self.column(spec, segments, set).await?);
             }
         }
         Ok(out
@@ -331,11 +362,12 @@ impl Engine {
         &'a self,
         spec: &'a MetricSpec,
         segments: &'a [Segment<'a>],
+        set: Option<&'a [Segment<'a>]>,
     ) -> Boxed<'a, Result<Column, EngineError>> {
         Box::pin(async move {
             match spec {
                 MetricSpec::BertScore(b) => Ok(self
-                    .bertscore(&b.pass_key(), &[b.part], segments)
+                    .bertscore(&b.pass_key(), &[b.part], segments, set)
                     .await?
                     .remove(0)),
                 MetricSpec::GptPpl { model, bos } => {
@@ -361,7 +393,7 @@ impl Engine {
                 }
                 MetricSpec::MoverScore { model, idf } => {
                     let plm = self.store.model(ModelSlot::MoverScore, model.as_deref())?;
-                    self.moverscore(spec, &plm, moverscore::Version::V2, *idf, segments)
+                    self.moverscore(spec, &plm, moverscore::Version::V2, *idf, segments, set)
                         .await
                 }
                 MetricSpec::MoverScoreV1 { model, idf, ngram } => {
@@ -369,7 +401,8 @@ impl Engine {
                         .store
                         .model(ModelSlot::MoverScoreV1, model.as_deref())?;
                     let version = moverscore::Version::V1 { ngram: *ngram };
-                    self.moverscore(spec, &plm, version, *idf, segments).await
+                    self.moverscore(spec, &plm, version, *idf, segments, set)
+                        .await
                 }
                 MetricSpec::BartScore(b) => Ok(self
                     .bartscore(&b.pass_key(), &[b.part], segments)
@@ -385,6 +418,7 @@ impl Engine {
         spec: &BertScoreSpec,
         parts: &[Part],
         segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
         let plm = self
             .store
@@ -411,7 +445,14 @@ impl Engine {
         let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
         let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
         let cache = self.reference_cache.then_some(&self.cache);
-        let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, spec.idf, cache)
+        let set_refs: Option<Vec<Vec<&str>>> =
+            set.map(|set| set.iter().map(|s| s.refs.to_vec()).collect());
+        let idf = match (&set_refs, spec.idf) {
+            (_, false) => bertscore::Idf::Off,
+            (None, true) => bertscore::Idf::OverReferences,
+            (Some(set), true) => bertscore::Idf::Over(set),
+        };
+        let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, idf, cache)
             .await
             .map_err(model_error(&plm))?;
         let signature = bertscore::signature(
@@ -563,7 +604,7 @@ impl Engine {
         let combined = match &m.combine {
             None => None,
             Some(other) => {
-                let other_values = self.column(other, segments).await?.values();
+                let other_values = self.column(other, segments, None).await?.values();
                 let nli_values: Vec<f64> = nli.iter().map(|s| s.value).collect();
                 let mixed =
                     menli::combine(&nli_values, &other_values, setup.weight).map_err(|e| {
@@ -766,6 +807,7 @@ impl Engine {
         version: moverscore::Version,
         idf: bool,
         segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
     ) -> Result<Column, EngineError> {
         let id = spec.id();
         // Several references: the hypothesis is scored against each and the
@@ -790,16 +832,18 @@ impl Engine {
         // with several, over each distinct reference once
         // (run_summarization.py: an article's references, however many
         // summaries share them). Hypotheses: each segment's once.
+        // Within a larger set, the set's texts count instead.
         let idf_texts = idf.then(|| {
-            let single = segments.iter().all(|s| s.refs.len() == 1);
+            let counted = set.unwrap_or(segments);
+            let single = counted.iter().all(|s| s.refs.len() == 1);
             let mut seen = std::collections::HashSet::new();
             moverscore::IdfTexts {
-                references: pairs
+                references: counted
                     .iter()
-                    .map(|p| p.0)
+                    .flat_map(|s| s.refs.iter().copied())
                     .filter(|r| single || seen.insert(*r))
                     .collect(),
-                hypotheses: segments.iter().map(|s| s.hyp).collect(),
+                hypotheses: counted.iter().map(|s| s.hyp).collect(),
             }
         });
         let cache = self.reference_cache.then_some(&self.cache);

@@ -580,6 +580,14 @@ impl MetricSpec {
         }
     }
 
+    /// True when the spec reads the scores of the whole set (MENLI's min-max
+    /// combination), not only its texts: such a spec cannot be scored a
+    /// batch at a time even with the set's texts at hand
+    /// ([`crate::metrics::Engine::score_within`]).
+    pub fn reads_set_scores(&self) -> bool {
+        matches!(self, MetricSpec::Menli(m) if m.combine.is_some())
+    }
+
     /// Checks what can be checked before any model is loaded.
     pub fn validate(&self) -> Result<(), SpecError> {
         if let MetricSpec::MoverScoreV1 { ngram: 0, .. } = self {

@@ -197,8 +197,9 @@ const CHUNK_DOCS: usize = 4;
 /// Runs the audit with any metrics, model-based ones included (the
 /// engine's models). References: the document's gold summary and
 /// references. `extra`: more correlates, one value per summary in
-/// [`summaries`] order. Documents are scored a few at a time (all at once
-/// where a metric depends on the whole set: idf, MENLI's combination), with
+/// [`summaries`] order. Documents are scored a few at a time, idf weights
+/// over every summary (all at once where a metric reads the whole set's
+/// scores: MENLI's combination), with
 /// `progress(documents done, documents)` after each call; returning `false`
 /// stops there, and the audit covers the documents scored so far.
 pub async fn run_audit(
@@ -209,11 +210,10 @@ pub async fn run_audit(
     extra: &[(String, Vec<f64>)],
     progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
-    let chunk = if specs.iter().any(|s| s.whole_set().is_some()) {
-        docs.len().max(1)
-    } else {
-        CHUNK_DOCS
-    };
+    // Batches are scored within the whole set (idf sees every summary),
+    // except where a metric reads the set's scores: then all at once.
+    let whole = specs.iter().any(MetricSpec::reads_set_scores);
+    let chunk = if whole { docs.len().max(1) } else { CHUNK_DOCS };
     let refs: Vec<Vec<&str>> = docs.iter().map(references).collect();
     let segments: Vec<Segment> = docs
         .iter()
@@ -238,7 +238,11 @@ pub async fn run_audit(
         // Documents without summaries add nothing (and a corpus score of
         // nothing is an error).
         if !batch.is_empty() {
-            let part_columns = engine.score(specs, batch).await?;
+            let part_columns = if whole {
+                engine.score(specs, batch).await?
+            } else {
+                engine.score_within(specs, batch, &segments).await?
+            };
             if columns.is_empty() {
                 columns = part_columns
                     .into_iter()

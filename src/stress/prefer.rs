@@ -73,9 +73,9 @@ const CHUNK: usize = 64;
 
 /// Runs the preference suite with any metrics, model-based ones included
 /// (the engine's models). `progress(done, total)` after each batch of cases;
-/// returning `false` stops early with the cases scored so far. A metric
-/// whose value depends on the whole set (idf, MENLI's combination) scores
-/// every case in one call.
+/// returning `false` stops early with the cases scored so far. idf weights
+/// come from every case, batch by batch; MENLI's min-max combination, which
+/// reads the whole set's scores, scores every case in one call.
 pub async fn run_preference(
     dataset: &str,
     cases: &[MenliCase],
@@ -103,32 +103,26 @@ pub async fn run_preference(
             ref_free_overall: Accuracy::default(),
         })
         .collect();
-    let chunk = if specs.iter().any(|s| s.whole_set().is_some()) {
-        cases.len().max(1)
-    } else {
-        CHUNK
-    };
-    let mut scored = 0;
-    for batch in cases.chunks(chunk) {
-        // Reference-based: paraphrase and adversarial text against the
-        // reference; reference-free: reference and adversarial text against
-        // the source. Scored apart, so that set-level options (idf, MENLI's
-        // min-max combination) see one setting's texts only.
-        let based: Vec<[&str; 3]> = batch
-            .iter()
-            .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
-            .collect();
-        let free: Vec<[&str; 3]> = batch
-            .iter()
-            .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
-            .collect();
-        let mut outcomes = Vec::with_capacity(2);
-        for setting in [&based, &free] {
-            // Per case: the text that should score higher, the one with the
-            // error, and what both are compared with.
-            let segments: Vec<Segment> = batch
+    // Reference-based: paraphrase and adversarial text against the
+    // reference; reference-free: reference and adversarial text against the
+    // source. Per case: the text that should score higher, the one with the
+    // error, and what both are compared with. The two settings are scored
+    // apart, so that set-level options (idf, MENLI's min-max combination)
+    // see one setting's texts only.
+    let based: Vec<[&str; 3]> = cases
+        .iter()
+        .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
+        .collect();
+    let free: Vec<[&str; 3]> = cases
+        .iter()
+        .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
+        .collect();
+    let settings: Vec<Vec<Segment>> = [&based, &free]
+        .iter()
+        .map(|setting| {
+            cases
                 .iter()
-                .zip(setting)
+                .zip(setting.iter())
                 .flat_map(|(c, t)| {
                     [t[0], t[1]].map(|hyp| Segment {
                         hyp,
@@ -136,8 +130,24 @@ pub async fn run_preference(
                         src: Some(c.source.as_str()),
                     })
                 })
-                .collect();
-            outcomes.push(engine.score(specs, &segments).await?);
+                .collect()
+        })
+        .collect();
+    // Batches are scored within their setting's whole set (idf sees every
+    // case), except where a metric reads the set's scores: then all at once.
+    let whole = specs.iter().any(MetricSpec::reads_set_scores);
+    let chunk = if whole { cases.len().max(1) } else { CHUNK };
+    let mut scored = 0;
+    for batch in cases.chunks(chunk) {
+        let rows = 2 * scored..2 * (scored + batch.len());
+        let mut outcomes = Vec::with_capacity(2);
+        for set in &settings {
+            let segments = &set[rows.clone()];
+            outcomes.push(if whole {
+                engine.score(specs, segments).await?
+            } else {
+                engine.score_within(specs, segments, set).await?
+            });
         }
         for (m, r) in results.iter_mut().enumerate() {
             r.metric.signature = outcomes[0][m].signature.to_string();

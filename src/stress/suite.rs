@@ -269,6 +269,11 @@ pub struct ModelRows<'a> {
     pub refs: Vec<Vec<&'a str>>,
     /// Source of each hypothesis.
     pub srcs: Vec<Option<&'a str>>,
+    /// The whole set these rows are a batch of, where a metric reads the
+    /// set's texts (idf weights): every item once, with its text of the
+    /// same level and seed. The rows are then scored as if the whole set
+    /// were ([`crate::metrics::Engine::score_within`]).
+    pub set: Option<std::rc::Rc<ModelRows<'a>>>,
 }
 
 impl<'a> ModelRows<'a> {
@@ -279,13 +284,16 @@ impl<'a> ModelRows<'a> {
         item: &'a Item,
         text: &'a str,
     ) -> usize {
-        *seen.entry(text).or_insert_with(|| {
-            self.hyps.push(text);
-            self.refs
-                .push(item.refs.iter().map(String::as_str).collect());
-            self.srcs.push(item.src.as_deref());
-            self.hyps.len() - 1
-        })
+        *seen.entry(text).or_insert_with(|| self.push(item, text))
+    }
+
+    /// Adds the row of `text` for `item`; returns its index.
+    fn push(&mut self, item: &'a Item, text: &'a str) -> usize {
+        self.hyps.push(text);
+        self.refs
+            .push(item.refs.iter().map(String::as_str).collect());
+        self.srcs.push(item.src.as_deref());
+        self.hyps.len() - 1
     }
 
     /// The rows as segments.
@@ -321,9 +329,15 @@ pub trait ModelScorer {
 impl ModelScorer for crate::metrics::Engine {
     fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
         let segments = rows.segments();
-        let columns =
-            futures::executor::block_on(crate::metrics::Engine::score(self, specs, &segments))
-                .map_err(|e| e.to_string())?;
+        let columns = match &rows.set {
+            Some(set) => {
+                futures::executor::block_on(self.score_within(specs, &segments, &set.segments()))
+            }
+            None => {
+                futures::executor::block_on(crate::metrics::Engine::score(self, specs, &segments))
+            }
+        }
+        .map_err(|e| e.to_string())?;
         Ok(ModelColumns {
             values: columns.iter().map(|c| c.values()).collect(),
             signatures: columns.iter().map(|c| c.signature.to_string()).collect(),
@@ -474,6 +488,9 @@ struct Plan {
     tests: Vec<Planned>,
     seeds: usize,
     open_ended: bool,
+    /// A model metric reads the set's texts (idf): each level and seed is
+    /// scored over every item, as [BS] scores each perturbed set.
+    within_set: bool,
 }
 
 impl Plan {
@@ -484,9 +501,22 @@ impl Plan {
             .collect()
     }
 
-    /// Passes per step: the perturb-and-lexical pass, plus the model pass.
-    fn passes(&self) -> usize {
-        if self.model_columns.is_empty() { 1 } else { 2 }
+    /// Model passes over the items: the base, then one per runnable test,
+    /// or per level and seed of each where the metrics read the whole set.
+    fn model_rounds(&self) -> usize {
+        if self.model_columns.is_empty() {
+            return 0;
+        }
+        let runnable = self.tests.iter().filter(|t| t.skipped.is_none());
+        1 + runnable
+            .map(|t| {
+                if self.within_set {
+                    t.injection.info().default_levels.len() * self.seeds
+                } else {
+                    1
+                }
+            })
+            .sum::<usize>()
     }
 }
 
@@ -520,13 +550,17 @@ fn plan(
         .map_err(|e| SuiteError::Metric(e.to_string()))?;
     let mut lexical = Vec::new();
     let mut model_columns = Vec::new();
+    let mut within_set = false;
     for (m, spec) in specs.iter().enumerate() {
         if let Some(reason) = spec.whole_set() {
-            return Err(SuiteError::Metric(format!(
-                "{reason} depend on the whole scored set; suites score texts in batches, \
-                 so {} cannot run with that option here",
-                spec.id()
-            )));
+            if spec.reads_set_scores() {
+                return Err(SuiteError::Metric(format!(
+                    "{reason} depends on the scores of the whole set; suites score texts \
+                     in batches, so {} cannot run with that option here",
+                    spec.id()
+                )));
+            }
+            within_set = true;
         }
         match spec.lexical() {
             Some(metric) => lexical.push(Some(metric)),
@@ -572,7 +606,14 @@ fn plan(
         tests,
         seeds: config.seeds as usize,
         open_ended: config.open_ended,
+        within_set,
     })
+}
+
+/// One model pass of a test: per item, the texts to score and the cell of each.
+struct Round<'a> {
+    texts: Vec<Vec<&'a str>>,
+    cell_of: Vec<Vec<usize>>,
 }
 
 /// Counts finished steps and asks the caller whether to go on.
@@ -624,6 +665,8 @@ fn lexical_scores(plan: &Plan, item: &Item, text: &str) -> Result<Vec<f64>, Suit
 /// Scores texts of the part's items with the model scorer, `MODEL_CHUNK`
 /// items at a time: `texts[k]` are item `indices[k]`'s texts (each distinct
 /// text once); `write(k, t, values)` receives each text's model values.
+/// Where the plan's metrics read the whole set, each item has one text and
+/// the texts are the set.
 #[allow(clippy::too_many_arguments)]
 fn model_pass(
     plan: &Plan,
@@ -642,10 +685,21 @@ fn model_pass(
     let Some(scorer) = scorer.as_deref_mut() else {
         return Ok(());
     };
+    let set = plan.within_set.then(|| {
+        let mut set = ModelRows::default();
+        for (k, item_texts) in texts.iter().enumerate() {
+            debug_assert_eq!(item_texts.len(), 1, "one text per item in a set");
+            set.push(&items[indices[k]], item_texts[0]);
+        }
+        std::rc::Rc::new(set)
+    });
     for (c, chunk) in texts.chunks(MODEL_CHUNK).enumerate() {
         steps.check()?;
         let first = c * MODEL_CHUNK;
-        let mut rows = ModelRows::default();
+        let mut rows = ModelRows {
+            set: set.clone(),
+            ..ModelRows::default()
+        };
         let mut row_of: Vec<Vec<usize>> = Vec::with_capacity(chunk.len());
         for (k, item_texts) in chunk.iter().enumerate() {
             let item = &items[indices[first + k]];
@@ -703,6 +757,13 @@ pub fn run_part(
 ) -> Result<SuitePart, SuiteError> {
     let mut scorer = models.scorer.take();
     let plan = plan(items, config, &models, scorer.is_some())?;
+    if plan.within_set && shard.is_some() {
+        return Err(SuiteError::Invalid(
+            "idf weights come from the whole dataset at each level and seed, which no \
+             shard sees: run this suite without shards"
+                .into(),
+        ));
+    }
     let (masked_lm, lm_tokenizer) = (models.masked_lm, models.lm_tokenizer);
     let indices: Vec<usize> = shard
         .map_or(0..items.len(), |s| s.range(items.len()))
@@ -710,7 +771,7 @@ pub fn run_part(
     let runnable = plan.tests.iter().filter(|t| t.skipped.is_none()).count();
     let steps = Steps {
         done: 0.into(),
-        total: indices.len() * (1 + runnable) * plan.passes(),
+        total: indices.len() * (1 + runnable + plan.model_rounds()),
         cancelled: false.into(),
         progress,
     };
@@ -845,36 +906,61 @@ pub fn run_part(
         .collect::<Result<Vec<(ItemCells, Vec<Option<String>>)>, SuiteError>>()?;
         let (mut cells_of, texts): (Vec<ItemCells>, Vec<Vec<Option<String>>>) =
             perturbed.into_iter().unzip();
-        // Model scores of the texts the injection changed (the others copied
-        // the base, model scores included).
-        let changed: Vec<Vec<usize>> = texts
-            .iter()
-            .map(|t| (0..t.len()).filter(|&c| t[c].is_some()).collect())
-            .collect();
-        let model_texts: Vec<Vec<&str>> = texts
-            .iter()
-            .zip(&changed)
-            .map(|(t, cs)| {
-                cs.iter()
-                    .map(|&c| t[c].as_deref().expect("changed"))
-                    .collect()
-            })
-            .collect();
-        model_pass(
-            &plan,
-            &mut scorer,
-            items,
-            &indices,
-            &model_texts,
-            &steps,
-            &mut model_signatures,
-            |k, j, values| {
-                let cell = changed[k][j];
-                for (&m, &v) in columns.iter().zip(values) {
-                    cells_of[k].scores[cell * metric_count + m] = v;
-                }
-            },
-        )?;
+        // Model scores: one round of the texts the injection changed (the
+        // others copied the base, model scores included), or, where the
+        // metrics read the whole set, one round per level and seed, each a
+        // set of its own as [BS] scores each perturbed set, with every item
+        // scored in it, changed or not.
+        let rounds: Vec<Round> = if plan.within_set {
+            (0..cells)
+                .map(|cell| {
+                    let texts = texts
+                        .iter()
+                        .zip(&indices)
+                        .map(|(t, &i)| vec![t[cell].as_deref().unwrap_or(golds[i])])
+                        .collect();
+                    Round {
+                        texts,
+                        cell_of: vec![vec![cell]; indices.len()],
+                    }
+                })
+                .collect()
+        } else {
+            let changed: Vec<Vec<usize>> = texts
+                .iter()
+                .map(|t| (0..t.len()).filter(|&c| t[c].is_some()).collect())
+                .collect();
+            let model_texts = texts
+                .iter()
+                .zip(&changed)
+                .map(|(t, cs)| {
+                    cs.iter()
+                        .map(|&c| t[c].as_deref().expect("changed"))
+                        .collect()
+                })
+                .collect();
+            vec![Round {
+                texts: model_texts,
+                cell_of: changed,
+            }]
+        };
+        for Round { texts, cell_of } in &rounds {
+            model_pass(
+                &plan,
+                &mut scorer,
+                items,
+                &indices,
+                texts,
+                &steps,
+                &mut model_signatures,
+                |k, j, values| {
+                    let cell = cell_of[k][j];
+                    for (&m, &v) in columns.iter().zip(values) {
+                        cells_of[k].scores[cell * metric_count + m] = v;
+                    }
+                },
+            )?;
+        }
         let test = TestPart {
             injection: injection.info().id.to_owned(),
             skipped: None,

@@ -560,9 +560,38 @@ pub enum Idf<'a> {
     Off,
     /// idf over the references of the segments scored.
     OverReferences,
-    /// idf over these references (each segment's of a larger set that is
-    /// scored in batches), counted as [`Idf::OverReferences`] counts them.
-    Over(&'a [Vec<&'a str>]),
+    /// These weights ([`idf_over`] a larger set scored in batches).
+    Given(&'a Weights),
+}
+
+/// idf weights over `references` (each segment's, counted as
+/// [`Idf::OverReferences`] counts them): for batches of a larger set.
+pub fn idf_over(plm: &Plm, references: &[Vec<&str>]) -> Result<Weights, ModelError> {
+    idf_needs_a_set(references.iter().map(Vec::len).sum())?;
+    let prefix = adds_prefix_space(plm);
+    let ids = references
+        .iter()
+        .flatten()
+        .map(|t| {
+            let e = encode(&plm.tokenizer, t.trim(), prefix)?;
+            Ok(e.tokens.iter().map(|t| t.id).collect::<Vec<u32>>())
+        })
+        .collect::<Result<Vec<_>, ModelError>>()?;
+    let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    Ok(Weights::idf(plm, &ids))
+}
+
+/// idf over a single reference weighs every token 0: an error instead.
+fn idf_needs_a_set(references: usize) -> Result<(), ModelError> {
+    if references < 2 {
+        return Err(ModelError::Unsupported(
+            "idf weights come from a set of references: with one, each of its tokens has \
+             df = 1 and weighs ln(2/2) = 0. Add references (on the page: separated by a blank \
+             line) or turn idf off"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 impl From<bool> for Idf<'_> {
@@ -593,18 +622,8 @@ pub async fn score_texts(
     // Each distinct text is embedded once (suites repeat references and texts).
     let (hyp_texts, hyp_of) = distinct(hyps.iter().copied());
     let (ref_texts, ref_of) = distinct(refs.iter().flatten().copied());
-    let idf_count = match idf {
-        Idf::Off => None,
-        Idf::OverReferences => Some(ref_of.len()),
-        Idf::Over(set) => Some(set.iter().map(Vec::len).sum()),
-    };
-    if idf_count.is_some_and(|n| n < 2) {
-        return Err(ModelError::Unsupported(
-            "idf weights come from a set of references: with one, each of its tokens has \
-             df = 1 and weighs ln(2/2) = 0. Add references (on the page: separated by a blank \
-             line) or turn idf off"
-                .into(),
-        ));
+    if matches!(idf, Idf::OverReferences) {
+        idf_needs_a_set(ref_of.len())?;
     }
     let hyp_emb = embed_cached(plm, &hyp_texts, layer, cache, Role::Hypothesis).await?;
     let ref_emb = embed_cached(plm, &ref_texts, layer, cache, Role::Reference).await?;
@@ -616,19 +635,7 @@ pub async fn score_texts(
             let ids: Vec<&[u32]> = ref_of.iter().map(|&k| ref_emb[k].ids.as_slice()).collect();
             Weights::idf(plm, &ids)
         }
-        Idf::Over(set) => {
-            let prefix = adds_prefix_space(plm);
-            let ids = set
-                .iter()
-                .flatten()
-                .map(|t| {
-                    let e = encode(&plm.tokenizer, t.trim(), prefix)?;
-                    Ok(e.tokens.iter().map(|t| t.id).collect::<Vec<u32>>())
-                })
-                .collect::<Result<Vec<_>, ModelError>>()?;
-            let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-            Weights::idf(plm, &ids)
-        }
+        Idf::Given(weights) => weights.clone(),
     };
     let mut start = 0;
     let scores = hyp_of

@@ -214,6 +214,59 @@ pub struct Engine {
     reference_cache: bool,
     cache: RefCell<EmbeddingCache>,
     sentences: RefCell<SentenceCache>,
+    /// BERTScore's idf weights over the last set scored within.
+    set_bertscore: SetWeights<bertscore::Weights>,
+    /// MoverScore's idf weights over the last set scored within.
+    set_moverscore: SetWeights<moverscore::IdfWeights>,
+}
+
+/// Weights counted over the last whole set that batches were scored within
+/// ([`Engine::score_within`]): a suite scores a set's batches one after
+/// another, so each set is counted once, not once per batch.
+type SetWeights<T> = RefCell<Option<(SetKey, Rc<T>)>>;
+
+/// What set weights were counted over: the model load and the set's texts.
+struct SetKey {
+    load: u64,
+    hyps: Vec<String>,
+    refs: Vec<Vec<String>>,
+}
+
+impl SetKey {
+    fn is(&self, load: u64, set: &[Segment<'_>]) -> bool {
+        self.load == load
+            && self.hyps.len() == set.len()
+            && set
+                .iter()
+                .zip(self.hyps.iter().zip(&self.refs))
+                .all(|(s, (hyp, refs))| s.hyp == hyp && s.refs == refs.as_slice())
+    }
+
+    /// The weights of `set` from `slot` when they were counted over it last,
+    /// else `count`ed and kept there.
+    fn cached<T, E>(
+        slot: &SetWeights<T>,
+        load: u64,
+        set: &[Segment<'_>],
+        count: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Rc<T>, E> {
+        if let Some((key, weights)) = &*slot.borrow()
+            && key.is(load, set)
+        {
+            return Ok(weights.clone());
+        }
+        let weights = Rc::new(count()?);
+        let key = SetKey {
+            load,
+            hyps: set.iter().map(|s| s.hyp.to_owned()).collect(),
+            refs: set
+                .iter()
+                .map(|s| s.refs.iter().map(|r| (*r).to_owned()).collect())
+                .collect(),
+        };
+        *slot.borrow_mut() = Some((key, weights.clone()));
+        Ok(weights)
+    }
 }
 
 impl Engine {
@@ -225,6 +278,8 @@ impl Engine {
             reference_cache: false,
             cache: RefCell::new(EmbeddingCache::default()),
             sentences: RefCell::new(SentenceCache::default()),
+            set_bertscore: RefCell::default(),
+            set_moverscore: RefCell::default(),
         }
     }
 
@@ -445,12 +500,20 @@ impl Engine {
         let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
         let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
         let cache = self.reference_cache.then_some(&self.cache);
-        let set_refs: Option<Vec<Vec<&str>>> =
-            set.map(|set| set.iter().map(|s| s.refs.to_vec()).collect());
-        let idf = match (&set_refs, spec.idf) {
+        let set_weights = match set.filter(|_| spec.idf) {
+            Some(set) => Some(
+                SetKey::cached(&self.set_bertscore, plm.load_id, set, || {
+                    let refs: Vec<Vec<&str>> = set.iter().map(|s| s.refs.to_vec()).collect();
+                    bertscore::idf_over(&plm, &refs)
+                })
+                .map_err(model_error(&plm))?,
+            ),
+            None => None,
+        };
+        let idf = match (&set_weights, spec.idf) {
             (_, false) => bertscore::Idf::Off,
             (None, true) => bertscore::Idf::OverReferences,
-            (Some(set), true) => bertscore::Idf::Over(set),
+            (Some(weights), true) => bertscore::Idf::Given(weights),
         };
         let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, idf, cache)
             .await
@@ -832,22 +895,31 @@ impl Engine {
         // with several, over each distinct reference once
         // (run_summarization.py: an article's references, however many
         // summaries share them). Hypotheses: each segment's once.
-        // Within a larger set, the set's texts count instead.
-        let idf_texts = idf.then(|| {
-            let counted = set.unwrap_or(segments);
+        // Within a larger set, the set's texts count instead (its weights
+        // counted once for all its batches).
+        let weights_of = |counted: &[Segment<'_>]| {
             let single = counted.iter().all(|s| s.refs.len() == 1);
             let mut seen = std::collections::HashSet::new();
-            moverscore::IdfTexts {
+            let texts = moverscore::IdfTexts {
                 references: counted
                     .iter()
                     .flat_map(|s| s.refs.iter().copied())
                     .filter(|r| single || seen.insert(*r))
                     .collect(),
                 hypotheses: counted.iter().map(|s| s.hyp).collect(),
-            }
-        });
+            };
+            moverscore::idf_weights(plm, &texts)
+        };
+        let weights = match (idf, set) {
+            (false, _) => None,
+            (true, None) => Some(Rc::new(weights_of(segments).map_err(model_error(plm))?)),
+            (true, Some(set)) => Some(
+                SetKey::cached(&self.set_moverscore, plm.load_id, set, || weights_of(set))
+                    .map_err(model_error(plm))?,
+            ),
+        };
         let cache = self.reference_cache.then_some(&self.cache);
-        let scored = moverscore::score(plm, &pairs, version, idf_texts.as_ref(), &[], cache)
+        let scored = moverscore::score(plm, &pairs, version, weights.as_deref(), &[], cache)
             .await
             .map_err(model_error(plm))?;
         let signature = moverscore::signature(version, &plm.name, idf, &plm.precision_label());

@@ -396,14 +396,36 @@ pub struct IdfTexts<'a> {
     pub hypotheses: Vec<&'a str>,
 }
 
+/// Each side's idf dictionary (`ln((N + 1) / (df + 1))` over its texts).
+#[derive(Debug, Clone, Default)]
+pub struct IdfWeights {
+    references: HashMap<u32, f64>,
+    hypotheses: HashMap<u32, f64>,
+}
+
+/// The idf dictionaries of `texts`' two sides.
+pub fn idf_weights(plm: &Plm, texts: &IdfTexts<'_>) -> Result<IdfWeights, ModelError> {
+    let dictionary = |texts: &[&str]| -> Result<HashMap<u32, f64>, ModelError> {
+        let ids = texts
+            .iter()
+            .map(|t| Ok(plm.encode(t)?.ids()))
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        Ok(idf_dictionary(&ids))
+    };
+    Ok(IdfWeights {
+        references: dictionary(&texts.references)?,
+        hypotheses: dictionary(&texts.hypotheses)?,
+    })
+}
+
 /// Scores `(reference, hypothesis)` pairs with MoverScore `version`. With
-/// `idf`, weights come from each side's texts there; without, every kept
-/// token weighs 1. The `cache` (v2 only) lends last-layer embeddings.
+/// `idf` ([`idf_weights`]), tokens weigh their side's idf; without, every
+/// kept token weighs 1. The `cache` (v2 only) lends last-layer embeddings.
 pub async fn score(
     plm: &Plm,
     pairs: &[(&str, &str)],
     version: Version,
-    idf: Option<&IdfTexts<'_>>,
+    idf: Option<&IdfWeights>,
     stop_words: &[&str],
     cache: Option<&RefCell<EmbeddingCache>>,
 ) -> Result<Vec<MoverScore>, ModelError> {
@@ -420,25 +442,8 @@ pub async fn score(
         Version::V2 => read_texts(plm, &distinct, cache).await?,
         Version::V1 { .. } => read_texts_v1(plm, &distinct).await?,
     };
-    // A text's ids: from its read, or tokenized when only idf counts it.
-    let ids_of = |t: &str| -> Result<Vec<u32>, ModelError> {
-        match index.get(t) {
-            Some(&k) => Ok(reads[k].ids.clone()),
-            None => Ok(plm.encode(t)?.ids()),
-        }
-    };
-    let dictionary = |texts: &[&str]| -> Result<HashMap<u32, f64>, ModelError> {
-        let ids = texts
-            .iter()
-            .map(|t| ids_of(t))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(idf_dictionary(&ids))
-    };
     let (ref_idf, hyp_idf) = match idf {
-        Some(texts) => (
-            Some(dictionary(&texts.references)?),
-            Some(dictionary(&texts.hypotheses)?),
-        ),
+        Some(w) => (Some(&w.references), Some(&w.hypotheses)),
         None => (None, None),
     };
     slots
@@ -447,12 +452,12 @@ pub async fn score(
         .map(|(k, &(r, y))| {
             let reference = Side {
                 read: &reads[r],
-                idf: ref_idf.as_ref(),
+                idf: ref_idf,
                 name: "reference",
             };
             let hypothesis = Side {
                 read: &reads[y],
-                idf: hyp_idf.as_ref(),
+                idf: hyp_idf,
                 name: "hypothesis",
             };
             let pair = match version {

@@ -236,6 +236,13 @@ fn batches_scored_within_their_set_score_as_the_whole_set() {
         let off = common::max_deviation(&alone[m], &whole[m].values());
         assert!(off > 1e-3, "{}: alone {off:e}", whole[m].signature);
     }
+    // Another set after that one: its own weights, not the last set's.
+    let smaller = block_on(engine.score(&specs, &set[..20])).unwrap();
+    let within = block_on(engine.score_within(&specs, &set[..10], &set[..20])).unwrap();
+    for (w, s) in within.iter().zip(&smaller) {
+        let dev = common::max_deviation(&w.values(), &s.values()[..10]);
+        assert!(dev < 1e-6, "{}: {dev:e}", s.signature);
+    }
     // MENLI's min-max combination needs the set's scores, not its texts.
     let combined: MetricSpec =
         serde_json::from_str(r#"{"metric":"menli","combine":{"metric":"moverscore"}}"#).unwrap();

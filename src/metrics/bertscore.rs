@@ -375,9 +375,9 @@ fn bert_score_layer(model: &str) -> Option<usize> {
     partial
 }
 
-fn registry_entry(model: &str) -> Option<crate::models::registry::RegistryModel> {
+fn registry_entry(model: &str) -> Option<&'static crate::models::registry::RegistryModel> {
     crate::models::registry::models()
-        .into_iter()
+        .iter()
         .find(|m| m.id == model || m.id.ends_with(&format!("/{model}")))
 }
 
@@ -414,7 +414,10 @@ pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> 
         Some(b) => Ok(KnownBaseline {
             prf: b.prf,
             // Always set where baselines are (the registry test checks).
-            by: entry.baseline_by.unwrap_or_else(|| "unknown".into()),
+            by: entry
+                .baseline_by
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
         }),
         None => Err(format!(
             "{model}'s baselines are for layer {}, not {layer}",

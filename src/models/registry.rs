@@ -61,24 +61,27 @@ struct Registry {
 }
 
 /// Every model in `models.toml`, in file order (the first listed for a
-/// metric is its default).
-pub fn models() -> Vec<RegistryModel> {
-    let registry: Registry = toml::from_str(include_str!("../../models.toml"))
-        .expect("models.toml is checked by a unit test");
-    registry.model
+/// metric is its default); parsed once.
+pub fn models() -> &'static [RegistryModel] {
+    static MODELS: std::sync::LazyLock<Vec<RegistryModel>> = std::sync::LazyLock::new(|| {
+        let registry: Registry = toml::from_str(include_str!("../../models.toml"))
+            .expect("models.toml is checked by a unit test");
+        registry.model
+    });
+    &MODELS
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
 /// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`, `moverscore-v1`).
-pub fn default_for(metric: &str) -> Option<RegistryModel> {
+pub fn default_for(metric: &str) -> Option<&'static RegistryModel> {
     models()
-        .into_iter()
+        .iter()
         .find(|m| m.metrics.iter().any(|x| x == metric))
 }
 
 /// A registered model by hub id.
-pub fn find(id: &str) -> Option<RegistryModel> {
-    models().into_iter().find(|m| m.id == id)
+pub fn find(id: &str) -> Option<&'static RegistryModel> {
+    models().iter().find(|m| m.id == id)
 }
 
 #[cfg(test)]
@@ -89,7 +92,7 @@ mod tests {
     fn the_readme_lists_every_checkpoint_once_as_models_toml_has_it() {
         let readme = include_str!("../../README.md");
         let all = models();
-        for m in &all {
+        for m in all {
             assert_eq!(
                 all.iter().filter(|o| o.id == m.id).count(),
                 1,

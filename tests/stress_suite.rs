@@ -8,8 +8,8 @@ use blindspot::metrics::{Engine, MetricSpec, Settings};
 use blindspot::stress::Verdict;
 use blindspot::stress::prefer::PreferenceReport;
 use blindspot::stress::suite::{
-    ModelColumns, ModelRows, ModelScorer, SuiteConfig, SuiteError, SuiteModels, SuiteReport,
-    run_suite, run_suite_with_models,
+    ModelColumns, ModelRows, ModelScorer, Scored, SuiteConfig, SuiteError, SuiteModels,
+    SuiteReport, run_suite, run_suite_with_models,
 };
 
 /// The preference suite with model-free metrics.
@@ -219,7 +219,17 @@ struct ChrfAsModel {
 }
 
 impl ModelScorer for ChrfAsModel {
-    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
+    fn score<'a>(&'a mut self, specs: &'a [MetricSpec], rows: &'a ModelRows<'a>) -> Scored<'a> {
+        Box::pin(std::future::ready(self.score_now(specs, rows)))
+    }
+}
+
+impl ChrfAsModel {
+    fn score_now(
+        &mut self,
+        specs: &[MetricSpec],
+        rows: &ModelRows,
+    ) -> Result<ModelColumns, String> {
         let settings = Settings {
             idf: self.idf,
             ..Settings::default()

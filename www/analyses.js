@@ -4,12 +4,12 @@
 // where the models are; every number comes from the wasm core
 // (src/stress/prefer.rs, src/stress/audit.rs).
 
-import { modelSpecs } from "./plm-scores.js";
+import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 
 const $ = (id) => document.getElementById(id);
 /** The analysis chosen, kept across reloads (the file is not: it may be large). */
 const STORAGE_KEY = "blindspot.analysis.v1";
-const view = { file: null, running: false, stopping: false, engine: null, lexical: [] };
+const view = { file: null, running: false, stopping: false, engine: null, wasm: null, registry: [] };
 
 function status(text, kind = "muted") {
   $("analysis-status").textContent = text;
@@ -84,18 +84,14 @@ function renderAudit(report) {
   $("analysis-result").replaceChildren(note, t);
 }
 
-/** The model-free metrics' specs: the core's defaults, with the page's ROUGE stemmer. */
-function lexicalSpecs() {
-  return view.lexical.map((d) => ("stemmer" in d ? { ...d, stemmer: $("rouge-stemmer").checked } : { ...d }));
-}
-
 async function run() {
   if (!view.file) return status("Choose a file first.", "bad");
   if (view.running) return;
   const kind = $("analysis-kind").value;
-  const specs = [...lexicalSpecs(), ...modelSpecs()];
+  const lexical = lexicalSpecs(view.wasm, view.registry);
+  const specs = [...lexical, ...modelSpecs()];
   const request = { dataset: view.file.name, text: view.file.text, specs };
-  const withModels = specs.length - view.lexical.length;
+  const withModels = specs.length - lexical.length;
   status(withModels ? `Running with ${withModels} model-based metrics…` : "Running…");
   $("analysis-result").replaceChildren();
   view.running = true;
@@ -137,10 +133,7 @@ async function stop() {
 
 /** Wires the preference / audit view. */
 export function initAnalyses(wasm, engine, registry) {
-  const defaults = wasm.metricChoices().defaults;
-  // The core's default spec of each model-free metric (defaults follow the registry's order).
-  view.lexical = registry.map((m, i) => [m, defaults[i]]).filter(([m]) => !m.model).map(([, d]) => d);
-  view.engine = engine;
+  Object.assign(view, { wasm, registry, engine });
   // The bundled samples (written for Blindspot), one per analysis.
   const samples = Object.fromEntries(wasm.bundledSamples().map((s) => [s.kind, s]));
   const useSample = () => {

@@ -615,10 +615,10 @@ async function main() {
   buildPalette();
   restoreInjection(saved?.injection);
   initSweep(wasm.metricChoices().verdicts);
-  initSuite(wasm, registry, state.injections);
   // Language models run in their own worker; the page only sends texts.
   const models = startModelEngine(wasm);
   document.body.dataset.modelEngine = models.where;
+  initSuite(wasm, registry, state.injections, models);
   initModels(models).catch((err) => console.error("model panel", err));
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);

@@ -159,8 +159,8 @@ self.onmessage = async ({ data }) => {
     if (!engine) throw new Error("the model worker was not started");
     if (!methods.has(method)) throw new Error(`unknown engine call ${method}`);
     const bindings = await engine;
-    // The page's progress callback becomes messages back to it.
-    const progress = (done, total) => self.postMessage({ id, progress: [done, total] });
+    // The page's progress callback becomes messages back to it (every argument).
+    const progress = (...args) => self.postMessage({ id, progress: args });
     const args = data.args.map((a) => (a === progressMarker ? progress : a));
     if (method === "attackPair") {
       clearTimeout(idleTimer);

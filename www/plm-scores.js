@@ -771,6 +771,16 @@ export function restoreCardChoices(choices) {
  * and options), for the preference suite and the audit: BERTScore gives its
  * F1, P and R.
  */
+/**
+ * The model-free metrics' specs: the core's defaults (`wasm.metricChoices()`,
+ * in `registry` order) with the page's ROUGE stemmer.
+ */
+export function lexicalSpecs(wasm, registry) {
+  const defaults = wasm.metricChoices().defaults;
+  return registry.map((m, i) => [m, defaults[i]]).filter(([m]) => !m.model)
+    .map(([, d]) => ("stemmer" in d ? { ...d, stemmer: document.getElementById("rouge-stemmer").checked } : { ...d }));
+}
+
 export function modelSpecs() {
   const out = [];
   for (const slot of Object.keys(CARDS)) {

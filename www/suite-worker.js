@@ -24,7 +24,7 @@ self.onmessage = async ({ data }) => {
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
     const started = performance.now();
-    const out = bindings.stressSuite(
+    const out = await bindings.stressSuite(
       request,
       (done, total) => self.postMessage({ type: "progress", done, total }),
       (report) => self.postMessage({ type: "test", report }),

@@ -5,6 +5,7 @@
 
 import { sweepChart } from "./sweep.js";
 import { download as save } from "./export.js";
+import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
@@ -42,7 +43,10 @@ function restoreSettings() {
   if (typeof s.openEnded === "boolean") $("suite-open-ended").checked = s.openEnded;
 }
 
-const suite = { worker: null, file: null, report: null, csv: null, started: 0, wasm: null, registry: [], injections: [], verdicts: {} };
+const suite = {
+  worker: null, modelRun: false, stopping: false, file: null, report: null, csv: null, started: 0,
+  wasm: null, engine: null, registry: [], lexicalRegistry: [], injections: [], verdicts: {},
+};
 
 /** The URLs of the engine's JS glue and wasm, as Trunk linked them. */
 export function engineUrls() {
@@ -128,7 +132,7 @@ async function run() {
     limit: Number($("suite-limit").value) || null,
     config: {
       injections,
-      metrics: suite.registry.map((m) => m.id),
+      metrics: suite.lexicalRegistry.map((m) => m.id),
       seeds: Math.max(1, Math.min(20, Number($("suite-seeds").value) || 5)),
       rouge_stemmer: $("rouge-stemmer").checked,
       open_ended: $("suite-open-ended").checked,
@@ -144,28 +148,22 @@ async function run() {
   $("suite-progress").hidden = false;
   $("suite-progress").value = 0;
   suite.started = performance.now();
+  const models = modelSpecs();
+  if (models.length) {
+    await runWithModels(request, models, { needsTokenizer, needsTagger, tests: injections.length });
+    return;
+  }
   setStatus("Starting the engine in a worker…");
   const worker = new Worker("suite-worker.js", { type: "module" });
   suite.worker = worker;
   worker.onmessage = ({ data }) => {
     if (data.type === "progress") {
-      const fraction = data.done / data.total;
-      $("suite-progress").value = fraction;
-      const elapsed = (performance.now() - suite.started) / 1000;
-      const eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : NaN;
-      const finished = suite.report?.tests.length ?? 0;
-      setStatus(`${finished} of ${injections.length} tests done · ${(100 * fraction).toFixed(0)}%` +
-        ` · ${elapsed.toFixed(0)} s elapsed${Number.isFinite(eta) ? ` · about ${eta.toFixed(0)} s left` : ""}`);
+      showProgress(data.done, data.total, injections.length);
     } else if (data.type === "test") {
       suite.report = data.report;
       renderCard();
     } else if (data.type === "done") {
-      suite.report = data.report;
-      suite.csv = data.csv;
-      renderCard();
-      finish(`Done: ${data.report.tests.length} tests over ${data.report.items} items in ${(data.millis / 1000).toFixed(1)} s.`);
-      $("suite-export").hidden = false;
-      $("suite-result").dataset.millis = String(data.millis);
+      done(data.report, data.csv, data.millis);
     } else if (data.type === "error") {
       finish(data.message, "bad");
     }
@@ -182,9 +180,63 @@ async function run() {
   }
 }
 
+/**
+ * The run with the model-based metrics whose cards are showing: in the model
+ * worker, where the models are (the suite's own worker has none). Cancel
+ * asks it to stop after its current batch.
+ */
+async function runWithModels(request, models, { needsTokenizer, needsTagger, tests }) {
+  const engine = suite.engine;
+  suite.modelRun = true;
+  suite.stopping = false;
+  const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
+  setStatus(`Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`);
+  try {
+    if (needsTokenizer && !(await engine.hasLmTokenizer())) {
+      const { encoder, vocab } = await gpt2Files();
+      await engine.loadGpt2Tokenizer(encoder, vocab);
+    }
+    if (needsTagger && !(await engine.hasTagger())) await engine.loadTagger(await taggerWeights());
+    const out = await engine.stressSuiteModels({ ...request, specs }, (doneSteps, total, report) => {
+      if (!suite.modelRun) return;
+      if (report) {
+        suite.report = report;
+        renderCard();
+      } else if (!suite.stopping) {
+        showProgress(doneSteps, total, tests);
+      }
+    });
+    done(out.report, out.csv, performance.now() - suite.started);
+  } catch (err) {
+    const tests = suite.report?.tests.length ?? 0;
+    finish(suite.stopping ? `Cancelled after ${tests} finished test${tests === 1 ? "" : "s"} (shown).`
+      : String(err.message ?? err), "bad");
+  }
+}
+
+function showProgress(doneSteps, total, tests) {
+  const fraction = doneSteps / total;
+  $("suite-progress").value = fraction;
+  const elapsed = (performance.now() - suite.started) / 1000;
+  const eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : NaN;
+  const finished = suite.report?.tests.length ?? 0;
+  setStatus(`${finished} of ${tests} tests done · ${(100 * fraction).toFixed(0)}%` +
+    ` · ${elapsed.toFixed(0)} s elapsed${Number.isFinite(eta) ? ` · about ${eta.toFixed(0)} s left` : ""}`);
+}
+
+function done(report, csv, millis) {
+  suite.report = report;
+  suite.csv = csv;
+  renderCard();
+  finish(`Done: ${report.tests.length} tests over ${report.items} items in ${(millis / 1000).toFixed(1)} s.`);
+  $("suite-export").hidden = false;
+  $("suite-result").dataset.millis = String(millis);
+}
+
 function finish(message, kind = "muted") {
   if (suite.worker) suite.worker.terminate();
   suite.worker = null;
+  suite.modelRun = false;
   $("suite-run").disabled = !suite.file;
   $("suite-cancel").disabled = true;
   $("suite-progress").hidden = true;
@@ -193,6 +245,12 @@ function finish(message, kind = "muted") {
 
 function cancel() {
   if (suite.worker) finish("Cancelled.");
+  if (suite.modelRun && !suite.stopping) {
+    suite.stopping = true;
+    $("suite-cancel").disabled = true;
+    setStatus("Cancelling after the current batch…");
+    suite.engine.stopSuite().catch((err) => setStatus(`Could not cancel: ${err.message ?? err}`, "bad"));
+  }
 }
 
 /** The report card: one row per injection, one column per metric. */
@@ -332,10 +390,10 @@ function configFromHash() {
 }
 
 /** Wires the suite view once the engine is ready. */
-export function initSuite(wasm, registry, injections) {
+export function initSuite(wasm, registry, injections, engine) {
   // How verdicts are shown comes from the core (src/stress).
   const verdicts = Object.fromEntries(wasm.metricChoices().verdicts.map((v) => [v.id, v]));
-  Object.assign(suite, { wasm, registry: registry.filter((m) => !m.model), injections, verdicts });
+  Object.assign(suite, { wasm, engine, registry, lexicalRegistry: registry.filter((m) => !m.model), injections, verdicts });
   $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
   const sample = wasm.bundledSamples().find((s) => s.kind === "pairs");
   $("suite-sample").title = sample.about;

@@ -195,7 +195,8 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     };
     let bar = items_bar(items.len());
     let dataset = file_name(&args.data);
-    let mut engine = args.plm.engine();
+    let engine = args.plm.engine();
+    let mut scorer = &engine;
     let mlm = args
         .mlm_model
         .as_deref()
@@ -218,9 +219,10 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
     let models = SuiteModels {
         lm_tokenizer: tokenizer.as_ref(),
         masked_lm: masked_lm.as_ref().map(|m| m as _),
-        scorer: Some(&mut engine),
+        scorer: Some(&mut scorer),
         settings: args.plm.settings(args.rouge_stemmer),
         on_test: None,
+        specs: None,
     };
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);

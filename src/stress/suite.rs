@@ -319,28 +319,32 @@ pub struct ModelColumns {
     pub signatures: Vec<String>,
 }
 
+/// What [`ModelScorer::score`] returns: model passes read back
+/// asynchronously in the browser.
+pub type Scored<'a> = futures::future::LocalBoxFuture<'a, Result<ModelColumns, String>>;
+
 /// Scores the metrics that need a language model; the caller owns the models.
 pub trait ModelScorer {
     /// Scores every row with each spec.
-    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String>;
+    fn score<'a>(&'a mut self, specs: &'a [MetricSpec], rows: &'a ModelRows<'a>) -> Scored<'a>;
 }
 
-#[cfg(not(target_arch = "wasm32"))]
-impl ModelScorer for crate::metrics::Engine {
-    fn score(&mut self, specs: &[MetricSpec], rows: &ModelRows) -> Result<ModelColumns, String> {
-        let segments = rows.segments();
-        let columns = match &rows.set {
-            Some(set) => {
-                futures::executor::block_on(self.score_within(specs, &segments, &set.segments()))
+/// The engine scores a suite's model metrics (natively with its model
+/// folders, in the browser with the loaded models).
+impl ModelScorer for &crate::metrics::Engine {
+    fn score<'a>(&'a mut self, specs: &'a [MetricSpec], rows: &'a ModelRows<'a>) -> Scored<'a> {
+        let engine: &crate::metrics::Engine = self;
+        Box::pin(async move {
+            let segments = rows.segments();
+            let columns = match &rows.set {
+                Some(set) => engine.score_within(specs, &segments, &set.segments()).await,
+                None => engine.score(specs, &segments).await,
             }
-            None => {
-                futures::executor::block_on(crate::metrics::Engine::score(self, specs, &segments))
-            }
-        }
-        .map_err(|e| e.to_string())?;
-        Ok(ModelColumns {
-            values: columns.iter().map(|c| c.values()).collect(),
-            signatures: columns.iter().map(|c| c.signature.to_string()).collect(),
+            .map_err(|e| e.to_string())?;
+            Ok(ModelColumns {
+                values: columns.iter().map(|c| c.values()).collect(),
+                signatures: columns.iter().map(|c| c.signature.to_string()).collect(),
+            })
         })
     }
 }
@@ -359,6 +363,10 @@ pub struct SuiteModels<'a> {
     pub settings: Settings,
     /// Told the report so far each time a test finishes (whole runs only).
     pub on_test: Option<&'a dyn Fn(&SuiteReport)>,
+    /// The metrics with their options, one per `config.metrics` id, where
+    /// the caller has them as specs (the page's cards); `None`: from
+    /// `settings`.
+    pub specs: Option<Vec<MetricSpec>>,
 }
 
 /// The most seeds a run takes.
@@ -371,6 +379,7 @@ const MODEL_CHUNK: usize = 4;
 /// Runs the suite over `items` with lexical metrics only. `progress(done,
 /// total)` is called as items finish (from worker threads natively);
 /// returning `false` cancels.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn run_suite(
     dataset: &str,
     items: &[Item],
@@ -545,9 +554,26 @@ fn plan(
         rouge_stemmer: config.rouge_stemmer,
         ..models.settings.clone()
     };
-    let specs = settings
-        .specs(&config.metrics)
-        .map_err(|e| SuiteError::Metric(e.to_string()))?;
+    let specs = match &models.specs {
+        Some(specs) => {
+            let ids: Vec<String> = specs.iter().map(|s| s.id().to_string()).collect();
+            if ids != config.metrics {
+                return Err(SuiteError::Invalid(format!(
+                    "the metrics' options name {} but the configuration {}",
+                    ids.join(","),
+                    config.metrics.join(",")
+                )));
+            }
+            for spec in specs {
+                spec.validate()
+                    .map_err(|e| SuiteError::Metric(e.to_string()))?;
+            }
+            specs.clone()
+        }
+        None => settings
+            .specs(&config.metrics)
+            .map_err(|e| SuiteError::Metric(e.to_string()))?,
+    };
     let mut lexical = Vec::new();
     let mut model_columns = Vec::new();
     let mut within_set = false;
@@ -668,14 +694,15 @@ fn lexical_scores(plan: &Plan, item: &Item, text: &str) -> Result<Vec<f64>, Suit
 /// Where the plan's metrics read the whole set, each item has one text and
 /// the texts are the set.
 #[allow(clippy::too_many_arguments)]
-fn model_pass(
+async fn model_pass(
     plan: &Plan,
     scorer: &mut Option<&mut dyn ModelScorer>,
     items: &[Item],
     indices: &[usize],
     texts: &[Vec<&str>],
-    steps: &Steps,
+    steps: &Steps<'_>,
     signatures: &mut Vec<String>,
+    breathe: &impl AsyncFn(),
     mut write: impl FnMut(usize, usize, &[f64]),
 ) -> Result<(), SuiteError> {
     if plan.model_columns.is_empty() {
@@ -711,7 +738,10 @@ fn model_pass(
                     .collect(),
             );
         }
-        let scored = scorer.score(&specs, &rows).map_err(SuiteError::Metric)?;
+        let scored = scorer
+            .score(&specs, &rows)
+            .await
+            .map_err(SuiteError::Metric)?;
         if scored.values.len() != specs.len()
             || scored.values.iter().any(|v| v.len() != rows.hyps.len())
         {
@@ -727,6 +757,8 @@ fn model_pass(
             steps.step();
         }
         *signatures = scored.signatures;
+        // A turn for the caller (the page's stop request) after each batch.
+        breathe().await;
     }
     Ok(())
 }
@@ -734,6 +766,7 @@ fn model_pass(
 /// Runs the suite with language models: model-based metrics go to
 /// `models.scorer`, BERT-diverge draws on `models.masked_lm`, and each test's
 /// result goes to `models.on_test` as it finishes.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn run_suite_with_models(
     dataset: &str,
     items: &[Item],
@@ -745,15 +778,52 @@ pub fn run_suite_with_models(
     aggregate(&part)
 }
 
+/// [`run_suite_with_models`] for a scorer whose passes are asynchronous
+/// (the browser's): `breathe()` is awaited after each batch of model
+/// scores, a turn in which `progress` may learn that it should stop.
+pub async fn run_suite_async(
+    dataset: &str,
+    items: &[Item],
+    config: &SuiteConfig,
+    models: SuiteModels<'_>,
+    progress: Progress<'_>,
+    breathe: impl AsyncFn(),
+) -> Result<SuiteReport, SuiteError> {
+    let part = run_part_async(dataset, items, config, models, None, progress, breathe).await?;
+    aggregate(&part)
+}
+
 /// Runs the suite's items of `shard` (all items when `None`) and returns
 /// their per-item outcomes, for [`merge`].
+#[cfg(not(target_arch = "wasm32"))]
 pub fn run_part(
     dataset: &str,
     items: &[Item],
     config: &SuiteConfig,
-    mut models: SuiteModels,
+    models: SuiteModels,
     shard: Option<Shard>,
     progress: Progress,
+) -> Result<SuitePart, SuiteError> {
+    futures::executor::block_on(run_part_async(
+        dataset,
+        items,
+        config,
+        models,
+        shard,
+        progress,
+        async || {},
+    ))
+}
+
+/// [`run_part`] with [`run_suite_async`]'s `breathe`.
+async fn run_part_async(
+    dataset: &str,
+    items: &[Item],
+    config: &SuiteConfig,
+    mut models: SuiteModels<'_>,
+    shard: Option<Shard>,
+    progress: Progress<'_>,
+    breathe: impl AsyncFn(),
 ) -> Result<SuitePart, SuiteError> {
     let mut scorer = models.scorer.take();
     let plan = plan(items, config, &models, scorer.is_some())?;
@@ -799,12 +869,14 @@ pub fn run_part(
         &gold_texts,
         &steps,
         &mut model_signatures,
+        &breathe,
         |k, _, values| {
             for (&m, &v) in columns.iter().zip(values) {
                 base[k][m] = v;
             }
         },
-    )?;
+    )
+    .await?;
 
     let uniform = items.iter().all(|i| i.refs.len() == items[0].refs.len());
     let nrefs = uniform.then(|| items[0].refs.len());
@@ -953,13 +1025,15 @@ pub fn run_part(
                 texts,
                 &steps,
                 &mut model_signatures,
+                &breathe,
                 |k, j, values| {
                     let cell = cell_of[k][j];
                     for (&m, &v) in columns.iter().zip(values) {
                         cells_of[k].scores[cell * metric_count + m] = v;
                     }
                 },
-            )?;
+            )
+            .await?;
         }
         let test = TestPart {
             injection: injection.info().id.to_owned(),

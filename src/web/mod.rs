@@ -16,7 +16,7 @@ use crate::models::tokenizer::LmTokenizer;
 
 thread_local! {
     /// The GPT-2 tokenizer positioned errors use, once the page loaded it.
-    static LM_TOKENIZER: std::cell::RefCell<Option<LmTokenizer>> = const { std::cell::RefCell::new(None) };
+    static LM_TOKENIZER: std::cell::RefCell<Option<std::rc::Rc<LmTokenizer>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Builds GPT-2's tokenizer from the text of `encoder.json` and `vocab.bpe`
@@ -25,7 +25,7 @@ thread_local! {
 pub fn load_gpt2_tokenizer(encoder_json: &str, vocab_bpe: &str) -> Result<(), JsError> {
     let tokenizer =
         LmTokenizer::gpt2(encoder_json, vocab_bpe).map_err(|e| JsError::new(&e.to_string()))?;
-    LM_TOKENIZER.with(|t| *t.borrow_mut() = Some(tokenizer));
+    LM_TOKENIZER.with(|t| *t.borrow_mut() = Some(std::rc::Rc::new(tokenizer)));
     Ok(())
 }
 
@@ -52,7 +52,12 @@ pub fn has_lm_tokenizer() -> bool {
 
 /// Runs `f` with the loaded LM tokenizer, if any.
 fn with_lm_tokenizer<T>(f: impl FnOnce(Option<&LmTokenizer>) -> T) -> T {
-    LM_TOKENIZER.with(|t| f(t.borrow().as_ref()))
+    LM_TOKENIZER.with(|t| f(t.borrow().as_deref()))
+}
+
+/// The loaded LM tokenizer, if any, for a job that awaits.
+fn lm_tokenizer() -> Option<std::rc::Rc<LmTokenizer>> {
+    LM_TOKENIZER.with(|t| t.borrow().clone())
 }
 use crate::metrics::{self, Engine, MetricSpec, Segment, Settings};
 
@@ -444,38 +449,114 @@ pub fn inspect_dataset(format: &str, text: &str) -> Result<JsValue, JsError> {
 /// finish and `on_test(report)` with the report so far each time a test
 /// ends; the page runs this in a Web Worker and cancels by terminating it.
 #[wasm_bindgen(js_name = stressSuite)]
-pub fn stress_suite(
+pub async fn stress_suite(
     request: JsValue,
-    on_progress: &js_sys::Function,
-    on_test: &js_sys::Function,
+    on_progress: js_sys::Function,
+    on_test: js_sys::Function,
 ) -> Result<JsValue, JsError> {
     let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    let progress = js_progress(&on_progress);
+    let tell = |report: &JsValue| {
+        let _ = on_test.call1(&JsValue::NULL, report);
+    };
+    run_stress_suite(r, None, &progress, &tell, async || {}).await
+}
+
+/// What the page asks of a suite with model-based metrics: the suite
+/// request, and every metric as a spec (model-based ones name a loaded model).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelSuiteRequest {
+    #[serde(flatten)]
+    suite: SuiteRequest,
+    specs: Vec<MetricSpec>,
+}
+
+/// [`stress_suite`] in the model worker, with model-based metrics on the
+/// loaded models: `request.specs` are the metrics (`config.metrics` is
+/// set from them). Calls
+/// `on_event(done, total)` as steps finish and `on_event(null, null,
+/// report)` with the report so far each time a test ends. `stopSuite()`
+/// ends it after the current batch of model scores, with an error that
+/// says so (the tests finished by then were reported).
+#[wasm_bindgen(js_name = stressSuiteModels)]
+pub async fn stress_suite_models(
+    request: JsValue,
+    on_event: js_sys::Function,
+) -> Result<JsValue, JsError> {
+    STOP_SUITE.with(|s| s.set(false));
+    let mut r: ModelSuiteRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    // The metrics are the specs' (the report names them by id).
+    r.suite.config.metrics = r.specs.iter().map(|s| s.id().to_string()).collect();
+    let told = js_progress(&on_event);
+    let progress = |done, total| told(done, total) && !STOP_SUITE.with(std::cell::Cell::get);
+    let tell = |report: &JsValue| {
+        let _ = on_event.call3(&JsValue::NULL, &JsValue::NULL, &JsValue::NULL, report);
+    };
+    let engine = models::engine();
+    run_stress_suite(
+        r.suite,
+        Some((&engine, r.specs)),
+        &progress,
+        &tell,
+        async || attack::yield_to_events().await,
+    )
+    .await
+}
+
+/// Ends a running [`stress_suite_models`] after its current batch of model scores.
+#[wasm_bindgen(js_name = stopSuite)]
+pub fn stop_suite() {
+    STOP_SUITE.with(|s| s.set(true));
+}
+
+/// Runs a suite request, with the engine and the metrics' specs where it
+/// has model-based metrics: `{report, csv}`.
+async fn run_stress_suite(
+    r: SuiteRequest,
+    models: Option<(&Engine, Vec<MetricSpec>)>,
+    progress: crate::stress::suite::Progress<'_>,
+    on_test: &dyn Fn(&JsValue),
+    breathe: impl AsyncFn(),
+) -> Result<JsValue, JsError> {
+    use crate::stress::suite::{ModelScorer, SuiteModels, SuiteReport, run_suite_async};
     let mut items = load_items(&r.format, &r.text)?.rows;
     if let Some(n) = r.limit {
         items.truncate(n);
     }
-    let progress = js_progress(on_progress);
-    let tell = |so_far: &crate::stress::suite::SuiteReport| {
+    let tell = |so_far: &SuiteReport| {
+        // A failing listener only loses the live view; the report still comes.
         if let Ok(value) = to_js(so_far) {
-            // A failing listener only loses the live view; the report still comes.
-            let _ = on_test.call1(&JsValue::NULL, &value);
+            on_test(&value);
         }
     };
-    let report = with_lm_tokenizer(|lm_tokenizer| {
-        let models = crate::stress::suite::SuiteModels {
-            lm_tokenizer,
-            on_test: Some(&tell),
-            ..Default::default()
-        };
-        crate::stress::suite::run_suite_with_models(
-            &r.dataset, &items, &r.config, models, &progress,
-        )
-    })
+    let tokenizer = lm_tokenizer();
+    let (mut scorer, specs) = match models {
+        Some((engine, specs)) => (Some(engine), Some(specs)),
+        None => (None, None),
+    };
+    let suite_models = SuiteModels {
+        lm_tokenizer: tokenizer.as_deref(),
+        on_test: Some(&tell),
+        scorer: scorer.as_mut().map(|s| s as &mut dyn ModelScorer),
+        specs,
+        ..Default::default()
+    };
+    let report = run_suite_async(
+        &r.dataset,
+        &items,
+        &r.config,
+        suite_models,
+        progress,
+        breathe,
+    )
+    .await
     .map_err(|e| JsError::new(&e.to_string()))?;
     #[derive(Serialize)]
     struct Out<'a> {
-        report: &'a crate::stress::suite::SuiteReport,
+        report: &'a SuiteReport,
         csv: String,
     }
     to_js(&Out {
@@ -507,6 +588,8 @@ thread_local! {
     static STOP_ANALYSIS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set by `stopMauve`, read after each model pass of MAUVE's featurising.
     static STOP_MAUVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by `stopSuite`, read after each batch of a suite's model scores.
+    static STOP_SUITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// A long job's progress: `on_progress(done, total)`, then a turn of the

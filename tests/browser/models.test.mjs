@@ -518,6 +518,66 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   await context.close();
 });
 
+test("a stress suite with the model cards showing runs in the model worker, equal to the CLI; Cancel stops it", async () => {
+  const { context, page, errors } = await openPage();
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-models-"));
+  const file = join(dir, "wmt4.jsonl");
+  writeFileSync(file, readFileSync(join(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 4).join("\n") + "\n");
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  await page.setInputFiles("#suite-file", file);
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("4 items"));
+  await page.selectOption("#suite-format", "wmt");
+  await page.uncheck("#suite-family-consistency");
+  await page.fill("#suite-seeds", "1");
+  await page.click("#suite-run");
+  await page.waitForFunction(() => /model-based metric/.test(document.querySelector("#suite-status").textContent));
+  await page.waitForFunction(() => /^(Done|Cancelled)|failed|error/i.test(document.querySelector("#suite-status").textContent), null, { timeout: 300_000 });
+  assert.match(await page.textContent("#suite-status"), /^Done/);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
+  const ids = fromPage.metrics.map((m) => m.id);
+  assert.ok(ids.includes("bertscore-f") && ids.includes("bleu"), ids.join(","));
+  // The CLI on the same items with the same metrics on the same MiniLM.
+  const minilm = join(ROOT, "models", "all-MiniLM-L6-v2");
+  const out = join(dir, "cli.json");
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "1", "--metrics", ids.join(","),
+    "--model-dir", minilm, "--model", `moverscore=${minilm}`, "--out", out], { stdio: "pipe" });
+  const fromCli = JSON.parse(readFileSync(out, "utf8"));
+  assert.deepEqual(fromCli.metrics.map((m) => m.id), ids);
+  const close = (a, b, what) => assert.ok(Math.abs(a - b) <= 1e-5, `${what}: page ${a} vs CLI ${b}`);
+  fromPage.base.forEach((v, k) => close(v, fromCli.base[k], `base ${ids[k]}`));
+  assert.equal(fromPage.tests.length, fromCli.tests.length);
+  fromPage.tests.forEach((t, i) => {
+    const c = fromCli.tests[i];
+    assert.equal(t.injection, c.injection);
+    assert.deepEqual(t.verdicts, c.verdicts, t.injection);
+    t.levels.forEach((l, j) => l.scores.forEach((s, k) => close(s.mean, c.levels[j].scores[k].mean, `${t.injection} ${l.level} ${ids[k]}`)));
+  });
+  assert.equal(await page.locator("#suite-card thead th").count(), 1 + ids.length);
+  // Cancel at the first progress: the run ends after its current batch.
+  await page.evaluate(() => {
+    const el = document.getElementById("suite-status");
+    const watch = new MutationObserver(() => {
+      if (/tests done/.test(el.textContent)) {
+        watch.disconnect();
+        document.getElementById("suite-cancel").click();
+      }
+    });
+    watch.observe(el, { childList: true, characterData: true, subtree: true });
+  });
+  await page.check("#suite-family-consistency");
+  await page.click("#suite-run");
+  await page.waitForFunction(() => /^(Done|Cancelled)/.test(document.querySelector("#suite-status").textContent), null, { timeout: 300_000 });
+  assert.match(await page.textContent("#suite-status"), /^Cancelled after \d+ finished tests?/);
+  assert.equal(await page.isDisabled("#suite-run"), false);
+  assert.equal(await page.isDisabled("#suite-cancel"), true);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("a trap in the model engine restarts it: its models are unloaded, the page says so, and they load again", async () => {
   const { context, page, errors } = await openTrapping({ clearStorage: true });
   await page.fill("#hypothesis", TEXT);

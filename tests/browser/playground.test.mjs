@@ -504,7 +504,7 @@ test("the preference suite and the audit run on bundled samples, with the CLI's 
 
 test("hostile inputs to the wasm entry points give a score or a clear error, never a panic", async () => {
   const { context, page, errors } = await openPage();
-  const results = await page.evaluate(() => {
+  const results = await page.evaluate(async () => {
     const w = window.wasmBindings;
     const long = Array.from({ length: 20000 }, (_, i) => `w${i % 97}`).join(" ");
     const texts = ["", " \n\t ", "🙂👍🏽 e\u0301te\u0301 👨‍👩‍👧", "مرحبا بالعالم، هذا نص", "nul\0inside\0", "\"unbalanced 'quotes, \"here", long];
@@ -533,11 +533,30 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
     attempt("inspectDataset", () => w.inspectDataset("wmt", "{\"ref_a\": \"unclosed"));
     attempt("inspectDataset format", () => w.inspectDataset("xml", "<a/>"));
     attempt("suiteHtml", () => w.suiteHtml({ tool: "blindspot", tests: [{ injection: "truncation" }] }));
+    // The model suite's entry point is async: its rejections are its errors.
+    const settle = async (what, f) => {
+      try {
+        await f();
+        out.push([what, "ok"]);
+      } catch (e) {
+        out.push([what, e instanceof WebAssembly.RuntimeError ? `PANIC ${e.message}` : `error: ${e?.message ?? e}`]);
+      }
+    };
+    const request = {
+      dataset: "x.jsonl", format: "jsonl", text: '{"hyp": "a b c d", "ref": "a b c e"}\n',
+      config: { injections: ["truncation"], metrics: [], seeds: 1 },
+    };
+    await settle("stressSuiteModels request", () => w.stressSuiteModels({ dataset: "x" }, () => true));
+    await settle("stressSuiteModels model", () => w.stressSuiteModels({ ...request, specs: [{ metric: "bertscore", part: "f" }] }, () => true));
+    await settle("stressSuiteModels combination", () => w.stressSuiteModels({ ...request, specs: [{ metric: "menli", combine: { metric: "bleu" } }] }, () => true));
     return out;
   });
   for (const [what, r] of results) assert.ok(r === "ok" || (r.startsWith("error: ") && r.length > 8), `${what}: ${r}`);
   assert.match(results.find(([what]) => what === "suiteHtml")[1], /^error: invalid suite report: .*missing field `family`/);
   assert.match(results.find(([what]) => what === "inspectDataset format")[1], /unknown dataset format 'xml'/);
+  assert.match(results.find(([what]) => what === "stressSuiteModels request")[1], /^error: invalid suite request/);
+  assert.match(results.find(([what]) => what === "stressSuiteModels model")[1], /^error: .*(model|load)/i);
+  assert.match(results.find(([what]) => what === "stressSuiteModels combination")[1], /^error: .*min-max combination/);
   assert.deepEqual(errors, []);
   await context.close();
 });

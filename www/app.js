@@ -3,7 +3,7 @@
 // Every number on the page comes from the wasm module (src/web); this file
 // only schedules work, renders results and keeps state across reloads.
 
-import { gpt2Files, initSuite, taggerWeights } from "./suite.js";
+import { initSuite, loadInjectionNeeds } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
 import { downloadSize, initModels, isCached, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
@@ -37,6 +37,7 @@ const state = {
   latest: {},   // metricId -> outcome
   frame: 0,
   modelOffer: null, // { models, cards }: a link's (or the last visit's) models, offered until loaded or dismissed
+  models: null, // the model engine (model-worker.js): model passes, and the sweep
 };
 
 function loadSaved() {
@@ -375,19 +376,13 @@ function updateHistoryButtons() {
  * Loads what an injection needs into the engine the first time: GPT-2's
  * tokenizer, the part-of-speech tagger's weights (not inside the wasm).
  */
-async function ensureInjectionNeeds(info) {
+/** Loads what `info`'s injection needs into `engine` (the page's wasm by default). */
+async function ensureInjectionNeeds(info, engine = state.wasm) {
   const out = $("injection-result");
-  if (info.needs_lm_tokenizer && !state.wasm.hasLmTokenizer()) {
-    out.textContent = "Loading the GPT-2 tokenizer…";
+  await loadInjectionNeeds(engine, { tokenizer: info.needs_lm_tokenizer, tagger: info.needs_tagger }, (text) => {
+    out.textContent = text;
     out.className = "muted";
-    const { encoder, vocab } = await gpt2Files();
-    state.wasm.loadGpt2Tokenizer(encoder, vocab);
-  }
-  if (info.needs_tagger && !state.wasm.hasTagger()) {
-    out.textContent = "Loading the part-of-speech tagger (6.4 MB, once)…";
-    out.className = "muted";
-    state.wasm.loadTagger(await taggerWeights());
-  }
+  });
 }
 
 async function applyInjection() {
@@ -436,19 +431,23 @@ function useText(text, edits) {
   state.edits = edits;
 }
 
+/**
+ * Sweeps the chosen injection's levels in the model worker (on a long text
+ * the 50 perturbed texts and their scores take a few hundred milliseconds,
+ * too long for the page's own thread).
+ */
 async function runSweep() {
   const info = state.injections.find((i) => i.id === $("injection").value);
   const out = $("injection-result");
-  try {
-    await ensureInjectionNeeds(info);
-  } catch (err) {
-    out.textContent = String(err.message ?? err);
-    out.className = "bad";
-    return;
-  }
+  const button = $("sweep-injection");
+  if (button.disabled) return;
+  button.disabled = true;
   let sweep;
   try {
-    sweep = state.wasm.sweepInjection({
+    await ensureInjectionNeeds(info, state.models);
+    out.textContent = `Sweeping ${info.name}…`;
+    out.className = "muted";
+    sweep = await state.models.sweepInjection({
       hypothesis: fields.hypothesis.value,
       references: fields.reference.value,
       source: fields.source.value,
@@ -462,6 +461,8 @@ async function runSweep() {
     out.textContent = String(err.message ?? err);
     out.className = "bad";
     return;
+  } finally {
+    button.disabled = false;
   }
   out.textContent = "";
   $("sweep-title").textContent = `Sweep: ${info.name}`;
@@ -617,6 +618,7 @@ async function main() {
   initSweep(wasm.metricChoices().verdicts);
   // Language models run in their own worker; the page only sends texts.
   const models = startModelEngine(wasm);
+  state.models = models;
   document.body.dataset.modelEngine = models.where;
   initSuite(wasm, registry, state.injections, models);
   initModels(models).catch((err) => console.error("model panel", err));

@@ -104,6 +104,23 @@ export async function gpt2Files() {
   return { encoder, vocab };
 }
 
+/**
+ * Loads GPT-2's tokenizer and the tagger into `engine` (the page's wasm, or
+ * the model engine, whose calls return promises) where asked and missing;
+ * `say(text)` tells the user what is being loaded.
+ */
+export async function loadInjectionNeeds(engine, { tokenizer = false, tagger = false }, say = () => {}) {
+  if (tokenizer && !(await engine.hasLmTokenizer())) {
+    say("Loading the GPT-2 tokenizer…");
+    const { encoder, vocab } = await gpt2Files();
+    await engine.loadGpt2Tokenizer(encoder, vocab);
+  }
+  if (tagger && !(await engine.hasTagger())) {
+    say("Loading the part-of-speech tagger (6.4 MB, once)…");
+    await engine.loadTagger(await taggerWeights());
+  }
+}
+
 /** The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB), fetched once; the browser caches the file. */
 export function taggerWeights() {
   taggerWeights.bytes ??= fetch("tagger/en_core_web_sm.safetensors").then(async (response) => {
@@ -192,11 +209,7 @@ async function runWithModels(request, models, { needsTokenizer, needsTagger, tes
   const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
   setStatus(`Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`);
   try {
-    if (needsTokenizer && !(await engine.hasLmTokenizer())) {
-      const { encoder, vocab } = await gpt2Files();
-      await engine.loadGpt2Tokenizer(encoder, vocab);
-    }
-    if (needsTagger && !(await engine.hasTagger())) await engine.loadTagger(await taggerWeights());
+    await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger });
     const out = await engine.stressSuiteModels({ ...request, specs }, (doneSteps, total, report) => {
       if (!suite.modelRun) return;
       if (report) {

@@ -214,6 +214,8 @@ struct ChrfAsModel {
     batches: Vec<usize>,
     distinct: bool,
     idf: bool,
+    /// The metric served (`bertscore-f` when empty).
+    metric: &'static str,
     /// Per batch, its set's hypotheses.
     sets: Vec<Vec<String>>,
 }
@@ -234,13 +236,25 @@ impl ChrfAsModel {
             idf: self.idf,
             ..Settings::default()
         };
-        assert_eq!(specs, [settings.spec("bertscore-f".parse().unwrap())]);
+        let metric = if self.metric.is_empty() {
+            "bertscore-f"
+        } else {
+            self.metric
+        };
+        assert_eq!(specs, [settings.spec(metric.parse().unwrap())]);
         self.batches.push(rows.hyps.len());
-        // A set comes exactly where the spec reads it, and holds every row.
+        // A set comes exactly where the spec reads it and holds every row's
+        // references, and its hypothesis where the spec reads hypotheses.
         assert_eq!(rows.set.is_some(), self.idf);
         if let Some(set) = &rows.set {
+            let per_cell = specs[0].reads_set_hypotheses();
             for (hyp, refs) in rows.hyps.iter().zip(&rows.refs) {
-                assert!(set.hyps.iter().zip(&set.refs).any(|r| r == (hyp, refs)));
+                assert!(
+                    set.hyps
+                        .iter()
+                        .zip(&set.refs)
+                        .any(|(h, r)| r == refs && (!per_cell || h == hyp))
+                );
             }
             self.sets
                 .push(set.hyps.iter().map(|h| h.to_string()).collect());
@@ -300,10 +314,12 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     }
     assert_eq!(report.metrics[1].signature, "chrf-as-model");
     assert!(fake.distinct);
-    // Batches of 4 items (the last one of 2) for the base and for each of the
-    // three tests, each far smaller than 4 items x (levels x 3 seeds) rows:
-    // repeated texts go once.
-    assert_eq!(fake.batches.len(), 4 * 8);
+    // Batches of 4 items (the last one of 2) for the base, token drop and
+    // negation, each far smaller than 4 items x (levels x 3 seeds) rows:
+    // repeated texts go once. Sentence switching changes none of these
+    // one-sentence items, so it sends no batch at all.
+    assert_eq!(fake.batches.len(), 3 * 8);
+    assert!(fake.batches.iter().all(|&n| n > 0));
     // Progress counts both passes of the base and of each test.
     assert_eq!(calls.lock().unwrap().last(), Some(&(240, 240)));
     // Without a scorer the model metric is a clear error.
@@ -315,17 +331,23 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     );
 }
 
-#[test]
-fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
-    // With idf, each batch comes with its whole set: the gold texts for the
-    // base, then each level and seed's texts of every item (changed or
-    // not), as [BS] scores each perturbed set. The numbers are those of
-    // the lexical column still.
+/// A suite of `metric` (with idf) and chrF over the first 10 WMT21 items,
+/// token drop and sentence switching, 2 seeds, on [`ChrfAsModel`]; returns
+/// the report, the scorer and the progress calls.
+fn idf_suite(
+    metric: &'static str,
+    shard: Option<&str>,
+) -> (
+    Result<SuiteReport, SuiteError>,
+    ChrfAsModel,
+    Vec<(usize, usize)>,
+) {
     let items = wmt(10);
     let mut cfg = config(&["token_drop", "sentence_switching"], 2);
-    cfg.metrics = vec!["chrf".into(), "bertscore-f".into()];
+    cfg.metrics = vec!["chrf".into(), metric.into()];
     let mut fake = ChrfAsModel {
         idf: true,
+        metric,
         ..ChrfAsModel::default()
     };
     let calls = std::sync::Mutex::new(Vec::new());
@@ -337,11 +359,27 @@ fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
         },
         ..SuiteModels::default()
     };
-    let report = run_suite_with_models("wmt", &items, &cfg, models, &|d, t| {
+    let progress = |d, t| {
         calls.lock().unwrap().push((d, t));
         true
-    })
-    .unwrap();
+    };
+    let report = match shard {
+        None => run_suite_with_models("wmt", &items, &cfg, models, &progress),
+        Some(s) => blindspot::stress::suite::run_part(
+            "wmt",
+            &items,
+            &cfg,
+            models,
+            Some(s.parse().unwrap()),
+            &progress,
+        )
+        .map(|_| panic!("a shard of a per-level set ran")),
+    };
+    (report, fake, calls.into_inner().unwrap())
+}
+
+/// The model column equals the lexical chrF column: bases, every level, verdicts.
+fn assert_columns_agree(report: &SuiteReport) {
     assert_eq!(report.base[0], report.base[1]);
     for test in report.tests.iter().filter(|t| t.skipped.is_none()) {
         assert_eq!(test.verdicts[0], test.verdicts[1]);
@@ -349,23 +387,54 @@ fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
             assert_eq!(level.scores[0], level.scores[1], "{}", test.injection);
         }
     }
+}
+
+#[test]
+fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
+    // MoverScore's idf reads the set's hypotheses: each batch comes with its
+    // whole set, the gold texts for the base, then each level and seed's
+    // texts of every item (changed or not), as [BS] scores each perturbed
+    // set. The numbers are those of the lexical column still.
+    let (report, fake, calls) = idf_suite("moverscore", None);
+    assert_columns_agree(&report.unwrap());
     // Every set holds the 10 items, in batches of 4, 4 and 2 that share it;
     // the base's is the gold texts. Token drop has 10 levels x 2 seeds, each
-    // a set of changed texts; sentence switching, 2 x 2 sets of the gold
-    // texts (no WMT item among the first 10 has two sentences).
-    let golds: Vec<String> = items.iter().map(|i| i.gold.clone()).collect();
-    assert_eq!(fake.sets.len(), 3 * (1 + 20 + 4));
+    // a set of changed texts; sentence switching changes none of these
+    // one-sentence items, so its 2 x 2 cells are the base's set and need
+    // no pass (their copies of the base are their scores).
+    let golds: Vec<String> = wmt(10).iter().map(|i| i.gold.clone()).collect();
+    assert_eq!(fake.sets.len(), 3 * (1 + 20));
     assert!(fake.sets.iter().all(|s| s.len() == 10));
     assert!(fake.sets.chunks(3).all(|c| c[0] == c[1] && c[1] == c[2]));
     assert!(fake.sets[..3].iter().all(|s| *s == golds));
-    let token_drop: Vec<&Vec<String>> = fake.sets[3..63].iter().step_by(3).collect();
+    let token_drop: Vec<&Vec<String>> = fake.sets[3..].iter().step_by(3).collect();
     assert!(token_drop.iter().all(|s| **s != golds));
     assert!(token_drop.windows(2).all(|w| w[0] != w[1]));
-    assert!(fake.sets[63..].iter().all(|s| *s == golds));
-    // Progress counts the lexical passes and each set's batches.
+    // Progress counts the lexical passes and each cell's batches, skipped
+    // cells included.
     let total = 10 * (1 + 2) + 10 * (1 + 20 + 4);
-    assert_eq!(calls.lock().unwrap().last(), Some(&(total, total)));
+    assert_eq!(calls.last(), Some(&(total, total)));
     // A shard sees part of each set: refused.
+    let (err, _, _) = idf_suite("moverscore", Some("1/2"));
+    assert!(err.unwrap_err().to_string().contains("without shards"));
+}
+
+#[test]
+fn metrics_that_read_the_references_score_changed_texts_within_the_gold_set() {
+    // BERTScore's idf reads the set's references only, the same at every
+    // level: the changed texts alone are scored, each batch within the gold
+    // set, as without idf; and a shard can run (the set is the whole file's).
+    let (report, fake, calls) = idf_suite("bertscore-f", None);
+    assert_columns_agree(&report.unwrap());
+    let golds: Vec<String> = wmt(10).iter().map(|i| i.gold.clone()).collect();
+    assert!(fake.sets.iter().all(|s| *s == golds));
+    // The base, then token drop's changed texts (sentence switching changed none).
+    assert_eq!(fake.sets.len(), 3 + 3);
+    let total = 10 * (1 + 2) * 2;
+    assert_eq!(calls.last(), Some(&(total, total)));
+    let items = wmt(10);
+    let mut cfg = config(&["token_drop"], 2);
+    cfg.metrics = vec!["bertscore-f".into()];
     let mut fake = ChrfAsModel {
         idf: true,
         ..ChrfAsModel::default()
@@ -378,11 +447,20 @@ fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
         },
         ..SuiteModels::default()
     };
-    let shard = "1/2".parse().unwrap();
-    let err =
-        blindspot::stress::suite::run_part("wmt", &items, &cfg, models, Some(shard), &|_, _| true)
-            .unwrap_err();
-    assert!(err.to_string().contains("without shards"), "{err}");
+    let part = blindspot::stress::suite::run_part(
+        "wmt",
+        &items,
+        &cfg,
+        models,
+        Some("1/2".parse().unwrap()),
+        &|_, _| true,
+    )
+    .unwrap();
+    assert_eq!(part.indices, (4..10).collect::<Vec<_>>());
+    assert!(
+        fake.sets.iter().all(|s| *s == golds),
+        "the whole file's set"
+    );
 }
 
 /// `blindspot stress` over WMT21 with `args`.
@@ -497,8 +575,19 @@ fn minilm_bertscore_joins_the_cli_suite() {
     let mean_f = with_idf.iter().map(|s| s.f).sum::<f64>() / 6.0;
     assert!((report.base[0] - mean_f).abs() < 1e-6);
     assert!((report.base[0] - mean(&|s| s.f)).abs() > 1e-3);
-    // ... which no shard sees.
-    let out = stress_cli(&[&args[..], &["--shard", "0/2"]].concat());
+    // MoverScore's idf reads each level's texts, which no shard sees.
+    let moverscore = format!("moverscore={minilm}");
+    let out = stress_cli(&[
+        "--limit",
+        "6",
+        "--metrics",
+        "moverscore",
+        "--idf",
+        "--model",
+        &moverscore,
+        "--shard",
+        "0/2",
+    ]);
     common::assert_user_error(&out, "without shards");
 }
 

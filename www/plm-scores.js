@@ -43,7 +43,7 @@ const ABOUT = {
   comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
   "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
   bleurt: "A BERT-style encoder fine-tuned on human judgements reads the reference and the hypothesis together, as one input, and outputs one number. Higher is better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of the reference), but the scale is not bounded. The source box is ignored.",
-  moverscore: "Each text's tokens become points in the encoder's space; MoverScore is 1 minus the least total cost of moving the reference's points onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. v2 (moverscore_v2): the last layer and Euclidean costs; subword pieces and punctuation weigh nothing, [CLS] and [SEP] count, as in the released code. v1 (the paper's moverscore.py, made for a BERT fine-tuned on MNLI): each token is the min, mean and max of the last 5 layers, windows of n kept tokens are the points, costs are squared distances. Here every token weighs the same: idf needs a set of texts (the CLI's --idf).",
+  moverscore: "Each text's tokens become points in the encoder's space; MoverScore is 1 minus the least total cost of moving the reference's points onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. v2 (moverscore_v2): the last layer and Euclidean costs; subword pieces and punctuation weigh nothing, [CLS] and [SEP] count, as in the released code. v1 (the paper's moverscore.py, made for a BERT fine-tuned on MNLI): each token is the min, mean and max of the last 5 layers, windows of n kept tokens are the points, costs are squared distances. Here every token weighs the same: idf needs a set of texts (the CLI's --idf, in suites too).",
   bartscore: "BART reads one text and scores how likely the other is, token by token: the mean log-probability in nats (0 would be certain; closer to 0 is better). Precision: the hypothesis given the reference; recall: the reference given the hypothesis; F: their plain average (as the released code computes it); faithfulness: the hypothesis given the source (fill in the source box). Several references: P and R are averaged over them.",
 };
 
@@ -767,11 +767,6 @@ export function restoreCardChoices(choices) {
 }
 
 /**
- * The specs of the model-based metrics the cards show now (the chosen model
- * and options), for the preference suite and the audit: BERTScore gives its
- * F1, P and R.
- */
-/**
  * The model-free metrics' specs: the core's defaults (`wasm.metricChoices()`,
  * in `registry` order) with the page's ROUGE stemmer.
  */
@@ -781,6 +776,11 @@ export function lexicalSpecs(wasm, registry) {
     .map(([, d]) => ("stemmer" in d ? { ...d, stemmer: document.getElementById("rouge-stemmer").checked } : { ...d }));
 }
 
+/**
+ * The specs of the model-based metrics the cards show now (the chosen model
+ * and options), for the stress suite, the preference suite and the audit:
+ * BERTScore gives its F1, P and R.
+ */
 export function modelSpecs() {
   const out = [];
   for (const slot of Object.keys(CARDS)) {

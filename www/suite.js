@@ -44,7 +44,7 @@ function restoreSettings() {
 }
 
 const suite = {
-  worker: null, modelRun: false, stopping: false, file: null, report: null, csv: null, started: 0,
+  worker: null, modelRun: 0, runs: 0, stopping: false, file: null, report: null, csv: null, started: 0,
   wasm: null, engine: null, registry: [], lexicalRegistry: [], injections: [], verdicts: {},
 };
 
@@ -72,6 +72,9 @@ async function readFile(file) {
   inspect();
 }
 
+/** True while a suite runs, in its own worker or in the model worker. */
+const running = () => Boolean(suite.worker || suite.modelRun);
+
 function inspect() {
   if (!suite.file) return;
   try {
@@ -81,7 +84,8 @@ function inspect() {
     setStatus(`${suite.file.name}: ${summary.items} items` +
       (summary.problems.length ? `; ${summary.problems.length} rows skipped: ${skipped}${more}` : ""),
       summary.problems.length ? "bad" : "muted");
-    $("suite-run").disabled = summary.items === 0;
+    // A running suite keeps Run off until it ends (a second run would share the model worker).
+    $("suite-run").disabled = summary.items === 0 || running();
   } catch (err) {
     setStatus(String(err.message ?? err), "bad");
     $("suite-run").disabled = true;
@@ -204,14 +208,20 @@ async function run() {
  */
 async function runWithModels(request, models, { needsTokenizer, needsTagger, tests }) {
   const engine = suite.engine;
-  suite.modelRun = true;
+  // This run's number: whatever a run that ended before reports is ignored.
+  const run = ++suite.runs;
+  suite.modelRun = run;
   suite.stopping = false;
+  const current = () => suite.modelRun === run;
   const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
-  setStatus(`Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`);
+  const what = `Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`;
   try {
-    await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger });
+    await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger }, (text) => current() && setStatus(text));
+    // Cancelled while the tokenizer or tagger loaded: nothing started.
+    if (suite.stopping) return finish("Cancelled.");
+    setStatus(what);
     const out = await engine.stressSuiteModels({ ...request, specs }, (doneSteps, total, report) => {
-      if (!suite.modelRun) return;
+      if (!current()) return;
       if (report) {
         suite.report = report;
         renderCard();
@@ -219,11 +229,15 @@ async function runWithModels(request, models, { needsTokenizer, needsTagger, tes
         showProgress(doneSteps, total, tests);
       }
     });
-    done(out.report, out.csv, performance.now() - suite.started);
+    if (current()) done(out.report, out.csv, performance.now() - suite.started);
   } catch (err) {
-    const tests = suite.report?.tests.length ?? 0;
-    finish(suite.stopping ? `Cancelled after ${tests} finished test${tests === 1 ? "" : "s"} (shown).`
-      : String(err.message ?? err), "bad");
+    if (!current()) return;
+    const finished = suite.report?.tests.length ?? 0;
+    if (suite.stopping && err.message === "cancelled") {
+      finish(`Cancelled after ${finished} finished test${finished === 1 ? "" : "s"} (shown).`);
+    } else {
+      finish(String(err.message ?? err), "bad");
+    }
   }
 }
 
@@ -249,7 +263,7 @@ function done(report, csv, millis) {
 function finish(message, kind = "muted") {
   if (suite.worker) suite.worker.terminate();
   suite.worker = null;
-  suite.modelRun = false;
+  suite.modelRun = 0;
   $("suite-run").disabled = !suite.file;
   $("suite-cancel").disabled = true;
   $("suite-progress").hidden = true;

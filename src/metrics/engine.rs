@@ -225,40 +225,48 @@ pub struct Engine {
 /// another, so each set is counted once, not once per batch.
 type SetWeights<T> = RefCell<Option<(SetKey, Rc<T>)>>;
 
-/// What set weights were counted over: the model load and the set's texts.
+/// What set weights were counted over: the model load and the set's
+/// references, and its hypotheses where the weights read them.
 struct SetKey {
     load: u64,
-    hyps: Vec<String>,
+    hyps: Option<Vec<String>>,
     refs: Vec<Vec<String>>,
 }
 
 impl SetKey {
     fn is(&self, load: u64, set: &[Segment<'_>]) -> bool {
         self.load == load
-            && self.hyps.len() == set.len()
+            && self.refs.len() == set.len()
             && set
                 .iter()
-                .zip(self.hyps.iter().zip(&self.refs))
-                .all(|(s, (hyp, refs))| s.hyp == hyp && s.refs == refs.as_slice())
+                .zip(&self.refs)
+                .all(|(s, refs)| s.refs == refs.as_slice())
+            && self
+                .hyps
+                .as_ref()
+                .is_none_or(|hyps| set.iter().zip(hyps).all(|(s, hyp)| s.hyp == hyp))
     }
 
-    /// The weights of `set` from `slot` when they were counted over it last,
-    /// else `count`ed and kept there.
+    /// The weights of `set` from `slot` when they were counted over it last
+    /// (its references, and its hypotheses where `read_hyps`), else
+    /// `count`ed and kept there.
     fn cached<T, E>(
         slot: &SetWeights<T>,
         load: u64,
         set: &[Segment<'_>],
+        read_hyps: bool,
         count: impl FnOnce() -> Result<T, E>,
     ) -> Result<Rc<T>, E> {
         if let Some((key, weights)) = &*slot.borrow()
             && key.is(load, set)
+            && key.hyps.is_some() == read_hyps
         {
             return Ok(weights.clone());
         }
         let weights = Rc::new(count()?);
         let key = SetKey {
             load,
-            hyps: set.iter().map(|s| s.hyp.to_owned()).collect(),
+            hyps: read_hyps.then(|| set.iter().map(|s| s.hyp.to_owned()).collect()),
             refs: set
                 .iter()
                 .map(|s| s.refs.iter().map(|r| (*r).to_owned()).collect())
@@ -315,6 +323,13 @@ impl Engine {
     pub fn forget(&self, load: u64) {
         self.cache.borrow_mut().forget(load);
         self.sentences.borrow_mut().forget(load);
+        // A set's weights keep copies of its texts: gone with the model.
+        self.set_bertscore
+            .borrow_mut()
+            .take_if(|(key, _)| key.load == load);
+        self.set_moverscore
+            .borrow_mut()
+            .take_if(|(key, _)| key.load == load);
     }
 
     /// Scores every segment with each spec, in the order given.
@@ -502,7 +517,7 @@ impl Engine {
         let cache = self.reference_cache.then_some(&self.cache);
         let set_weights = match set.filter(|_| spec.idf) {
             Some(set) => Some(
-                SetKey::cached(&self.set_bertscore, plm.load_id, set, || {
+                SetKey::cached(&self.set_bertscore, plm.load_id, set, false, || {
                     let refs: Vec<Vec<&str>> = set.iter().map(|s| s.refs.to_vec()).collect();
                     bertscore::idf_over(&plm, &refs)
                 })
@@ -914,8 +929,10 @@ impl Engine {
             (false, _) => None,
             (true, None) => Some(Rc::new(weights_of(segments).map_err(model_error(plm))?)),
             (true, Some(set)) => Some(
-                SetKey::cached(&self.set_moverscore, plm.load_id, set, || weights_of(set))
-                    .map_err(model_error(plm))?,
+                SetKey::cached(&self.set_moverscore, plm.load_id, set, true, || {
+                    weights_of(set)
+                })
+                .map_err(model_error(plm))?,
             ),
         };
         let cache = self.reference_cache.then_some(&self.cache);

@@ -569,7 +569,9 @@ impl MetricSpec {
 
     /// Why a segment's value depends on the other segments scored with it
     /// (idf, MENLI's min-max combination), or `None` when it does not.
-    /// Such specs cannot run where texts are scored in batches.
+    /// Batches of such specs are scored within their whole set
+    /// ([`crate::metrics::Engine::score_within`]), except those that read
+    /// the set's scores ([`MetricSpec::reads_set_scores`]).
     pub fn whole_set(&self) -> Option<&'static str> {
         match self {
             MetricSpec::BertScore(b) if b.idf => Some("BERTScore's idf weights"),
@@ -578,6 +580,16 @@ impl MetricSpec {
             MetricSpec::Menli(m) if m.combine.is_some() => Some("MENLI's min-max combination"),
             _ => None,
         }
+    }
+
+    /// True when the spec reads the hypotheses of the whole set, not only
+    /// its references (MoverScore's idf weighs each side by its own texts;
+    /// BERTScore's idf reads references only).
+    pub fn reads_set_hypotheses(&self) -> bool {
+        matches!(
+            self,
+            MetricSpec::MoverScore { idf: true, .. } | MetricSpec::MoverScoreV1 { idf: true, .. }
+        )
     }
 
     /// True when the spec reads the scores of the whole set (MENLI's min-max

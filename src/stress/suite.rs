@@ -497,9 +497,22 @@ struct Plan {
     tests: Vec<Planned>,
     seeds: usize,
     open_ended: bool,
-    /// A model metric reads the set's texts (idf): each level and seed is
-    /// scored over every item, as [BS] scores each perturbed set.
-    within_set: bool,
+    /// How the model metrics see the dataset as a set.
+    set: SetMode,
+}
+
+/// How a suite's model metrics read the dataset as a set (idf weights).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SetMode {
+    /// None does: batches stand alone.
+    Alone,
+    /// The set's references only (BERTScore's idf): every batch is scored
+    /// within the gold set, whose references every level shares.
+    References,
+    /// The set's hypotheses too (MoverScore's idf): each level and seed is a
+    /// set of its own, as [BS] scores each perturbed system output, and
+    /// every item is scored in it, changed or not.
+    PerCell,
 }
 
 impl Plan {
@@ -510,20 +523,23 @@ impl Plan {
             .collect()
     }
 
+    /// Level-and-seed cells of a test.
+    fn cells(&self, injection: &dyn Injection) -> usize {
+        injection.info().default_levels.len() * self.seeds
+    }
+
     /// Model passes over the items: the base, then one per runnable test,
-    /// or per level and seed of each where the metrics read the whole set.
+    /// or per level and seed of each where the metrics read each cell's set
+    /// (a cell that changed no item counts, though it needs no pass).
     fn model_rounds(&self) -> usize {
         if self.model_columns.is_empty() {
             return 0;
         }
         let runnable = self.tests.iter().filter(|t| t.skipped.is_none());
         1 + runnable
-            .map(|t| {
-                if self.within_set {
-                    t.injection.info().default_levels.len() * self.seeds
-                } else {
-                    1
-                }
+            .map(|t| match self.set {
+                SetMode::PerCell => self.cells(t.injection),
+                SetMode::Alone | SetMode::References => 1,
             })
             .sum::<usize>()
     }
@@ -576,7 +592,7 @@ fn plan(
     };
     let mut lexical = Vec::new();
     let mut model_columns = Vec::new();
-    let mut within_set = false;
+    let mut set = SetMode::Alone;
     for (m, spec) in specs.iter().enumerate() {
         if let Some(reason) = spec.whole_set() {
             if spec.reads_set_scores() {
@@ -586,7 +602,11 @@ fn plan(
                     spec.id()
                 )));
             }
-            within_set = true;
+            set = if spec.reads_set_hypotheses() {
+                SetMode::PerCell
+            } else {
+                set.max(SetMode::References)
+            };
         }
         match spec.lexical() {
             Some(metric) => lexical.push(Some(metric)),
@@ -632,14 +652,16 @@ fn plan(
         tests,
         seeds: config.seeds as usize,
         open_ended: config.open_ended,
-        within_set,
+        set,
     })
 }
 
-/// One model pass of a test: per item, the texts to score and the cell of each.
+/// One model pass of a test: per item, the texts to score and the cell of
+/// each, and the set they are scored within (every item's text), if any.
 struct Round<'a> {
     texts: Vec<Vec<&'a str>>,
     cell_of: Vec<Vec<usize>>,
+    set: Option<Vec<&'a str>>,
 }
 
 /// Counts finished steps and asks the caller whether to go on.
@@ -655,6 +677,24 @@ impl Steps<'_> {
         use std::sync::atomic::Ordering::Relaxed;
         let done = self.done.fetch_add(1, Relaxed) + 1;
         if !(self.progress)(done, self.total) {
+            self.cancelled.store(true, Relaxed);
+        }
+    }
+
+    /// Counts `n` steps done without work (a pass that need not run).
+    fn skip(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let done = self.done.fetch_add(n, Relaxed) + n;
+        if !(self.progress)(done, self.total) {
+            self.cancelled.store(true, Relaxed);
+        }
+    }
+
+    /// Asks the caller again (after a turn of its event loop, where a stop
+    /// request may have arrived) without finishing a step.
+    fn poll(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !(self.progress)(self.done.load(Relaxed), self.total) {
             self.cancelled.store(true, Relaxed);
         }
     }
@@ -691,8 +731,8 @@ fn lexical_scores(plan: &Plan, item: &Item, text: &str) -> Result<Vec<f64>, Suit
 /// Scores texts of the part's items with the model scorer, `MODEL_CHUNK`
 /// items at a time: `texts[k]` are item `indices[k]`'s texts (each distinct
 /// text once); `write(k, t, values)` receives each text's model values.
-/// Where the plan's metrics read the whole set, each item has one text and
-/// the texts are the set.
+/// Where the plan's metrics read the whole set, `set` holds every item's
+/// text in it (all items, not only the part's).
 #[allow(clippy::too_many_arguments)]
 async fn model_pass(
     plan: &Plan,
@@ -700,6 +740,7 @@ async fn model_pass(
     items: &[Item],
     indices: &[usize],
     texts: &[Vec<&str>],
+    set: Option<&[&str]>,
     steps: &Steps<'_>,
     signatures: &mut Vec<String>,
     breathe: &impl AsyncFn(),
@@ -712,11 +753,10 @@ async fn model_pass(
     let Some(scorer) = scorer.as_deref_mut() else {
         return Ok(());
     };
-    let set = plan.within_set.then(|| {
+    let set = set.map(|texts| {
         let mut set = ModelRows::default();
-        for (k, item_texts) in texts.iter().enumerate() {
-            debug_assert_eq!(item_texts.len(), 1, "one text per item in a set");
-            set.push(&items[indices[k]], item_texts[0]);
+        for (item, text) in items.iter().zip(texts) {
+            set.push(item, text);
         }
         std::rc::Rc::new(set)
     });
@@ -738,6 +778,11 @@ async fn model_pass(
                     .collect(),
             );
         }
+        if rows.hyps.is_empty() {
+            // No text of these items changed: nothing to score.
+            steps.skip(chunk.len());
+            continue;
+        }
         let scored = scorer
             .score(&specs, &rows)
             .await
@@ -756,9 +801,22 @@ async fn model_pass(
             }
             steps.step();
         }
+        // Every batch on the same models: a model reloaded or unloaded
+        // mid-run (on the page) would mix two models in one column.
+        if let Some((was, now)) = signatures
+            .iter()
+            .zip(&scored.signatures)
+            .find(|(was, now)| was != now)
+        {
+            return Err(SuiteError::Metric(format!(
+                "a model changed during the run: scored with {was}, then with {now}"
+            )));
+        }
         *signatures = scored.signatures;
-        // A turn for the caller (the page's stop request) after each batch.
+        // A turn for the caller (the page's stop request) after each batch,
+        // heard before the next batch starts.
         breathe().await;
+        steps.poll();
     }
     Ok(())
 }
@@ -827,10 +885,10 @@ async fn run_part_async(
 ) -> Result<SuitePart, SuiteError> {
     let mut scorer = models.scorer.take();
     let plan = plan(items, config, &models, scorer.is_some())?;
-    if plan.within_set && shard.is_some() {
+    if plan.set == SetMode::PerCell && shard.is_some() {
         return Err(SuiteError::Invalid(
-            "idf weights come from the whole dataset at each level and seed, which no \
-             shard sees: run this suite without shards"
+            "MoverScore's idf weights come from the whole dataset's texts at each level and \
+             seed, which no shard sees: run this suite without shards"
                 .into(),
         ));
     }
@@ -849,17 +907,24 @@ async fn run_part_async(
     let metric_count = plan.specs.len();
 
     // Base scores: every gold hypothesis.
-    let mut base = map_items(indices.len(), &|k| {
-        steps.check()?;
-        let item = &items[indices[k]];
-        let scores = lexical_scores(&plan, item, &item.gold);
-        steps.step();
-        scores
-    })
-    .into_iter()
-    .collect::<Result<Vec<Vec<f64>>, SuiteError>>()?;
+    let mut base = Vec::with_capacity(indices.len());
+    for range in item_chunks(indices.len()) {
+        base.extend(map_items(range, &|k| {
+            steps.check()?;
+            let item = &items[indices[k]];
+            let scores = lexical_scores(&plan, item, &item.gold);
+            steps.step();
+            scores
+        }));
+        breathe().await;
+        steps.poll();
+    }
+    let mut base = base
+        .into_iter()
+        .collect::<Result<Vec<Vec<f64>>, SuiteError>>()?;
     let mut model_signatures = Vec::new();
     let gold_texts: Vec<Vec<&str>> = indices.iter().map(|&i| vec![golds[i]]).collect();
+    let gold_set = (plan.set != SetMode::Alone).then_some(golds.as_slice());
     let columns = plan.model_columns.clone();
     model_pass(
         &plan,
@@ -867,6 +932,7 @@ async fn run_part_async(
         items,
         &indices,
         &gold_texts,
+        gold_set,
         &steps,
         &mut model_signatures,
         &breathe,
@@ -933,68 +999,83 @@ async fn run_part_async(
             continue;
         }
         let levels = injection.info().default_levels;
-        let cells = levels.len() * plan.seeds;
+        let cells = plan.cells(injection);
         // Perturb each item and score it lexically: in parallel natively.
-        let perturbed = map_items(indices.len(), &|k| {
-            steps.check()?;
-            let index = indices[k];
-            let item = &items[index];
-            let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
-                .map(|j| golds[(index + j) % items.len()])
-                .collect();
-            let ctx = Context {
-                source: item.src.as_deref(),
-                samples: &samples,
-                masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
-                lm_tokenizer,
-                open_ended: plan.open_ended,
-            };
-            let mut out = ItemCells {
-                noise: Vec::with_capacity(cells),
-                applied: Vec::with_capacity(cells),
-                scores: Vec::with_capacity(cells * metric_count),
-            };
-            let mut texts: Vec<Option<String>> = Vec::with_capacity(cells);
-            for &level in levels {
-                for seed in 0..plan.seeds {
-                    // Each item draws its own stream for each seed.
-                    let stream = seed as u64 * 1_000_003 + index as u64;
-                    let result = inject::apply(injection, &item.gold, level, stream, &ctx)?;
-                    let scores = if result.applied {
-                        lexical_scores(&plan, item, &result.text)?
-                    } else {
-                        base[k].clone()
-                    };
-                    out.noise.push(result.noise_ratio);
-                    out.applied.push(result.applied);
-                    out.scores.extend(scores);
-                    texts.push(result.applied.then_some(result.text));
+        // A chunk of items at a time, with a turn for the caller between
+        // chunks (the page's worker hears a stop request there).
+        let mut perturbed = Vec::with_capacity(indices.len());
+        for range in item_chunks(indices.len()) {
+            perturbed.extend(map_items(range, &|k| {
+                steps.check()?;
+                let index = indices[k];
+                let item = &items[index];
+                let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
+                    .map(|j| golds[(index + j) % items.len()])
+                    .collect();
+                let ctx = Context {
+                    source: item.src.as_deref(),
+                    samples: &samples,
+                    masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
+                    lm_tokenizer,
+                    open_ended: plan.open_ended,
+                };
+                let mut out = ItemCells {
+                    noise: Vec::with_capacity(cells),
+                    applied: Vec::with_capacity(cells),
+                    scores: Vec::with_capacity(cells * metric_count),
+                };
+                let mut texts: Vec<Option<String>> = Vec::with_capacity(cells);
+                for &level in levels {
+                    for seed in 0..plan.seeds {
+                        // Each item draws its own stream for each seed.
+                        let stream = seed as u64 * 1_000_003 + index as u64;
+                        let result = inject::apply(injection, &item.gold, level, stream, &ctx)?;
+                        let scores = if result.applied {
+                            lexical_scores(&plan, item, &result.text)?
+                        } else {
+                            base[k].clone()
+                        };
+                        out.noise.push(result.noise_ratio);
+                        out.applied.push(result.applied);
+                        out.scores.extend(scores);
+                        texts.push(result.applied.then_some(result.text));
+                    }
                 }
-            }
-            steps.step();
-            Ok((out, texts))
-        })
-        .into_iter()
-        .collect::<Result<Vec<(ItemCells, Vec<Option<String>>)>, SuiteError>>()?;
+                steps.step();
+                Ok((out, texts))
+            }));
+            breathe().await;
+            steps.poll();
+        }
+        let perturbed = perturbed
+            .into_iter()
+            .collect::<Result<Vec<(ItemCells, Vec<Option<String>>)>, SuiteError>>()?;
         let (mut cells_of, texts): (Vec<ItemCells>, Vec<Vec<Option<String>>>) =
             perturbed.into_iter().unzip();
         // Model scores: one round of the texts the injection changed (the
-        // others copied the base, model scores included), or, where the
-        // metrics read the whole set, one round per level and seed, each a
-        // set of its own as [BS] scores each perturbed set, with every item
-        // scored in it, changed or not.
-        let rounds: Vec<Round> = if plan.within_set {
+        // others copied the base, model scores included), within the gold
+        // set where metrics read its references; or, where they read its
+        // hypotheses, one round per level and seed, each a set of its own
+        // as [BS] scores each perturbed system output, every item scored in
+        // it, changed or not. A cell that changed no item is the gold set
+        // again: its copies of the base are its scores.
+        let rounds: Vec<Round> = if plan.set == SetMode::PerCell {
             (0..cells)
-                .map(|cell| {
-                    let texts = texts
+                .filter_map(|cell| {
+                    if texts.iter().all(|t| t[cell].is_none()) {
+                        steps.skip(indices.len());
+                        return None;
+                    }
+                    let set: Vec<&str> = texts
                         .iter()
                         .zip(&indices)
-                        .map(|(t, &i)| vec![t[cell].as_deref().unwrap_or(golds[i])])
+                        .map(|(t, &i)| t[cell].as_deref().unwrap_or(golds[i]))
                         .collect();
-                    Round {
-                        texts,
+                    Some(Round {
+                        texts: set.iter().map(|t| vec![*t]).collect(),
                         cell_of: vec![vec![cell]; indices.len()],
-                    }
+                        set: Some(set),
+                    })
                 })
                 .collect()
         } else {
@@ -1014,15 +1095,22 @@ async fn run_part_async(
             vec![Round {
                 texts: model_texts,
                 cell_of: changed,
+                set: gold_set.map(<[&str]>::to_vec),
             }]
         };
-        for Round { texts, cell_of } in &rounds {
+        for Round {
+            texts,
+            cell_of,
+            set,
+        } in &rounds
+        {
             model_pass(
                 &plan,
                 &mut scorer,
                 items,
                 &indices,
                 texts,
+                set.as_deref(),
                 &steps,
                 &mut model_signatures,
                 &breathe,
@@ -1274,15 +1362,25 @@ pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
     })
 }
 
-/// Runs `f` on every index: in parallel natively, in order in the browser.
-#[cfg(not(target_arch = "wasm32"))]
-fn map_items<T: Send>(n: usize, f: &(dyn Fn(usize) -> T + Sync)) -> Vec<T> {
-    use rayon::prelude::*;
-    (0..n).into_par_iter().map(f).collect()
+/// Items perturbed and scored between two turns for the caller.
+const ITEM_CHUNK: usize = 64;
+
+/// `0..n` in ranges of [`ITEM_CHUNK`].
+fn item_chunks(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..n)
+        .step_by(ITEM_CHUNK)
+        .map(move |start| start..(start + ITEM_CHUNK).min(n))
 }
 
-/// Runs `f` on every index: in parallel natively, in order in the browser.
+/// Runs `f` on every index of `range`: in parallel natively, in order in the browser.
+#[cfg(not(target_arch = "wasm32"))]
+fn map_items<T: Send>(range: std::ops::Range<usize>, f: &(dyn Fn(usize) -> T + Sync)) -> Vec<T> {
+    use rayon::prelude::*;
+    range.into_par_iter().map(f).collect()
+}
+
+/// Runs `f` on every index of `range`: in parallel natively, in order in the browser.
 #[cfg(target_arch = "wasm32")]
-fn map_items<T>(n: usize, f: &dyn Fn(usize) -> T) -> Vec<T> {
-    (0..n).map(f).collect()
+fn map_items<T>(range: std::ops::Range<usize>, f: &dyn Fn(usize) -> T) -> Vec<T> {
+    range.map(f).collect()
 }

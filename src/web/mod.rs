@@ -495,7 +495,7 @@ pub async fn stress_suite_models(
     let tell = |report: &JsValue| {
         let _ = on_event.call3(&JsValue::NULL, &JsValue::NULL, &JsValue::NULL, report);
     };
-    let engine = models::engine();
+    let engine = models::batch_engine();
     run_stress_suite(
         r.suite,
         Some((&engine, r.specs)),
@@ -635,7 +635,7 @@ pub async fn preference_suite(
         &r.dataset,
         &loaded.rows,
         &r.specs,
-        &models::engine(),
+        &models::batch_engine(),
         async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )
     .await
@@ -667,7 +667,7 @@ pub async fn audit_suite(
         &r.dataset,
         &loaded.rows,
         &r.specs,
-        &models::engine(),
+        &models::batch_engine(),
         &[],
         async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )

@@ -22,11 +22,25 @@ thread_local! {
     /// The page's engine: the loaded models, details for the cards, and
     /// reference embeddings kept between keystrokes.
     static ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels).with_details());
+    /// The engine of long runs over datasets (suites, the preference suite,
+    /// the audit): the same models, no per-token details to build and drop.
+    static BATCH_ENGINE: Rc<Engine> = Rc::new(Engine::new(PageModels));
 }
 
 /// The engine the page scores with (lexical metrics need no model).
 pub(super) fn engine() -> Rc<Engine> {
     ENGINE.with(Rc::clone)
+}
+
+/// The engine of runs over datasets, whose details nobody reads.
+pub(super) fn batch_engine() -> Rc<Engine> {
+    BATCH_ENGINE.with(Rc::clone)
+}
+
+/// Drops what both engines keep of a model load.
+fn forget(load: u64) {
+    engine().forget(load);
+    batch_engine().forget(load);
 }
 
 /// The page's loaded models as the engine's store: a spec names its model
@@ -227,7 +241,7 @@ pub async fn load_model(
     MODELS.with(|m| {
         let mut m = m.borrow_mut();
         for (_, old) in m.iter().filter(|(_, p)| p.name == plm.name) {
-            engine().forget(old.load_id);
+            forget(old.load_id);
         }
         m.retain(|(_, p)| p.name != plm.name);
         m.push((handle, Rc::new(plm)));
@@ -249,7 +263,7 @@ pub fn unload_model(handle: u32) {
         gone
     });
     for load in removed {
-        engine().forget(load);
+        forget(load);
         super::attack::forget(load);
     }
 }

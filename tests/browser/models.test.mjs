@@ -518,6 +518,9 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   await context.close();
 });
 
+/** Waits for the suite run just started (Run is off while it runs) to end. */
+const suiteEnded = (page) => page.waitForFunction(() => !document.getElementById("suite-run").disabled, null, { timeout: 300_000 });
+
 test("a stress suite with the model cards showing runs in the model worker, equal to the CLI; Cancel stops it", async () => {
   const { context, page, errors } = await openPage();
   const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-models-"));
@@ -533,8 +536,7 @@ test("a stress suite with the model cards showing runs in the model worker, equa
   await page.uncheck("#suite-family-consistency");
   await page.fill("#suite-seeds", "1");
   await page.click("#suite-run");
-  await page.waitForFunction(() => /model-based metric/.test(document.querySelector("#suite-status").textContent));
-  await page.waitForFunction(() => /^(Done|Cancelled)|failed|error/i.test(document.querySelector("#suite-status").textContent), null, { timeout: 300_000 });
+  await suiteEnded(page);
   assert.match(await page.textContent("#suite-status"), /^Done/);
   const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
   const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
@@ -557,6 +559,23 @@ test("a stress suite with the model cards showing runs in the model worker, equa
     t.levels.forEach((l, j) => l.scores.forEach((s, k) => close(s.mean, c.levels[j].scores[k].mean, `${t.injection} ${l.level} ${ids[k]}`)));
   });
   assert.equal(await page.locator("#suite-card thead th").count(), 1 + ids.length);
+  // The BERTScore card's idf: each batch within the whole file's references, as the CLI's --idf.
+  await page.check('.card[data-metric="bertscore"] [data-role="idf"]');
+  await page.click("#suite-run");
+  await suiteEnded(page);
+  assert.match(await page.textContent("#suite-status"), /^Done/);
+  const [idfDownload] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  const withIdf = JSON.parse(readFileSync(await idfDownload.path(), "utf8"));
+  const f = withIdf.metrics.findIndex((m) => m.id === "bertscore-f");
+  assert.match(withIdf.metrics[f].signature, /\|idf:yes\|/);
+  const idfOut = join(dir, "cli-idf.json");
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "1", "--metrics", "bertscore-f",
+    "--model-dir", minilm, "--idf", "--out", idfOut], { stdio: "pipe" });
+  const cliIdf = JSON.parse(readFileSync(idfOut, "utf8"));
+  close(withIdf.base[f], cliIdf.base[0], "base bertscore-f with idf");
+  assert.ok(Math.abs(withIdf.base[f] - fromPage.base[f]) > 1e-3, "idf changes BERTScore");
+  withIdf.tests.forEach((t, i) => t.levels.forEach((l, j) => close(l.scores[f].mean, cliIdf.tests[i].levels[j].scores[0].mean, `${t.injection} ${l.level} idf`)));
+  await page.uncheck('.card[data-metric="bertscore"] [data-role="idf"]');
   // Cancel at the first progress: the run ends after its current batch.
   await page.evaluate(() => {
     const el = document.getElementById("suite-status");
@@ -570,7 +589,7 @@ test("a stress suite with the model cards showing runs in the model worker, equa
   });
   await page.check("#suite-family-consistency");
   await page.click("#suite-run");
-  await page.waitForFunction(() => /^(Done|Cancelled)/.test(document.querySelector("#suite-status").textContent), null, { timeout: 300_000 });
+  await suiteEnded(page);
   assert.match(await page.textContent("#suite-status"), /^Cancelled after \d+ finished tests?/);
   assert.equal(await page.isDisabled("#suite-run"), false);
   assert.equal(await page.isDisabled("#suite-cancel"), true);

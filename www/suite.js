@@ -44,7 +44,7 @@ function restoreSettings() {
 }
 
 const suite = {
-  worker: null, modelRun: 0, runs: 0, stopping: false, file: null, report: null, csv: null, started: 0,
+  worker: null, modelRun: 0, runs: 0, stopping: false, file: null, usable: false, report: null, csv: null, started: 0,
   wasm: null, engine: null, registry: [], lexicalRegistry: [], injections: [], verdicts: {},
 };
 
@@ -84,10 +84,12 @@ function inspect() {
     setStatus(`${suite.file.name}: ${summary.items} items` +
       (summary.problems.length ? `; ${summary.problems.length} rows skipped: ${skipped}${more}` : ""),
       summary.problems.length ? "bad" : "muted");
+    suite.usable = summary.items > 0;
     // A running suite keeps Run off until it ends (a second run would share the model worker).
-    $("suite-run").disabled = summary.items === 0 || running();
+    $("suite-run").disabled = !suite.usable || running();
   } catch (err) {
     setStatus(String(err.message ?? err), "bad");
+    suite.usable = false;
     $("suite-run").disabled = true;
   }
 }
@@ -197,7 +199,8 @@ async function run() {
       tagger: needsTagger ? await taggerWeights() : null,
     });
   } catch (err) {
-    finish(String(err.message ?? err), "bad");
+    // A fetch that failed after this run was cancelled (and maybe another begun) ends nothing.
+    if (suite.worker === worker) finish(String(err.message ?? err), "bad");
   }
 }
 
@@ -216,7 +219,7 @@ async function runWithModels(request, models, { needsTokenizer, needsTagger, tes
   const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
   const what = `Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`;
   try {
-    await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger }, (text) => current() && setStatus(text));
+    await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger }, (text) => current() && !suite.stopping && setStatus(text));
     // Cancelled while the tokenizer or tagger loaded: nothing started.
     if (suite.stopping) return finish("Cancelled.");
     setStatus(what);
@@ -264,7 +267,8 @@ function finish(message, kind = "muted") {
   if (suite.worker) suite.worker.terminate();
   suite.worker = null;
   suite.modelRun = 0;
-  $("suite-run").disabled = !suite.file;
+  // Run again only on a file that can run (it may have been changed during the run).
+  $("suite-run").disabled = !suite.file || !suite.usable;
   $("suite-cancel").disabled = true;
   $("suite-progress").hidden = true;
   setStatus(message, kind);
@@ -276,7 +280,8 @@ function cancel() {
     suite.stopping = true;
     $("suite-cancel").disabled = true;
     setStatus("Cancelling after the current batch…");
-    suite.engine.stopSuite().catch((err) => setStatus(`Could not cancel: ${err.message ?? err}`, "bad"));
+    const run = suite.modelRun;
+    suite.engine.stopSuite().catch((err) => suite.modelRun === run && setStatus(`Could not cancel: ${err.message ?? err}`, "bad"));
   }
 }
 

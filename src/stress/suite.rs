@@ -754,6 +754,7 @@ async fn model_pass(
         return Ok(());
     };
     let set = set.map(|texts| {
+        debug_assert_eq!(texts.len(), items.len(), "a set holds every item");
         let mut set = ModelRows::default();
         for (item, text) in items.iter().zip(texts) {
             set.push(item, text);
@@ -1362,14 +1363,20 @@ pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
     })
 }
 
-/// Items perturbed and scored between two turns for the caller.
-const ITEM_CHUNK: usize = 64;
+/// Items perturbed and scored between two turns for the caller: in the
+/// browser a stop request is heard there; natively nothing waits for one,
+/// and every item goes to the thread pool at once.
+const ITEM_CHUNK: usize = if cfg!(target_arch = "wasm32") {
+    64
+} else {
+    usize::MAX
+};
 
 /// `0..n` in ranges of [`ITEM_CHUNK`].
 fn item_chunks(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..n)
         .step_by(ITEM_CHUNK)
-        .map(move |start| start..(start + ITEM_CHUNK).min(n))
+        .map(move |start| start..start.saturating_add(ITEM_CHUNK).min(n))
 }
 
 /// Runs `f` on every index of `range`: in parallel natively, in order in the browser.

@@ -76,17 +76,26 @@ fn column_of(
     pairs: &[(String, String)],
     spec: MetricSpec,
 ) -> Result<Column, EngineError> {
-    let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p.0.as_str()]).collect();
-    let segments: Vec<Segment> = pairs
+    let refs = references(pairs);
+    Ok(block_on(engine.score(&[spec], &segments(pairs, &refs)))?.remove(0))
+}
+
+/// Each pair's reference, as a segment's list of one.
+fn references(pairs: &[(String, String)]) -> Vec<[&str; 1]> {
+    pairs.iter().map(|p| [p.0.as_str()]).collect()
+}
+
+/// The pairs as segments (`refs`: [`references`] of the pairs).
+fn segments<'a>(pairs: &'a [(String, String)], refs: &'a [[&'a str; 1]]) -> Vec<Segment<'a>> {
+    pairs
         .iter()
-        .zip(&refs)
+        .zip(refs)
         .map(|(p, r)| Segment {
             hyp: &p.1,
             refs: r,
             src: None,
         })
-        .collect();
-    Ok(block_on(engine.score(&[spec], &segments))?.remove(0))
+        .collect()
 }
 
 fn golden(g: &Value, key: &str) -> Vec<f64> {
@@ -200,16 +209,8 @@ fn batches_scored_within_their_set_score_as_the_whole_set() {
     let g = common::golden("moverscore.json");
     let pairs = pairs(&g);
     let engine = Engine::new(One(Rc::new(load())));
-    let refs: Vec<[&str; 1]> = pairs.iter().map(|p| [p.0.as_str()]).collect();
-    let set: Vec<Segment> = pairs
-        .iter()
-        .zip(&refs)
-        .map(|(p, r)| Segment {
-            hyp: &p.1,
-            refs: r,
-            src: None,
-        })
-        .collect();
+    let refs = references(&pairs);
+    let set = segments(&pairs, &refs);
     let bertscore = MetricSpec::BertScore(blindspot::metrics::spec::BertScoreSpec {
         idf: true,
         ..Default::default()

@@ -331,6 +331,18 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
     );
 }
 
+/// Suite models: `fake` as the scorer, with idf.
+fn with_idf(fake: &mut ChrfAsModel) -> SuiteModels<'_> {
+    SuiteModels {
+        scorer: Some(fake),
+        settings: Settings {
+            idf: true,
+            ..Settings::default()
+        },
+        ..SuiteModels::default()
+    }
+}
+
 /// A suite of `metric` (with idf) and chrF over the first 10 WMT21 items,
 /// token drop and sentence switching, 2 seeds, on [`ChrfAsModel`]; returns
 /// the report, the scorer and the progress calls.
@@ -351,14 +363,7 @@ fn idf_suite(
         ..ChrfAsModel::default()
     };
     let calls = std::sync::Mutex::new(Vec::new());
-    let models = SuiteModels {
-        scorer: Some(&mut fake),
-        settings: Settings {
-            idf: true,
-            ..Settings::default()
-        },
-        ..SuiteModels::default()
-    };
+    let models = with_idf(&mut fake);
     let progress = |d, t| {
         calls.lock().unwrap().push((d, t));
         true
@@ -439,14 +444,7 @@ fn metrics_that_read_the_references_score_changed_texts_within_the_gold_set() {
         idf: true,
         ..ChrfAsModel::default()
     };
-    let models = SuiteModels {
-        scorer: Some(&mut fake),
-        settings: Settings {
-            idf: true,
-            ..Settings::default()
-        },
-        ..SuiteModels::default()
-    };
+    let models = with_idf(&mut fake);
     let part = blindspot::stress::suite::run_part(
         "wmt",
         &items,

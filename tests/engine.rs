@@ -186,6 +186,30 @@ fn menli_subset(dir: &Path, n: usize) -> (PathBuf, Vec<data::MenliCase>) {
 }
 
 #[test]
+fn prefer_runs_menli_combined_over_the_whole_suite_at_once() {
+    // MENLI's min-max combination reads the scores of the whole set: the
+    // preference suite scores every case in one call (the batch is the set).
+    let dir = scratch("prefer-combined");
+    let (csv, cases) = menli_subset(&dir, 1);
+    let menli = format!("menli={}", fixture("roberta_cls").display());
+    let args = [
+        "prefer",
+        "--menli",
+        csv.to_str().unwrap(),
+        "--metrics",
+        "menli",
+        "--menli-combine",
+        "bleu",
+        "--model",
+        &menli,
+    ];
+    let report: Value = serde_json::from_slice(&ok(&blindspot(&args)).stdout).unwrap();
+    assert_eq!(report["cases"], cases.len());
+    let signature = report["metrics"][0]["metric"]["signature"].as_str().unwrap();
+    assert!(signature.contains("combine:bleu"), "{signature}");
+}
+
+#[test]
 fn prefer_with_model_metrics_equals_score_on_the_same_pairs() {
     let dir = scratch("prefer");
     let (csv, cases) = menli_subset(&dir, 2);

@@ -373,10 +373,10 @@ function updateHistoryButtons() {
 }
 
 /**
- * Loads what an injection needs into the engine the first time: GPT-2's
- * tokenizer, the part-of-speech tagger's weights (not inside the wasm).
+ * Loads what `info`'s injection needs into `engine` (the page's wasm by
+ * default, or the model engine) the first time: GPT-2's tokenizer, the
+ * part-of-speech tagger's weights (not inside the wasm).
  */
-/** Loads what `info`'s injection needs into `engine` (the page's wasm by default). */
 async function ensureInjectionNeeds(info, engine = state.wasm) {
   const out = $("injection-result");
   await loadInjectionNeeds(engine, { tokenizer: info.needs_lm_tokenizer, tagger: info.needs_tagger }, (text) => {

@@ -268,7 +268,7 @@ function finish(message, kind = "muted") {
   suite.worker = null;
   suite.modelRun = 0;
   // Run again only on a file that can run (it may have been changed during the run).
-  $("suite-run").disabled = !suite.file || !suite.usable;
+  $("suite-run").disabled = !suite.usable;
   $("suite-cancel").disabled = true;
   $("suite-progress").hidden = true;
   setStatus(message, kind);

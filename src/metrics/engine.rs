@@ -345,13 +345,17 @@ impl Engine {
     /// were scored in one call: options that read the set's texts (BERTScore's
     /// and MoverScore's idf, [`MetricSpec::whole_set`]) read `set`'s. A
     /// suite scores a dataset in batches this way. MENLI's min-max
-    /// combination reads the set's scores, not its texts, and is refused.
+    /// combination reads the set's scores, not its texts: it is refused
+    /// unless the batch is the whole set (the same slice).
     pub async fn score_within(
         &self,
         specs: &[MetricSpec],
         segments: &[Segment<'_>],
         set: &[Segment<'_>],
     ) -> Result<Vec<Column>, EngineError> {
+        if std::ptr::eq(segments, set) {
+            return self.score_in(specs, segments, None).await;
+        }
         if let Some(spec) = specs.iter().find(|s| s.reads_set_scores()) {
             return Err(EngineError::Input {
                 metric: spec.id(),
@@ -515,6 +519,7 @@ impl Engine {
         let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
         let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
         let cache = self.reference_cache.then_some(&self.cache);
+        // Within a larger set, idf comes from the set's references.
         let set_weights = match set.filter(|_| spec.idf) {
             Some(set) => Some(
                 SetKey::cached(&self.set_bertscore, plm.load_id, set, false, || {
@@ -525,10 +530,9 @@ impl Engine {
             ),
             None => None,
         };
-        let idf = match (&set_weights, spec.idf) {
-            (_, false) => bertscore::Idf::Off,
-            (None, true) => bertscore::Idf::OverReferences,
-            (Some(weights), true) => bertscore::Idf::Given(weights),
+        let idf = match &set_weights {
+            Some(weights) => bertscore::Idf::Given(weights),
+            None => spec.idf.into(),
         };
         let (scored, weights) = bertscore::score_texts(&plm, &hyps, &refs, layer, idf, cache)
             .await

@@ -238,7 +238,7 @@ pub async fn run_audit(
         // Documents without summaries add nothing (and a corpus score of
         // nothing is an error).
         if !batch.is_empty() {
-            let part_columns = super::score_in_set(engine, specs, batch, &segments).await?;
+            let part_columns = engine.score_within(specs, batch, &segments).await?;
             if columns.is_empty() {
                 columns = part_columns
                     .into_iter()

@@ -234,25 +234,6 @@ pub fn sweep(
     })
 }
 
-/// Scores `batch`, a slice of `set`, within the set (idf from every text
-/// of it); where a metric reads the set's scores (MENLI's min-max
-/// combination), the caller passes the whole set as its one batch.
-async fn score_in_set(
-    engine: &crate::metrics::Engine,
-    specs: &[crate::metrics::MetricSpec],
-    batch: &[Segment<'_>],
-    set: &[Segment<'_>],
-) -> Result<Vec<crate::metrics::engine::Column>, crate::metrics::EngineError> {
-    if specs
-        .iter()
-        .any(crate::metrics::MetricSpec::reads_set_scores)
-    {
-        engine.score(specs, batch).await
-    } else {
-        engine.score_within(specs, batch, set).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,7 +143,7 @@ pub async fn run_preference(
         let mut outcomes = Vec::with_capacity(2);
         for set in &settings {
             let segments = &set[rows.clone()];
-            outcomes.push(super::score_in_set(engine, specs, segments, set).await?);
+            outcomes.push(engine.score_within(specs, segments, set).await?);
         }
         for (m, r) in results.iter_mut().enumerate() {
             r.metric.signature = outcomes[0][m].signature.to_string();

@@ -674,28 +674,26 @@ struct Steps<'a> {
 
 impl Steps<'_> {
     fn step(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let done = self.done.fetch_add(1, Relaxed) + 1;
-        if !(self.progress)(done, self.total) {
-            self.cancelled.store(true, Relaxed);
-        }
+        self.skip(1);
     }
 
-    /// Counts `n` steps done without work (a pass that need not run).
+    /// Counts `n` steps done (without work where a pass need not run).
     fn skip(&self, n: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let done = self.done.fetch_add(n, Relaxed) + n;
-        if !(self.progress)(done, self.total) {
-            self.cancelled.store(true, Relaxed);
-        }
+        let done = self.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+        self.tell(done);
     }
 
     /// Asks the caller again (after a turn of its event loop, where a stop
     /// request may have arrived) without finishing a step.
     fn poll(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if !(self.progress)(self.done.load(Relaxed), self.total) {
-            self.cancelled.store(true, Relaxed);
+        self.tell(self.done.load(std::sync::atomic::Ordering::Relaxed));
+    }
+
+    /// Reports `done` steps; a `false` from the caller cancels.
+    fn tell(&self, done: usize) {
+        if !(self.progress)(done, self.total) {
+            self.cancelled
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

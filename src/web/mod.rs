@@ -52,7 +52,7 @@ pub fn has_lm_tokenizer() -> bool {
 
 /// Runs `f` with the loaded LM tokenizer, if any.
 fn with_lm_tokenizer<T>(f: impl FnOnce(Option<&LmTokenizer>) -> T) -> T {
-    LM_TOKENIZER.with(|t| f(t.borrow().as_deref()))
+    f(lm_tokenizer().as_deref())
 }
 
 /// The loaded LM tokenizer, if any, for a job that awaits.

@@ -205,7 +205,9 @@ fn prefer_runs_menli_combined_over_the_whole_suite_at_once() {
     ];
     let report: Value = serde_json::from_slice(&ok(&blindspot(&args)).stdout).unwrap();
     assert_eq!(report["cases"], cases.len());
-    let signature = report["metrics"][0]["metric"]["signature"].as_str().unwrap();
+    let signature = report["metrics"][0]["metric"]["signature"]
+        .as_str()
+        .unwrap();
     assert!(signature.contains("combine:bleu"), "{signature}");
 }
 

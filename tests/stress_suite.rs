@@ -206,6 +206,57 @@ fn results_do_not_depend_on_threads_and_runs_can_be_cancelled() {
     assert_eq!(applied(&switching), 0.0);
 }
 
+#[test]
+fn bert_diverge_rewrites_every_cell_as_one_text_at_a_time_does() {
+    // 70 items: two chunks of items asked together, so every cell's text must
+    // come back to its own item, level and seed.
+    let items = wmt(70);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/bert_mlm");
+    let plm = common::cpu_model("tiny-mlm", &path);
+    let mlm = blindspot::inject::masked_lm::PlmMaskedLm::new(&plm).unwrap();
+    let mut cfg = config(&["bert_diverge"], 2);
+    cfg.metrics = vec!["chrf".into()];
+    let models = SuiteModels {
+        masked_lm: Some(&mlm),
+        ..Default::default()
+    };
+    let report = run_suite_with_models("wmt", &items, &cfg, models, &|_, _| true).unwrap();
+    let test = &report.tests[0];
+    assert_eq!(test.skipped, None);
+    let injection = blindspot::inject::create("bert_diverge").unwrap();
+    let chrf = blindspot::metrics::create("chrf", false).unwrap();
+    let ctx = blindspot::inject::Context {
+        masked_lm: Some(&mlm),
+        ..Default::default()
+    };
+    for level in &test.levels {
+        let (mut noise, mut score) = (0.0, 0.0);
+        for seed in 0..2u64 {
+            for (index, item) in items.iter().enumerate() {
+                // The suite's stream for an item and seed.
+                let stream = seed * 1_000_003 + index as u64;
+                let one =
+                    blindspot::inject::apply(injection, &item.gold, level.level, stream, &ctx)
+                        .unwrap();
+                let refs: Vec<&str> = item.refs.iter().map(String::as_str).collect();
+                let segment = blindspot::metrics::Segment {
+                    hyp: &one.text,
+                    refs: &refs,
+                    src: None,
+                };
+                noise += one.noise_ratio;
+                score += chrf.sentence_score(&segment).unwrap().value;
+            }
+        }
+        let n = (2 * items.len()) as f64;
+        assert!(
+            (level.noise_ratio.mean - noise / n).abs() < 1e-12,
+            "{level:?}"
+        );
+        assert!((level.scores[0].mean - score / n).abs() < 1e-9, "{level:?}");
+    }
+}
+
 /// Stands in for a model: serves `bertscore-f` with sentence chrF, and
 /// records the batches it is given, and the whole sets they belong to where
 /// the spec reads the set (idf).

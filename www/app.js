@@ -5,7 +5,7 @@
 
 import { initSuite, loadInjectionNeeds } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { downloadSize, initModels, isCached, isNliModel, loadedModels, loadModels, registrySize } from "./models.js";
+import { downloadSize, initModels, isCached, isNliModel, loadedMaskedLm, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
@@ -385,24 +385,57 @@ async function ensureInjectionNeeds(info, engine = state.wasm) {
   });
 }
 
+/**
+ * The loaded model BERT-diverge asks (the newest with a masked-LM head), as
+ * `{maskedLm}` for a request, or `{}` when `info` needs none; throws a
+ * readable error when it needs one and none is loaded.
+ */
+function maskedLmFor(info) {
+  if (!info.needs_masked_lm) return {};
+  const mlm = loadedMaskedLm();
+  if (!mlm) throw new Error(`${info.name} needs a masked language model: load one with its MLM head (for example bert-base-uncased or distilroberta-base) in the model panel`);
+  return { maskedLm: mlm.name };
+}
+
+/** Apply: one at a time (a masked LM's rewrite takes a moment). */
 async function applyInjection() {
-  const info = state.injections.find((i) => i.id === $("injection").value);
+  const button = $("apply-injection");
+  if (button.disabled) return;
+  button.disabled = true;
   try {
+    await applyChosenInjection();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function applyChosenInjection() {
+  const info = state.injections.find((i) => i.id === $("injection").value);
+  const out = $("injection-result");
+  let withModel;
+  try {
+    withModel = maskedLmFor(info);
     await ensureInjectionNeeds(info);
   } catch (err) {
-    $("injection-result").textContent = String(err.message ?? err);
-    $("injection-result").className = "bad";
+    out.textContent = String(err.message ?? err);
+    out.className = "bad";
     return;
   }
   const level = Number($("level").value);
   const seed = Math.max(0, Math.floor(Number($("seed").value) || 0));
   const current = new Set([fields.reference.value, fields.hypothesis.value]);
   const samples = EXAMPLES.flatMap((e) => [e.reference, e.hypothesis]).filter((t) => !current.has(t));
-  const out = $("injection-result");
+  const text = fields.hypothesis.value;
   let result;
   try {
-    result = state.wasm.applyInjection({
-      text: fields.hypothesis.value, injection: info.id, level, seed, source: fields.source.value, samples,
+    // A masked LM's rewrite runs in the model worker, where the models are.
+    if (withModel.maskedLm) {
+      out.textContent = `Asking ${withModel.maskedLm} for replacements…`;
+      out.className = "muted";
+    }
+    const engine = withModel.maskedLm ? state.models : state.wasm;
+    result = await engine.applyInjection({
+      text, injection: info.id, level, seed, source: fields.source.value, samples, ...withModel,
     });
   } catch (err) {
     out.textContent = String(err.message ?? err);
@@ -411,6 +444,12 @@ async function applyInjection() {
   }
   if (!result.applied) {
     out.textContent = `${info.name} did not apply: ${result.reason}.`;
+    out.className = "bad";
+    return;
+  }
+  // Edited while the model worked: the result is for the old text.
+  if (fields.hypothesis.value !== text) {
+    out.textContent = `${info.name}: the hypothesis changed while it ran; apply it again.`;
     out.className = "bad";
     return;
   }
@@ -444,10 +483,12 @@ async function runSweep() {
   button.disabled = true;
   let sweep;
   try {
+    const withModel = maskedLmFor(info);
     await ensureInjectionNeeds(info, state.models);
     out.textContent = `Sweeping ${info.name}…`;
     out.className = "muted";
     sweep = await state.models.sweepInjection({
+      ...withModel,
       hypothesis: fields.hypothesis.value,
       references: fields.reference.value,
       source: fields.source.value,

@@ -299,11 +299,16 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
 }
 
 /** The panel's loaded models by registry/hub id (several can be loaded: one per metric). */
-const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map() };
+const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map(), infos: new Map() };
 
 /** What was asked for each loaded model, in load order: `[{id, backend, precision}]` (links, reloads). */
 export function loadedModels() {
   return [...panel.asked.entries()].map(([id, a]) => ({ id, ...a }));
+}
+
+/** The newest loaded model with a masked-LM head (BERT-diverge's and the attacks'), or null. */
+export function loadedMaskedLm() {
+  return [...panel.infos.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
 }
 
 /**
@@ -386,6 +391,7 @@ function unload(id) {
   Promise.resolve(panel.wasm.unloadModel(handle)).catch((err) => console.warn(`unloading ${id}:`, err));
   panel.loaded.delete(id);
   panel.asked.delete(id);
+  panel.infos.delete(id);
   if (panel.handle === handle) panel.handle = null;
   document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
 }
@@ -396,6 +402,7 @@ function forgetAll(reason) {
   const gone = [...panel.loaded];
   panel.loaded.clear();
   panel.asked.clear();
+  panel.infos.clear();
   panel.handle = null;
   for (const [id, handle] of gone) {
     document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
@@ -488,6 +495,8 @@ async function onLoad() {
     panel.handle = info.handle;
     panel.loaded.set(id, info.handle);
     panel.asked.set(id, asked);
+    panel.infos.delete(id); // a reload is the newest
+    panel.infos.set(id, info);
     const where = info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU";
     const why = info.fallback ? ` (WebGPU unavailable: ${info.fallback})` : "";
     const from = info.fromCache ? "from the browser cache" : `from ${info.where}`;

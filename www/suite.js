@@ -6,6 +6,7 @@
 import { sweepChart } from "./sweep.js";
 import { download as save } from "./export.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
+import { loadedMaskedLm } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
@@ -172,7 +173,10 @@ async function run() {
   $("suite-progress").value = 0;
   suite.started = performance.now();
   const models = modelSpecs();
-  if (models.length) {
+  // BERT-diverge asks the newest loaded masked LM, in the model worker (without one it is skipped, as the card says).
+  const mlm = chosen.some((i) => i.needs_masked_lm) ? loadedMaskedLm() : null;
+  if (mlm) request.maskedLm = mlm.name;
+  if (models.length || mlm) {
     await runWithModels(request, models, { needsTokenizer, needsTagger, tests: injections.length });
     return;
   }
@@ -205,9 +209,10 @@ async function run() {
 }
 
 /**
- * The run with the model-based metrics whose cards are showing: in the model
- * worker, where the models are (the suite's own worker has none). Cancel
- * asks it to stop after its current batch.
+ * The run with the model-based metrics whose cards are showing, or with
+ * BERT-diverge's masked LM (`request.maskedLm`): in the model worker, where
+ * the models are (the suite's own worker has none). Cancel asks it to stop
+ * after its current batch.
  */
 async function runWithModels(request, models, { needsTokenizer, needsTagger, tests }) {
   const engine = suite.engine;
@@ -217,7 +222,11 @@ async function runWithModels(request, models, { needsTokenizer, needsTagger, tes
   suite.stopping = false;
   const current = () => suite.modelRun === run;
   const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
-  const what = `Running with ${models.length} model-based metric${models.length > 1 ? "s" : ""} in the model worker…`;
+  const uses = [
+    ...(models.length ? [`${models.length} model-based metric${models.length > 1 ? "s" : ""}`] : []),
+    ...(request.maskedLm ? [`BERT-diverge's masked LM ${request.maskedLm}`] : []),
+  ];
+  const what = `Running with ${uses.join(" and ")} in the model worker…`;
   try {
     await loadInjectionNeeds(engine, { tokenizer: needsTokenizer, tagger: needsTagger }, (text) => current() && !suite.stopping && setStatus(text));
     // Cancelled while the tokenizer or tagger loaded: nothing started.

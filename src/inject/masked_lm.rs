@@ -2,22 +2,41 @@
 //! [`MaskedLm`] is the generator interface; [`PlmMaskedLm`] implements it
 //! with a masked-LM checkpoint of the PLM engine (`src/models`). Without one
 //! these injections report what is missing instead of falling back to a rule.
+//!
+//! A rewrite asks its model one masked position at a time, each query seeing
+//! the replacements before it ([`Rewrite`]). [`super::apply`] answers one
+//! text's queries in turn, blocking on each; [`super::apply_many`] answers
+//! many texts' queries together, one batch per step, without blocking (so a
+//! model on WebGPU works too).
 
+use futures::future::LocalBoxFuture;
 use rand::Rng;
 use rand::seq::index::sample;
 
 use super::{
     Context, Family, InjectRng, Injection, InjectionInfo, LevelKind, NotApplicable, info, join,
 };
+use crate::models::ModelError;
 use crate::text::words::words;
 
-/// Predictions for one masked word position.
+/// Replacement words with their probabilities, most likely first.
+pub type Candidates = Vec<(String, f32)>;
+
+/// One masked position: the words of the text and the position to predict.
+pub type Query<'a> = (Vec<&'a str>, usize);
+
+/// Predictions for masked word positions.
 pub trait MaskedLm {
     /// Model name, for messages and signatures.
     fn name(&self) -> &str;
-    /// The `k` most likely replacements for `words[position]` given the other
-    /// words, most likely first, with their probabilities.
-    fn top_k(&self, words: &[&str], position: usize, k: usize) -> Vec<(String, f32)>;
+    /// For each query, the `k` most likely whole-word replacements of
+    /// `words[position]` given the other words. A query the model cannot see
+    /// (its mask past the model's length) gets none.
+    fn top_k<'a>(
+        &'a self,
+        queries: &'a [Query<'a>],
+        k: usize,
+    ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>>;
 }
 
 /// Candidates the replacement is sampled from ([BS]: top-10).
@@ -28,15 +47,15 @@ pub const TOP_K: usize = 10;
 /// position replaced by the mask token, and the head's distribution at the
 /// mask read. Candidates are whole-word vocabulary entries (no special
 /// tokens, no `##` continuation pieces, no punctuation-only tokens), with
-/// their probabilities. Runs on the CPU (a WebGPU read cannot block).
+/// their probabilities.
 pub struct PlmMaskedLm<'a> {
     plm: &'a crate::models::Plm,
 }
 
 impl<'a> PlmMaskedLm<'a> {
     /// Wraps a loaded model; errors when it has no masked-LM head or mask token.
-    pub fn new(plm: &'a crate::models::Plm) -> Result<Self, crate::models::ModelError> {
-        use crate::models::{Head, ModelError};
+    pub fn new(plm: &'a crate::models::Plm) -> Result<Self, ModelError> {
+        use crate::models::Head;
         if plm.config.head != Head::MaskedLm {
             return Err(ModelError::Unsupported(format!(
                 "{} has no masked-LM head",
@@ -57,20 +76,18 @@ impl<'a> PlmMaskedLm<'a> {
         &self.plm.name
     }
 
-    /// [`MaskedLm::top_k`] for many `(words, position)` queries at once:
-    /// the masked texts run as one batch per 32, asynchronously (so WebGPU
-    /// reads work too). A query whose mask falls past the model's limit gets
-    /// no candidates.
+    /// [`MaskedLm::top_k`]: the masked texts run as one batch per 32,
+    /// asynchronously (so WebGPU reads work too).
     pub async fn top_k_batch(
         &self,
-        queries: &[(Vec<&str>, usize)],
+        queries: &[Query<'_>],
         k: usize,
-    ) -> Result<Vec<Vec<(String, f32)>>, crate::models::ModelError> {
+    ) -> Result<Vec<Candidates>, ModelError> {
         use burn::tensor::{Tensor, TensorData, activation};
         let plm = self.plm;
         let mask = plm.tokenizer.mask_id().expect("checked in new");
         let mask_text = plm.tokenizer.decode(&[mask])?;
-        let mut out: Vec<Vec<(String, f32)>> = vec![Vec::new(); queries.len()];
+        let mut out: Vec<Candidates> = vec![Vec::new(); queries.len()];
         // (query index, ids, mask position) of the queries the model can see.
         let mut rows: Vec<(usize, Vec<u32>, usize)> = Vec::new();
         for (q, (words, position)) in queries.iter().enumerate() {
@@ -115,11 +132,7 @@ impl<'a> PlmMaskedLm<'a> {
     }
 
     /// The `k` most likely whole words of one distribution.
-    fn best_words(
-        &self,
-        values: &[f32],
-        k: usize,
-    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
+    fn best_words(&self, values: &[f32], k: usize) -> Result<Candidates, ModelError> {
         let plm = self.plm;
         let mut order: Vec<usize> = (0..values.len()).collect();
         order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
@@ -145,16 +158,6 @@ impl<'a> PlmMaskedLm<'a> {
         }
         Ok(picked)
     }
-
-    fn predict(
-        &self,
-        words: &[&str],
-        position: usize,
-        k: usize,
-    ) -> Result<Vec<(String, f32)>, crate::models::ModelError> {
-        let query = [(words.to_vec(), position)];
-        Ok(futures::executor::block_on(self.top_k_batch(&query, k))?.remove(0))
-    }
 }
 
 impl MaskedLm for PlmMaskedLm<'_> {
@@ -162,10 +165,12 @@ impl MaskedLm for PlmMaskedLm<'_> {
         &self.plm.name
     }
 
-    fn top_k(&self, words: &[&str], position: usize, k: usize) -> Vec<(String, f32)> {
-        // A failed pass proposes nothing: the word stays (the injection's
-        // output then shows fewer changes than asked, never a made-up word).
-        self.predict(words, position, k).unwrap_or_default()
+    fn top_k<'a>(
+        &'a self,
+        queries: &'a [Query<'a>],
+        k: usize,
+    ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
+        Box::pin(self.top_k_batch(queries, k))
     }
 }
 
@@ -199,40 +204,116 @@ impl Injection for BertDiverge {
         let lm = ctx
             .masked_lm
             .ok_or_else(|| NotApplicable("no masked language model".into()))?;
-        let mut w: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
-        if w.is_empty() {
+        let mut rewrite = Rewrite::new(text, p, rng)?;
+        while let Some(query) = rewrite.query() {
+            let answer = block_on_query(lm, query)?;
+            rewrite.answer(answer);
+        }
+        Ok(rewrite.finish())
+    }
+
+    fn rewrite(
+        &self,
+        text: &str,
+        level: f64,
+        rng: InjectRng,
+    ) -> Option<Result<Rewrite<InjectRng>, NotApplicable>> {
+        Some(Rewrite::new(text, level, rng))
+    }
+}
+
+/// One query answered by blocking on the model: natively only, since in the
+/// browser a WebGPU read cannot block (the page goes through
+/// [`super::apply_many`]).
+fn block_on_query(lm: &dyn MaskedLm, query: Query<'_>) -> Result<Candidates, NotApplicable> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = (lm, query);
+        Err(NotApplicable(
+            "a masked language model cannot be asked synchronously in the browser".into(),
+        ))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let queries = [query];
+        let mut answers = futures::executor::block_on(lm.top_k(&queries, TOP_K))
+            .map_err(|e| NotApplicable(format!("the masked language model failed: {e}")))?;
+        Ok(answers.pop().unwrap_or_default())
+    }
+}
+
+/// BERT-diverge's rewrite of one text: `ceil(p x length)` positions drawn up
+/// front, then one masked-LM query per position, each seeing the
+/// replacements before it. The replacement is sampled from the top-10
+/// candidates other than the original word, in proportion to their
+/// probabilities; a position with no candidate keeps its word.
+pub struct Rewrite<R> {
+    words: Vec<String>,
+    positions: std::vec::IntoIter<usize>,
+    next: Option<usize>,
+    rng: R,
+}
+
+impl<R: Rng> Rewrite<R> {
+    fn new(text: &str, p: f64, mut rng: R) -> Result<Self, NotApplicable> {
+        let words: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
+        if words.is_empty() {
             return Err(NotApplicable("empty text".into()));
         }
-        let k = super::ceil_portion(p, w.len());
-        // One position at a time, each prediction seeing the previous replacements.
-        for position in sample(rng, w.len(), k) {
-            let view: Vec<&str> = w.iter().map(String::as_str).collect();
-            let candidates: Vec<(String, f32)> = lm
-                .top_k(&view, position, TOP_K)
-                .into_iter()
-                .filter(|(c, _)| !c.eq_ignore_ascii_case(&w[position]))
-                .collect();
-            let total: f32 = candidates.iter().map(|(_, p)| p.max(0.0)).sum();
-            if candidates.is_empty() || total <= 0.0 {
-                continue;
-            }
-            let mut draw = rng.random::<f32>() * total;
-            let choice = candidates
-                .iter()
-                .find(|(_, p)| {
-                    draw -= p.max(0.0);
-                    draw <= 0.0
-                })
-                .unwrap_or(&candidates[candidates.len() - 1]);
-            w[position] = choice.0.clone();
+        let k = super::ceil_portion(p, words.len());
+        let mut positions = sample(&mut rng, words.len(), k).into_vec().into_iter();
+        let next = positions.next();
+        Ok(Self {
+            words,
+            positions,
+            next,
+            rng,
+        })
+    }
+
+    /// The next position to ask about, or `None` when the rewrite is done.
+    pub fn query(&self) -> Option<Query<'_>> {
+        let position = self.next?;
+        Some((self.words.iter().map(String::as_str).collect(), position))
+    }
+
+    /// Takes the model's candidates for the position [`Self::query`] asked.
+    pub fn answer(&mut self, candidates: Candidates) {
+        let Some(position) = self.next.take() else {
+            return;
+        };
+        self.next = self.positions.next();
+        let original = &self.words[position];
+        let candidates: Candidates = candidates
+            .into_iter()
+            .filter(|(c, _)| !c.eq_ignore_ascii_case(original))
+            .collect();
+        let total: f32 = candidates.iter().map(|(_, p)| p.max(0.0)).sum();
+        if candidates.is_empty() || total <= 0.0 {
+            return;
         }
-        Ok(join(&w))
+        let mut draw = self.rng.random::<f32>() * total;
+        let choice = candidates
+            .iter()
+            .position(|(_, p)| {
+                draw -= p.max(0.0);
+                draw <= 0.0
+            })
+            .unwrap_or(candidates.len() - 1);
+        self.words[position] = candidates.into_iter().nth(choice).expect("in range").0;
+    }
+
+    /// The rewritten text.
+    pub fn finish(self) -> String {
+        join(&self.words)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{InjectError, apply};
+    use std::cell::RefCell;
+
+    use super::super::{InjectError, Job, apply, apply_many};
     use super::*;
 
     /// A test double: always proposes the same two words.
@@ -241,9 +322,118 @@ mod tests {
         fn name(&self) -> &str {
             "two-words"
         }
-        fn top_k(&self, _: &[&str], _: usize, _: usize) -> Vec<(String, f32)> {
-            vec![("alpha".into(), 0.75), ("beta".into(), 0.25)]
+        fn top_k<'a>(
+            &'a self,
+            queries: &'a [Query<'a>],
+            _: usize,
+        ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
+            let two = vec![("alpha".to_owned(), 0.75), ("beta".to_owned(), 0.25)];
+            Box::pin(async move { Ok(vec![two; queries.len()]) })
         }
+    }
+
+    /// A test double whose candidates depend on the words it sees (so a
+    /// rewrite that asked with stale words would differ), and that records
+    /// each batch's size.
+    #[derive(Default)]
+    struct Echo {
+        batches: RefCell<Vec<usize>>,
+    }
+    impl MaskedLm for Echo {
+        fn name(&self) -> &str {
+            "echo"
+        }
+        fn top_k<'a>(
+            &'a self,
+            queries: &'a [Query<'a>],
+            _: usize,
+        ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
+            self.batches.borrow_mut().push(queries.len());
+            let answers = queries
+                .iter()
+                .map(|(words, position)| {
+                    let before = if *position == 0 {
+                        "start"
+                    } else {
+                        words[position - 1]
+                    };
+                    let after = words.get(position + 1).copied().unwrap_or("end");
+                    vec![(format!("{before}-x"), 0.6), (format!("y-{after}"), 0.4)]
+                })
+                .collect();
+            Box::pin(async move { Ok(answers) })
+        }
+    }
+
+    #[test]
+    fn many_texts_at_once_equal_one_at_a_time() {
+        let texts = [
+            "one two three four five six seven eight nine ten",
+            "a short one",
+            "",
+            "the committee approved the new budget after a long debate",
+        ];
+        let echo = Echo::default();
+        let ctx = Context {
+            masked_lm: Some(&echo),
+            ..Context::default()
+        };
+        let mut jobs = Vec::new();
+        for text in texts {
+            for (level, seed) in [(0.1, 0), (0.4, 1), (0.4, 2), (1.0, 3)] {
+                jobs.push(Job {
+                    text,
+                    level,
+                    seed,
+                    ctx,
+                });
+            }
+        }
+        let turns = std::cell::Cell::new(0);
+        let many = futures::executor::block_on(apply_many(&BertDiverge, &jobs, async || {
+            turns.set(turns.get() + 1);
+            true
+        }))
+        .unwrap();
+        let batches = echo.batches.take();
+        // One batch per step: the longest rewrite (10 words at p = 1) takes
+        // 10 steps, and each step asks every job still going.
+        assert_eq!(batches.len(), 10, "{batches:?}");
+        assert_eq!(turns.get(), 10);
+        assert_eq!(batches[0], 12, "every job of a non-empty text asks first");
+        assert_eq!(
+            batches.iter().sum::<usize>(),
+            1 + 4 + 4 + 10 + 1 + 2 + 2 + 3 + 1 + 4 + 4 + 10
+        );
+        // More jobs than a batch holds: batches of 32, each followed by a
+        // turn, and a `false` there stops the work.
+        let many_jobs = vec![jobs[3]; 70];
+        let turns = std::cell::Cell::new(0);
+        let out = futures::executor::block_on(apply_many(&BertDiverge, &many_jobs, async || {
+            turns.set(turns.get() + 1);
+            true
+        }))
+        .unwrap();
+        assert_eq!(out, vec![many[3].clone(); 70]);
+        assert_eq!(echo.batches.take()[..3], [32, 32, 6]);
+        assert_eq!(turns.get(), 30);
+        let stopped =
+            futures::executor::block_on(apply_many(&BertDiverge, &many_jobs, async || false));
+        assert!(matches!(stopped, Err(InjectError::Stopped)));
+        assert_eq!(echo.batches.take(), [32], "stopped after the first batch");
+        for (job, out) in jobs.iter().zip(&many) {
+            let one = apply(&BertDiverge, job.text, job.level, job.seed, &job.ctx).unwrap();
+            assert_eq!(out, &one, "{job:?}");
+        }
+        assert!(many.iter().filter(|o| o.applied).count() >= 12);
+        assert_eq!(many[8].reason.as_deref(), Some("empty text"));
+        // Without a masked LM, the same error as one at a time.
+        let bare = Job {
+            ctx: Context::default(),
+            ..jobs[0]
+        };
+        let err = futures::executor::block_on(apply_many(&BertDiverge, &[bare], async || true));
+        assert!(matches!(err, Err(InjectError::MissingContext { .. })));
     }
 
     #[test]

@@ -219,6 +219,17 @@ pub enum InjectError {
         /// What is missing.
         what: &'static str,
     },
+    /// The caller stopped the work.
+    #[error("stopped")]
+    Stopped,
+    /// The model the injection asks failed.
+    #[error("{id}: the masked language model failed: {message}")]
+    Model {
+        /// Injection id.
+        id: &'static str,
+        /// The model's error.
+        message: String,
+    },
 }
 
 /// Why an injection could not change the text.
@@ -237,6 +248,17 @@ pub trait Injection: Send + Sync {
         rng: &mut InjectRng,
         ctx: &Context,
     ) -> Result<String, NotApplicable>;
+    /// The word-by-word rewrite of an injection driven by a masked LM (the
+    /// same as `perturb` with the same seed), so that [`apply_many`] can ask
+    /// the model about many texts at once; `None` for the others.
+    fn rewrite(
+        &self,
+        _text: &str,
+        _level: f64,
+        _rng: InjectRng,
+    ) -> Option<Result<masked_lm::Rewrite<InjectRng>, NotApplicable>> {
+        None
+    }
 }
 
 /// Every registered injection, grouped by family.
@@ -291,7 +313,118 @@ pub fn apply(
     seed: u64,
     ctx: &Context,
 ) -> Result<Injected, InjectError> {
+    check(injection.info(), level, ctx)?;
+    let mut rng = InjectRng::seed_from_u64(seed);
+    Ok(injected(
+        injection.info(),
+        text,
+        injection.perturb(text, level, &mut rng, ctx),
+    ))
+}
+
+/// One text for [`apply_many`]: the text, level, seed and context that
+/// [`apply`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    /// The text to perturb.
+    pub text: &'a str,
+    /// The injection's level.
+    pub level: f64,
+    /// The seed.
+    pub seed: u64,
+    /// What the injection may need besides the text.
+    pub ctx: Context<'a>,
+}
+
+/// Queries per model call of [`apply_many`].
+const MASKED_BATCH: usize = 32;
+
+/// [`apply`] to each job, with the same results. An injection driven by a
+/// masked LM asks its model about every job's next position together, in
+/// batches of 32, awaiting the model (so a WebGPU model works) and then
+/// `between()`, where a caller's event loop turns; a `false` from it stops
+/// the work ([`InjectError::Stopped`]). The others run [`apply`] per job.
+pub async fn apply_many(
+    injection: &dyn Injection,
+    jobs: &[Job<'_>],
+    between: impl AsyncFn() -> bool,
+) -> Result<Vec<Injected>, InjectError> {
     let info = injection.info();
+    for job in jobs {
+        check(info, job.level, &job.ctx)?;
+    }
+    // Each job's rewrite and the model it asks, where the injection has one.
+    let mut rewrites = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let rewrite = match job.ctx.masked_lm {
+            Some(lm) => injection
+                .rewrite(job.text, job.level, InjectRng::seed_from_u64(job.seed))
+                .map(|r| (r, lm)),
+            None => None,
+        };
+        rewrites.push(rewrite);
+    }
+    loop {
+        // Every job that still asks something, grouped by model (in
+        // practice one), one batch per model.
+        let mut asking: Vec<(&dyn masked_lm::MaskedLm, Vec<usize>)> = Vec::new();
+        for (j, r) in rewrites.iter().enumerate() {
+            let Some((Ok(rewrite), lm)) = r else { continue };
+            if rewrite.query().is_none() {
+                continue;
+            }
+            match asking.iter_mut().find(|(m, _)| std::ptr::addr_eq(*m, *lm)) {
+                Some((_, who)) => who.push(j),
+                None => asking.push((*lm, vec![j])),
+            }
+        }
+        if asking.is_empty() {
+            break;
+        }
+        for (lm, who) in asking {
+            for who in who.chunks(MASKED_BATCH) {
+                let answers = {
+                    let queries: Vec<masked_lm::Query> = who
+                        .iter()
+                        .filter_map(|&j| match &rewrites[j] {
+                            Some((Ok(rewrite), _)) => rewrite.query(),
+                            _ => None,
+                        })
+                        .collect();
+                    lm.top_k(&queries, masked_lm::TOP_K)
+                        .await
+                        .map_err(|e| InjectError::Model {
+                            id: info.id,
+                            message: e.to_string(),
+                        })?
+                };
+                for (&j, answer) in who.iter().zip(answers) {
+                    if let Some((Ok(rewrite), _)) = &mut rewrites[j] {
+                        rewrite.answer(answer);
+                    }
+                }
+                if !between().await {
+                    return Err(InjectError::Stopped);
+                }
+            }
+        }
+    }
+    Ok(jobs
+        .iter()
+        .zip(rewrites)
+        .map(|(job, rewrite)| match rewrite {
+            Some((rewrite, _)) => injected(info, job.text, rewrite.map(|r| r.finish())),
+            None => {
+                let mut rng = InjectRng::seed_from_u64(job.seed);
+                let out = injection.perturb(job.text, job.level, &mut rng, &job.ctx);
+                injected(info, job.text, out)
+            }
+        })
+        .collect())
+}
+
+/// Whether `injection` can run at `level` with `ctx`.
+fn check(info: &'static InjectionInfo, level: f64, ctx: &Context) -> Result<(), InjectError> {
     check_level(info, level)?;
     if info.needs_source && ctx.source.is_none_or(|s| s.trim().is_empty()) {
         return Err(InjectError::MissingContext {
@@ -323,7 +456,16 @@ pub fn apply(
             what: TAGGER_MISSING,
         });
     }
-    let mut rng = InjectRng::seed_from_u64(seed);
+    Ok(())
+}
+
+/// The result of perturbing `text` into `perturbed`: its edits and noise
+/// ratio, or unchanged with the reason.
+fn injected(
+    info: &'static InjectionInfo,
+    text: &str,
+    perturbed: Result<String, NotApplicable>,
+) -> Injected {
     let unchanged = |reason: String| Injected {
         text: text.to_string(),
         applied: false,
@@ -331,9 +473,9 @@ pub fn apply(
         edits: Vec::new(),
         noise_ratio: 0.0,
     };
-    match injection.perturb(text, level, &mut rng, ctx) {
-        Err(NotApplicable(reason)) => Ok(unchanged(reason)),
-        Ok(out) if out == text => Ok(unchanged("nothing to change at this level and seed".into())),
+    match perturbed {
+        Err(NotApplicable(reason)) => unchanged(reason),
+        Ok(out) if out == text => unchanged("nothing to change at this level and seed".into()),
         Ok(out) => {
             let (edits, distance) = diff(text, &out);
             let gold_len = words(text).len().max(1) as f64;
@@ -341,13 +483,13 @@ pub fn apply(
             if info.swap {
                 noise_ratio /= 2.0;
             }
-            Ok(Injected {
+            Injected {
                 text: out,
                 applied: true,
                 reason: None,
                 edits,
                 noise_ratio,
-            })
+            }
         }
     }
 }

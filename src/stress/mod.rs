@@ -169,12 +169,13 @@ pub enum SweepError {
 }
 
 /// Applies `injection` at each default level with seeds `0..seeds` to `hyp`
-/// and scores every result against `refs` with each metric.
-pub fn sweep(
+/// and scores every result against `refs` with each metric. A masked LM in
+/// `ctx` is awaited (so a WebGPU model works), all levels and seeds at once.
+pub async fn sweep(
     injection: &dyn Injection,
     hyp: &str,
     refs: &[&str],
-    ctx: &Context,
+    ctx: &Context<'_>,
     metrics: &[Box<dyn Metric>],
     seeds: u64,
 ) -> Result<Sweep, SweepError> {
@@ -191,13 +192,28 @@ pub fn sweep(
             .collect()
     };
     let base = score(hyp)?;
+    let jobs: Vec<inject::Job> = info
+        .default_levels
+        .iter()
+        .flat_map(|&level| {
+            (0..seeds).map(move |seed| inject::Job {
+                text: hyp,
+                level,
+                seed,
+                ctx: *ctx,
+            })
+        })
+        .collect();
+    let mut injected = inject::apply_many(injection, &jobs, async || true)
+        .await?
+        .into_iter();
     let mut levels = Vec::new();
     let mut last_reason = String::new();
     for &level in info.default_levels {
         let mut sums = vec![0.0; metrics.len()];
         let (mut noise, mut applied) = (0.0, 0);
-        for seed in 0..seeds {
-            let out = inject::apply(injection, hyp, level, seed, ctx)?;
+        for _ in 0..seeds {
+            let out = injected.next().expect("one per level and seed");
             if let Some(reason) = &out.reason {
                 last_reason.clone_from(reason);
             }
@@ -277,14 +293,14 @@ mod tests {
             .map(|id| create(id, false).unwrap())
             .collect();
         let text = "The council said on Monday that the new bridge over the river will open in the spring of next year.";
-        let s = sweep(
+        let s = futures::executor::block_on(sweep(
             inject::create("truncation").unwrap(),
             text,
             &[text],
             &Context::default(),
             &metrics,
             5,
-        )
+        ))
         .unwrap();
         assert_eq!(s.levels.len(), 5);
         assert_eq!(s.verdicts, [Verdict::Pass, Verdict::Pass]);
@@ -304,7 +320,15 @@ mod tests {
         // 9 words: truncation at 0.1 drops floor(0.9) = 0 of them.
         let text = "The council said on Monday that the bridge opens.";
         let truncation = inject::create("truncation").unwrap();
-        let s = sweep(truncation, text, &[text], &Context::default(), &metrics, 5).unwrap();
+        let s = futures::executor::block_on(sweep(
+            truncation,
+            text,
+            &[text],
+            &Context::default(),
+            &metrics,
+            5,
+        ))
+        .unwrap();
         assert_eq!(s.levels[0].applied, 0);
         assert_eq!(s.levels[0].scores, s.base);
         assert!(s.levels[1..].iter().all(|l| l.applied == 5));

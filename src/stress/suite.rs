@@ -354,8 +354,8 @@ impl ModelScorer for &crate::metrics::Engine {
 pub struct SuiteModels<'a> {
     /// Tokenizer of the positioned errors (GPT-2's BPE...).
     pub lm_tokenizer: Option<&'a LmTokenizer>,
-    /// Masked LM of BERT-diverge (natively shared by the worker threads).
-    pub masked_lm: Option<&'a (dyn MaskedLm + Sync)>,
+    /// Masked LM of BERT-diverge (asked about a chunk of items at once).
+    pub masked_lm: Option<&'a dyn MaskedLm>,
     /// Scorer of the model-based metrics.
     pub scorer: Option<&'a mut dyn ModelScorer>,
     /// Options of the metrics (model folders, BERTScore layer...); the
@@ -907,7 +907,7 @@ async fn run_part_async(
 
     // Base scores: every gold hypothesis.
     let mut base = Vec::with_capacity(indices.len());
-    for range in item_chunks(indices.len()) {
+    for range in item_chunks(indices.len(), ITEM_CHUNK) {
         base.extend(map_items(range, &|k| {
             steps.check()?;
             let item = &items[indices[k]];
@@ -1003,18 +1003,67 @@ async fn run_part_async(
         // A chunk of items at a time, with a turn for the caller between
         // chunks (the page's worker hears a stop request there).
         let mut perturbed = Vec::with_capacity(indices.len());
-        for range in item_chunks(indices.len()) {
+        // A masked LM's passes are long: its progress shows per chunk natively too.
+        let chunk = if injection.info().needs_masked_lm {
+            MASKED_CHUNK
+        } else {
+            ITEM_CHUNK
+        };
+        // Other items' golds, for sentence replacement.
+        let samples_of = |index: usize| -> Vec<&str> {
+            (1..=SAMPLE_POOL.min(items.len() - 1))
+                .map(|j| golds[(index + j) % items.len()])
+                .collect()
+        };
+        for range in item_chunks(indices.len(), chunk) {
+            // An injection driven by a masked LM asks it about the chunk's
+            // items, levels and seeds together, one batch per step.
+            let asked = match masked_lm.filter(|_| injection.info().needs_masked_lm) {
+                Some(lm) => {
+                    steps.check()?;
+                    let samples: Vec<Vec<&str>> =
+                        range.clone().map(|k| samples_of(indices[k])).collect();
+                    let mut jobs = Vec::with_capacity(range.len() * cells);
+                    for (k, samples) in range.clone().zip(&samples) {
+                        let index = indices[k];
+                        for &level in levels {
+                            for seed in 0..plan.seeds {
+                                jobs.push(inject::Job {
+                                    text: &items[index].gold,
+                                    level,
+                                    seed: cell_seed(seed, index),
+                                    ctx: Context {
+                                        source: items[index].src.as_deref(),
+                                        samples,
+                                        masked_lm: Some(lm),
+                                        lm_tokenizer,
+                                        open_ended: plan.open_ended,
+                                    },
+                                });
+                            }
+                        }
+                    }
+                    let between = async || {
+                        breathe().await;
+                        steps.poll();
+                        steps.check().is_ok()
+                    };
+                    let out = inject::apply_many(injection, &jobs, between).await;
+                    steps.check()?;
+                    Some(out?)
+                }
+                None => None,
+            };
+            let start = range.start;
             perturbed.extend(map_items(range, &|k| {
                 steps.check()?;
                 let index = indices[k];
                 let item = &items[index];
-                let samples: Vec<&str> = (1..=SAMPLE_POOL.min(items.len() - 1))
-                    .map(|j| golds[(index + j) % items.len()])
-                    .collect();
+                let samples = samples_of(index);
                 let ctx = Context {
                     source: item.src.as_deref(),
                     samples: &samples,
-                    masked_lm: masked_lm.map(|m| m as &dyn MaskedLm),
+                    masked_lm: None,
                     lm_tokenizer,
                     open_ended: plan.open_ended,
                 };
@@ -1026,9 +1075,16 @@ async fn run_part_async(
                 let mut texts: Vec<Option<String>> = Vec::with_capacity(cells);
                 for &level in levels {
                     for seed in 0..plan.seeds {
-                        // Each item draws its own stream for each seed.
-                        let stream = seed as u64 * 1_000_003 + index as u64;
-                        let result = inject::apply(injection, &item.gold, level, stream, &ctx)?;
+                        let result = match &asked {
+                            Some(out) => out[(k - start) * cells + texts.len()].clone(),
+                            None => inject::apply(
+                                injection,
+                                &item.gold,
+                                level,
+                                cell_seed(seed, index),
+                                &ctx,
+                            )?,
+                        };
                         let scores = if result.applied {
                             lexical_scores(&plan, item, &result.text)?
                         } else {
@@ -1370,11 +1426,20 @@ const ITEM_CHUNK: usize = if cfg!(target_arch = "wasm32") {
     usize::MAX
 };
 
-/// `0..n` in ranges of [`ITEM_CHUNK`].
-fn item_chunks(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+/// Items perturbed between two turns where a masked LM rewrites them (its
+/// passes, batched across the chunk's items, levels and seeds, take long).
+const MASKED_CHUNK: usize = 64;
+
+/// `0..n` in ranges of `size`.
+fn item_chunks(n: usize, size: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..n)
-        .step_by(ITEM_CHUNK)
-        .map(move |start| start..start.saturating_add(ITEM_CHUNK).min(n))
+        .step_by(size)
+        .map(move |start| start..start.saturating_add(size).min(n))
+}
+
+/// The seed of an item's cell: each item draws its own stream for each seed.
+fn cell_seed(seed: usize, index: usize) -> u64 {
+    seed as u64 * 1_000_003 + index as u64
 }
 
 /// Runs `f` on every index of `range`: in parallel natively, in order in the browser.

@@ -11,6 +11,7 @@ mod models;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
+use crate::inject::masked_lm::PlmMaskedLm;
 use crate::inject::{self, Context, EditKind};
 use crate::models::tokenizer::LmTokenizer;
 
@@ -255,6 +256,7 @@ pub fn injection_registry() -> Result<JsValue, JsError> {
 
 /// What the page asks to inject.
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct InjectRequest {
     text: String,
     injection: String,
@@ -264,6 +266,15 @@ struct InjectRequest {
     source: Option<String>,
     #[serde(default)]
     samples: Vec<String>,
+    /// A loaded model with a masked-LM head, for BERT-diverge.
+    #[serde(default)]
+    masked_lm: Option<String>,
+}
+
+/// A loaded model as BERT-diverge's masked LM (an error when it has no
+/// masked-LM head).
+fn masked_lm_of(plm: Option<&crate::models::Plm>) -> Result<Option<PlmMaskedLm<'_>>, JsError> {
+    plm.map(PlmMaskedLm::new).transpose().map_err(js_err)
 }
 
 /// A changed span in UTF-16 code units, as JavaScript strings index.
@@ -304,27 +315,41 @@ fn utf16_offset(text: &str, byte: usize) -> usize {
     text[..byte].encode_utf16().count()
 }
 
-/// Applies one injection: `{text, injection, level, seed, source?, samples?}`
-/// to `{text, applied, reason, edits: [{start, end, kind}], noiseRatio}`,
-/// with offsets in UTF-16 code units. Bad ids, levels or missing context throw.
+/// Applies one injection: `{text, injection, level, seed, source?,
+/// samples?, maskedLm?}` to `{text, applied, reason, edits: [{start, end,
+/// kind}], noiseRatio}`, with offsets in UTF-16 code units. `maskedLm` names
+/// a loaded model with its masked-LM head, for BERT-diverge (in the model
+/// worker, where the models are). Bad ids, levels or missing context reject.
 #[wasm_bindgen(js_name = applyInjection)]
-pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
+pub async fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
     let request: InjectRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid injection request: {e}")))?;
     let injection = inject::create(&request.injection).map_err(|e| JsError::new(&e.to_string()))?;
     let samples: Vec<&str> = request.samples.iter().map(String::as_str).collect();
     let source = request.source.as_deref().filter(|s| !s.trim().is_empty());
-    let result = with_lm_tokenizer(|lm_tokenizer| {
-        let ctx = Context {
+    let mlm = request
+        .masked_lm
+        .as_deref()
+        .map(models::loaded)
+        .transpose()?;
+    let masked_lm = masked_lm_of(mlm.as_deref())?;
+    let tokenizer = lm_tokenizer();
+    let job = inject::Job {
+        text: &request.text,
+        level: request.level,
+        seed: request.seed,
+        ctx: Context {
             source,
             samples: &samples,
-            masked_lm: None,
-            lm_tokenizer,
+            masked_lm: masked_lm.as_ref().map(|m| m as _),
+            lm_tokenizer: tokenizer.as_deref(),
             open_ended: false,
-        };
-        inject::apply(injection, &request.text, request.level, request.seed, &ctx)
-    })
-    .map_err(|e| JsError::new(&e.to_string()))?;
+        },
+    };
+    let result = inject::apply_many(injection, &[job], async || true)
+        .await
+        .map_err(|e| JsError::new(&e.to_string()))?
+        .remove(0);
     let edits = JsEdit::of(&result.text, &result.edits);
     to_js(&InjectResponse {
         applied: result.applied,
@@ -337,7 +362,7 @@ pub fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
 
 /// What the page asks to sweep.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SweepRequest {
     hypothesis: String,
     /// The reference box's text (blank-line separated references).
@@ -351,6 +376,9 @@ struct SweepRequest {
     seeds: u64,
     #[serde(default)]
     samples: Vec<String>,
+    /// A loaded model with a masked-LM head, for BERT-diverge.
+    #[serde(default)]
+    masked_lm: Option<String>,
 }
 
 /// Applies one injection at each of its default levels (`seeds` seeds per
@@ -359,7 +387,7 @@ struct SweepRequest {
 /// the rank-rule verdict per metric); throws with a readable message when it
 /// cannot run.
 #[wasm_bindgen(js_name = sweepInjection)]
-pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
+pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
     let r: SweepRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid sweep request: {e}")))?;
     let err = |e: &dyn std::fmt::Display| JsError::new(&e.to_string());
@@ -372,23 +400,25 @@ pub fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         .map_err(|e| err(&e))?;
     let refs = crate::text::references(&r.references);
     let samples: Vec<&str> = r.samples.iter().map(String::as_str).collect();
-    let sweep = with_lm_tokenizer(|lm_tokenizer| {
-        let ctx = Context {
-            source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
-            samples: &samples,
-            masked_lm: None,
-            lm_tokenizer,
-            open_ended: false,
-        };
-        crate::stress::sweep(
-            injection,
-            &r.hypothesis,
-            &refs,
-            &ctx,
-            &metrics,
-            r.seeds.clamp(1, 20),
-        )
-    })
+    let mlm = r.masked_lm.as_deref().map(models::loaded).transpose()?;
+    let masked_lm = masked_lm_of(mlm.as_deref())?;
+    let tokenizer = lm_tokenizer();
+    let ctx = Context {
+        source: r.source.as_deref().filter(|s| !s.trim().is_empty()),
+        samples: &samples,
+        masked_lm: masked_lm.as_ref().map(|m| m as _),
+        lm_tokenizer: tokenizer.as_deref(),
+        open_ended: false,
+    };
+    let sweep = crate::stress::sweep(
+        injection,
+        &r.hypothesis,
+        &refs,
+        &ctx,
+        &metrics,
+        r.seeds.clamp(1, 20),
+    )
+    .await
     .map_err(|e| err(&e))?;
     to_js(&sweep)
 }
@@ -460,7 +490,7 @@ pub async fn stress_suite(
     let tell = |report: &JsValue| {
         let _ = on_test.call1(&JsValue::NULL, report);
     };
-    run_stress_suite(r, None, &progress, &tell, async || {}).await
+    run_stress_suite(r, None, None, &progress, &tell, async || {}).await
 }
 
 /// What the page asks of a suite with model-based metrics: the suite
@@ -471,6 +501,9 @@ struct ModelSuiteRequest {
     #[serde(flatten)]
     suite: SuiteRequest,
     specs: Vec<MetricSpec>,
+    /// A loaded model with a masked-LM head, for BERT-diverge.
+    #[serde(default)]
+    masked_lm: Option<String>,
 }
 
 /// [`stress_suite`] in the model worker, with model-based metrics on the
@@ -496,9 +529,12 @@ pub async fn stress_suite_models(
         let _ = on_event.call3(&JsValue::NULL, &JsValue::NULL, &JsValue::NULL, report);
     };
     let engine = models::batch_engine();
+    let mlm = r.masked_lm.as_deref().map(models::loaded).transpose()?;
+    let masked_lm = masked_lm_of(mlm.as_deref())?;
     run_stress_suite(
         r.suite,
         Some((&engine, r.specs)),
+        masked_lm.as_ref().map(|m| m as _),
         &progress,
         &tell,
         async || attack::yield_to_events().await,
@@ -517,6 +553,7 @@ pub fn stop_suite() {
 async fn run_stress_suite(
     r: SuiteRequest,
     models: Option<(&Engine, Vec<MetricSpec>)>,
+    masked_lm: Option<&dyn inject::masked_lm::MaskedLm>,
     progress: crate::stress::suite::Progress<'_>,
     on_test: &dyn Fn(&JsValue),
     breathe: impl AsyncFn(),
@@ -539,6 +576,7 @@ async fn run_stress_suite(
     };
     let suite_models = SuiteModels {
         lm_tokenizer: tokenizer.as_deref(),
+        masked_lm,
         on_test: Some(&tell),
         scorer: scorer.as_mut().map(|s| s as &mut dyn ModelScorer),
         specs,

@@ -221,10 +221,10 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   await setText(page, "reference", "The minister went to Berlin on Monday and praised the new law.");
   await setText(page, "hypothesis", hyp);
   // The tagger's weights are not in the wasm: fetched on the first injection that needs them.
-  const before = await page.evaluate(() => {
+  const before = await page.evaluate(async () => {
     const w = window.wasmBindings;
     try {
-      w.applyInjection({ text: "She did it.", injection: "negation", level: 1, seed: 0 });
+      await w.applyInjection({ text: "She did it.", injection: "negation", level: 1, seed: 0 });
       return { loaded: w.hasTagger(), error: null };
     } catch (err) {
       return { loaded: w.hasTagger(), error: String(err.message ?? err) };
@@ -537,6 +537,15 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
         out.push([what, e instanceof WebAssembly.RuntimeError ? `PANIC ${e.message}` : `error: ${e?.message ?? e}`]);
       }
     };
+    // Async entry points (injections, the model suite): their rejections are their errors.
+    const settle = async (what, f) => {
+      try {
+        await f();
+        out.push([what, "ok"]);
+      } catch (e) {
+        out.push([what, e instanceof WebAssembly.RuntimeError ? `PANIC ${e.message}` : `error: ${e?.message ?? e}`]);
+      }
+    };
     const injections = w.injectionRegistry().filter((i) => !i.needs_masked_lm && !i.needs_lm_tokenizer);
     for (const t of texts) {
       attempt("scorePair", () => {
@@ -546,21 +555,15 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
       });
       attempt("splitReferences", () => w.splitReferences(t));
       for (const inj of t === long ? injections.slice(0, 3) : injections) {
-        attempt(inj.id, () => w.applyInjection({ text: t, injection: inj.id, level: inj.default_levels[0], seed: 1, source: t, samples: [t, "Another sentence."] }));
+        await settle(inj.id, () => w.applyInjection({ text: t, injection: inj.id, level: inj.default_levels[0], seed: 1, source: t, samples: [t, "Another sentence."] }));
       }
     }
+    await settle("bert_diverge without a masked LM", () => w.applyInjection({ text: "a b c", injection: "bert_diverge", level: 0.5, seed: 0 }));
+    await settle("bert_diverge unknown model", () => w.applyInjection({ text: "a b c", injection: "bert_diverge", level: 0.5, seed: 0, maskedLm: "nope" }));
+    await settle("sweep unknown model", () => w.sweepInjection({ hypothesis: "a b", references: "a b", injection: "bert_diverge", metrics: ["bleu"], seeds: 1, maskedLm: "nope" }));
     attempt("inspectDataset", () => w.inspectDataset("wmt", "{\"ref_a\": \"unclosed"));
     attempt("inspectDataset format", () => w.inspectDataset("xml", "<a/>"));
     attempt("suiteHtml", () => w.suiteHtml({ tool: "blindspot", tests: [{ injection: "truncation" }] }));
-    // The model suite's entry point is async: its rejections are its errors.
-    const settle = async (what, f) => {
-      try {
-        await f();
-        out.push([what, "ok"]);
-      } catch (e) {
-        out.push([what, e instanceof WebAssembly.RuntimeError ? `PANIC ${e.message}` : `error: ${e?.message ?? e}`]);
-      }
-    };
     const request = {
       dataset: "x.jsonl", format: "jsonl", text: '{"hyp": "a b c d", "ref": "a b c e"}\n',
       config: { injections: ["truncation"], metrics: [], seeds: 1 },
@@ -572,6 +575,9 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
   });
   for (const [what, r] of results) assert.ok(r === "ok" || (r.startsWith("error: ") && r.length > 8), `${what}: ${r}`);
   assert.match(results.find(([what]) => what === "suiteHtml")[1], /^error: invalid suite report: .*missing field `family`/);
+  assert.match(results.find(([what]) => what === "bert_diverge without a masked LM")[1], /^error: bert_diverge needs a masked language model/);
+  assert.match(results.find(([what]) => what === "bert_diverge unknown model")[1], /^error: .*nope/);
+  assert.match(results.find(([what]) => what === "sweep unknown model")[1], /^error: .*nope/);
   assert.match(results.find(([what]) => what === "inspectDataset format")[1], /unknown dataset format 'xml'/);
   assert.match(results.find(([what]) => what === "stressSuiteModels request")[1], /^error: invalid suite request/);
   assert.match(results.find(([what]) => what === "stressSuiteModels model")[1], /^error: .*(model|load)/i);

@@ -564,3 +564,65 @@ test("MoverScore: any loaded encoder gets a card with the transport plan, equal 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test("BERT-diverge on WebGPU: the loaded masked LM rewrites in the playground, the sweep and the suite, as the CLI does", async () => {
+  const { context, page, errors } = await openPage();
+  const mlm = HUB["test/tiny-mlm"];
+  const hyp = "The committee approved the new budget after a long debate on Tuesday evening in the capital.";
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", hyp);
+  const apply = async (level, seed) => {
+    await page.selectOption("#injection", "bert_diverge");
+    await page.selectOption("#level", String(level));
+    await page.fill("#seed", String(seed));
+    await page.click("#apply-injection");
+    await page.waitForFunction(() => !document.getElementById("apply-injection").disabled && !/^Asking/.test(document.getElementById("injection-result").textContent));
+  };
+  // Without a masked LM the page says which model it needs.
+  await apply(0.3, 1);
+  assert.match(await page.textContent("#injection-result"), /needs a masked language model: load one with its MLM head/);
+  assert.equal(await page.inputValue("#hypothesis"), hyp);
+  await load(page, "test/tiny-mlm", "webgpu");
+  await apply(0.3, 1);
+  const native = JSON.parse(execFileSync(CLI, ["inject", "--injection", "bert_diverge", "--level", "0.3", "--seed", "1", "--format", "jsonl",
+    "--mlm-model", mlm], { input: `${hyp}\n` }).toString());
+  assert.equal(native.applied, true);
+  assert.equal(await page.inputValue("#hypothesis"), native.text, await page.textContent("#injection-result"));
+  assert.ok((await page.locator("#hypothesis-diff mark").count()) > 0);
+  // The sweep asks the same model at every level.
+  await page.fill("#hypothesis", hyp);
+  await page.click("#sweep-injection");
+  await page.waitForSelector("#sweep:not([hidden])");
+  assert.equal(await page.locator('#sweep figure[data-metric="chrf"] circle').count(), 5, "the original plus four levels");
+  // The suite: BERT-diverge runs in the model worker on the loaded masked LM, and its texts are the CLI's.
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-diverge-"));
+  const file = join(dir, "wmt3.jsonl");
+  writeFileSync(file, readFileSync(join(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 3).join("\n") + "\n");
+  await page.setInputFiles("#suite-file", file);
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("3 items"));
+  await page.selectOption("#suite-format", "wmt");
+  await page.uncheck("#suite-family-fluency");
+  await page.fill("#suite-seeds", "2");
+  await page.click("#suite-run");
+  await page.waitForFunction(() => !document.getElementById("suite-run").disabled, null, { timeout: 300_000 });
+  assert.match(await page.textContent("#suite-status"), /^Done/);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
+  const lexical = ["bleu", "chrf", "rouge1", "rouge2", "rougeL"];
+  const out = join(dir, "cli.json");
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "consistency", "--seeds", "2", "--metrics", lexical.join(","),
+    "--mlm-model", mlm, "--out", out], { stdio: "pipe" });
+  const fromCli = JSON.parse(readFileSync(out, "utf8"));
+  const diverge = (r) => r.tests.find((t) => t.injection === "bert_diverge");
+  const [p, c] = [diverge(fromPage), diverge(fromCli)];
+  assert.equal(p.skipped ?? null, null, p.skipped);
+  assert.equal(c.skipped ?? null, null, c.skipped);
+  assert.ok(p.levels.every((l) => l.applied > 0), JSON.stringify(p.levels));
+  const at = fromPage.metrics.map((m) => m.id);
+  p.levels.forEach((l, j) => {
+    assert.deepEqual(l.noise_ratio, c.levels[j].noise_ratio, `level ${l.level} noise`);
+    lexical.forEach((id, k) => assert.equal(l.scores[at.indexOf(id)].mean, c.levels[j].scores[k].mean, `level ${l.level} ${id}`));
+  });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

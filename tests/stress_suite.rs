@@ -208,8 +208,8 @@ fn results_do_not_depend_on_threads_and_runs_can_be_cancelled() {
 
 #[test]
 fn bert_diverge_rewrites_every_cell_as_one_text_at_a_time_does() {
-    // 70 items: two chunks of items asked together, so every cell's text must
-    // come back to its own item, level and seed.
+    // 70 items: chunks of items asked together (the last one short), so every
+    // cell's text must come back to its own item, level and seed.
     let items = wmt(70);
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/bert_mlm");
     let plm = common::cpu_model("tiny-mlm", &path);

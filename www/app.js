@@ -442,14 +442,14 @@ async function applyChosenInjection() {
     out.className = "bad";
     return;
   }
-  if (!result.applied) {
-    out.textContent = `${info.name} did not apply: ${result.reason}.`;
-    out.className = "bad";
-    return;
-  }
   // Edited while the model worked: the result is for the old text.
   if (fields.hypothesis.value !== text) {
     out.textContent = `${info.name}: the hypothesis changed while it ran; apply it again.`;
+    out.className = "bad";
+    return;
+  }
+  if (!result.applied) {
+    out.textContent = `${info.name} did not apply: ${result.reason}.`;
     out.className = "bad";
     return;
   }

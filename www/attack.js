@@ -7,7 +7,7 @@
 // injection.
 
 import { chartTools } from "./export.js";
-import { newestEncoderFirst } from "./models.js";
+import { loadedMaskedLm, newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot.attack.v1";
@@ -121,7 +121,7 @@ function describe() {
   const g = goal();
   const s = strategy();
   const encoder = newest("bertscore-f");
-  const mlm = newest("mlm-ppl");
+  const mlm = loadedMaskedLm();
   const uses = [];
   if (s.needsNeighbours || s.usesModels) uses.push(encoder ? `neighbours from ${encoder.name}'s input embeddings` : "neighbours: load an encoder (e.g. the bundled MiniLM)");
   if (s.needsMaskedLm || s.usesModels) uses.push(mlm ? `masked LM ${mlm.name}` : "masked LM: load one with its MLM head");
@@ -194,7 +194,7 @@ async function run() {
     source: t.source || undefined,
   };
   const encoder = newest("bertscore-f");
-  const mlm = newest("mlm-ppl");
+  const mlm = loadedMaskedLm();
   if (encoder && (s.needsNeighbours || s.usesModels)) request.neighbours = encoder.name;
   if (mlm && (s.needsMaskedLm || s.usesModels)) request.maskedLm = mlm.name;
   if ($("attack-fluency").value && g.id !== "raise") request.fluency = $("attack-fluency").value;

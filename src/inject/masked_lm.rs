@@ -4,10 +4,10 @@
 //! these injections report what is missing instead of falling back to a rule.
 //!
 //! A rewrite asks its model one masked position at a time, each query seeing
-//! the replacements before it ([`Rewrite`]). [`super::apply`] answers one
-//! text's queries in turn, blocking on each; [`super::apply_many`] answers
-//! many texts' queries together, one batch per step, without blocking (so a
-//! model on WebGPU works too).
+//! the replacements before it ([`Rewrite`]). [`super::apply_many`] answers
+//! many texts' queries together, one batch per step, awaiting the model (so
+//! a model on WebGPU works too); [`super::apply`] blocks on it for one text
+//! (natively).
 
 use futures::future::LocalBoxFuture;
 use rand::Rng;
@@ -194,22 +194,18 @@ impl Injection for BertDiverge {
     fn info(&self) -> &'static InjectionInfo {
         &BERT_DIVERGE
     }
+    /// Never called: [`super::apply`] and [`super::apply_many`] drive
+    /// [`Injection::rewrite`], asking the masked LM as it goes.
     fn perturb(
         &self,
-        text: &str,
-        p: f64,
-        rng: &mut InjectRng,
-        ctx: &Context,
+        _text: &str,
+        _p: f64,
+        _rng: &mut InjectRng,
+        _ctx: &Context,
     ) -> Result<String, NotApplicable> {
-        let lm = ctx
-            .masked_lm
-            .ok_or_else(|| NotApplicable("no masked language model".into()))?;
-        let mut rewrite = Rewrite::new(text, p, rng)?;
-        while let Some(query) = rewrite.query() {
-            let answer = block_on_query(lm, query)?;
-            rewrite.answer(answer);
-        }
-        Ok(rewrite.finish())
+        Err(NotApplicable(
+            "BERT-diverge runs through its rewrite (inject::apply)".into(),
+        ))
     }
 
     fn rewrite(
@@ -217,28 +213,8 @@ impl Injection for BertDiverge {
         text: &str,
         level: f64,
         rng: InjectRng,
-    ) -> Option<Result<Rewrite<InjectRng>, NotApplicable>> {
+    ) -> Option<Result<Rewrite, NotApplicable>> {
         Some(Rewrite::new(text, level, rng))
-    }
-}
-
-/// One query answered by blocking on the model: natively only, since in the
-/// browser a WebGPU read cannot block (the page goes through
-/// [`super::apply_many`]).
-fn block_on_query(lm: &dyn MaskedLm, query: Query<'_>) -> Result<Candidates, NotApplicable> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let _ = (lm, query);
-        Err(NotApplicable(
-            "a masked language model cannot be asked synchronously in the browser".into(),
-        ))
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let queries = [query];
-        let mut answers = futures::executor::block_on(lm.top_k(&queries, TOP_K))
-            .map_err(|e| NotApplicable(format!("the masked language model failed: {e}")))?;
-        Ok(answers.pop().unwrap_or_default())
     }
 }
 
@@ -247,15 +223,15 @@ fn block_on_query(lm: &dyn MaskedLm, query: Query<'_>) -> Result<Candidates, Not
 /// replacements before it. The replacement is sampled from the top-10
 /// candidates other than the original word, in proportion to their
 /// probabilities; a position with no candidate keeps its word.
-pub struct Rewrite<R> {
+pub struct Rewrite {
     words: Vec<String>,
     positions: std::vec::IntoIter<usize>,
     next: Option<usize>,
-    rng: R,
+    rng: InjectRng,
 }
 
-impl<R: Rng> Rewrite<R> {
-    fn new(text: &str, p: f64, mut rng: R) -> Result<Self, NotApplicable> {
+impl Rewrite {
+    fn new(text: &str, p: f64, mut rng: InjectRng) -> Result<Self, NotApplicable> {
         let words: Vec<String> = words(text).iter().map(|w| w.text.to_string()).collect();
         if words.is_empty() {
             return Err(NotApplicable("empty text".into()));
@@ -427,6 +403,32 @@ mod tests {
         }
         assert!(many.iter().filter(|o| o.applied).count() >= 12);
         assert_eq!(many[8].reason.as_deref(), Some("empty text"));
+        // A model that answers fewer queries than it was asked is an error,
+        // not a rewrite that waits forever.
+        struct Mute;
+        impl MaskedLm for Mute {
+            fn name(&self) -> &str {
+                "mute"
+            }
+            fn top_k<'a>(
+                &'a self,
+                _: &'a [Query<'a>],
+                _: usize,
+            ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
+                Box::pin(async { Ok(Vec::new()) })
+            }
+        }
+        let mute = Job {
+            ctx: Context {
+                masked_lm: Some(&Mute),
+                ..Context::default()
+            },
+            ..jobs[0]
+        };
+        assert!(matches!(
+            apply(&BertDiverge, mute.text, mute.level, mute.seed, &mute.ctx),
+            Err(InjectError::Model { .. })
+        ));
         // Without a masked LM, the same error as one at a time.
         let bare = Job {
             ctx: Context::default(),

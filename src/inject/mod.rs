@@ -248,15 +248,16 @@ pub trait Injection: Send + Sync {
         rng: &mut InjectRng,
         ctx: &Context,
     ) -> Result<String, NotApplicable>;
-    /// The word-by-word rewrite of an injection driven by a masked LM (the
-    /// same as `perturb` with the same seed), so that [`apply_many`] can ask
-    /// the model about many texts at once; `None` for the others.
+    /// The word-by-word rewrite of an injection driven by a masked LM
+    /// ([`InjectionInfo::needs_masked_lm`]), which [`apply`] and
+    /// [`apply_many`] run instead of `perturb`, asking the model as it goes;
+    /// `None` for the others.
     fn rewrite(
         &self,
         _text: &str,
         _level: f64,
         _rng: InjectRng,
-    ) -> Option<Result<masked_lm::Rewrite<InjectRng>, NotApplicable>> {
+    ) -> Option<Result<masked_lm::Rewrite, NotApplicable>> {
         None
     }
 }
@@ -313,13 +314,41 @@ pub fn apply(
     seed: u64,
     ctx: &Context,
 ) -> Result<Injected, InjectError> {
-    check(injection.info(), level, ctx)?;
+    let info = injection.info();
+    check(info, level, ctx)?;
+    if info.needs_masked_lm {
+        let job = Job {
+            text,
+            level,
+            seed,
+            ctx: *ctx,
+        };
+        return apply_blocking(injection, job);
+    }
     let mut rng = InjectRng::seed_from_u64(seed);
     Ok(injected(
-        injection.info(),
+        info,
         text,
         injection.perturb(text, level, &mut rng, ctx),
     ))
+}
+
+/// [`apply_many`] on one job, blocking on its masked LM.
+#[cfg(not(target_arch = "wasm32"))]
+fn apply_blocking(injection: &dyn Injection, job: Job) -> Result<Injected, InjectError> {
+    let mut out = futures::executor::block_on(apply_many(injection, &[job], async || true))?;
+    Ok(out.remove(0))
+}
+
+/// In the browser a WebGPU read cannot block: the page calls [`apply_many`].
+#[cfg(target_arch = "wasm32")]
+fn apply_blocking(injection: &dyn Injection, _job: Job) -> Result<Injected, InjectError> {
+    Err(InjectError::Model {
+        id: injection.info().id,
+        message: "in the browser the masked language model is asked asynchronously \
+                  (inject::apply_many)"
+            .into(),
+    })
 }
 
 /// One text for [`apply_many`]: the text, level, seed and context that
@@ -383,7 +412,12 @@ pub async fn apply_many(
         }
         for (lm, who) in asking {
             for who in who.chunks(MASKED_BATCH) {
+                let model_error = |message: String| InjectError::Model {
+                    id: info.id,
+                    message,
+                };
                 let answers = {
+                    // Every job in `who` asks (checked above).
                     let queries: Vec<masked_lm::Query> = who
                         .iter()
                         .filter_map(|&j| match &rewrites[j] {
@@ -391,12 +425,18 @@ pub async fn apply_many(
                             _ => None,
                         })
                         .collect();
-                    lm.top_k(&queries, masked_lm::TOP_K)
+                    let answers = lm
+                        .top_k(&queries, masked_lm::TOP_K)
                         .await
-                        .map_err(|e| InjectError::Model {
-                            id: info.id,
-                            message: e.to_string(),
-                        })?
+                        .map_err(|e| model_error(e.to_string()))?;
+                    if answers.len() != who.len() || queries.len() != who.len() {
+                        return Err(model_error(format!(
+                            "{} answers to {} queries",
+                            answers.len(),
+                            who.len()
+                        )));
+                    }
+                    answers
                 };
                 for (&j, answer) in who.iter().zip(answers) {
                     if let Some((Ok(rewrite), _)) = &mut rewrites[j] {

@@ -1017,7 +1017,7 @@ async fn run_part_async(
         };
         for range in item_chunks(indices.len(), chunk) {
             // An injection driven by a masked LM asks it about the chunk's
-            // items, levels and seeds together, one batch per step.
+            // items, levels and seeds together, in batches.
             let asked = match masked_lm.filter(|_| injection.info().needs_masked_lm) {
                 Some(lm) => {
                     steps.check()?;
@@ -1426,9 +1426,10 @@ const ITEM_CHUNK: usize = if cfg!(target_arch = "wasm32") {
     usize::MAX
 };
 
-/// Items perturbed between two turns where a masked LM rewrites them (its
-/// passes, batched across the chunk's items, levels and seeds, take long).
-const MASKED_CHUNK: usize = 64;
+/// Items perturbed between two steps of progress where a masked LM rewrites
+/// them (its passes, batched across the chunk's items, levels and seeds, take
+/// long): at 4 levels and 5 seeds, 320 rewrites asked in batches of 32.
+const MASKED_CHUNK: usize = 16;
 
 /// `0..n` in ranges of `size`.
 fn item_chunks(n: usize, size: usize) -> impl Iterator<Item = std::ops::Range<usize>> {

@@ -980,6 +980,40 @@ fn bert_diverge_samples_from_a_masked_lm() {
         String::from_utf8_lossy(&inject(&mlm, "1").stdout).trim(),
         noised
     );
+    // Several lines are asked about together; each gets its text alone's output.
+    let lines = [
+        text,
+        "a second line about the weather in the mountains this week",
+        "short",
+    ];
+    let together = run(
+        bin()
+            .args(["inject", "--injection", "bert_diverge", "--level", "0.3"])
+            .args(["--seed", "1", "--mlm-model"])
+            .arg(&mlm),
+        Some(&lines.join("\n")),
+    );
+    common::assert_ok(&together);
+    let alone: Vec<String> = lines
+        .iter()
+        .map(|line| {
+            let out = run(
+                bin()
+                    .args(["inject", "--injection", "bert_diverge", "--level", "0.3"])
+                    .args(["--seed", "1", "--mlm-model"])
+                    .arg(&mlm),
+                Some(line),
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&together.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        alone
+    );
+    assert_eq!(alone[0], noised);
     assert_user_error(&inject(&fixture("roberta_cls"), "1"), "no masked-LM head");
 }
 

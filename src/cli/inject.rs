@@ -122,39 +122,62 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
         None => None,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (i, (text, src)) in rows.iter().enumerate() {
+    // Lines a chunk at a time: a masked LM is asked about the chunk's lines
+    // together (`inject::apply_many`); each line's result is `apply`'s.
+    for start in (0..rows.len()).step_by(LINES_AT_ONCE) {
+        let chunk = start..(start + LINES_AT_ONCE).min(rows.len());
         // Other samples (for sentence replacement) are the other input lines.
-        let samples: Vec<&str> = all
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, t)| *t)
+        let samples: Vec<Vec<&str>> = chunk
+            .clone()
+            .map(|i| {
+                all.iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, t)| *t)
+                    .collect()
+            })
             .collect();
-        let ctx = Context {
-            source: src.as_deref().or(args.source.as_deref()),
-            samples: &samples,
-            masked_lm: masked_lm
-                .as_ref()
-                .map(|m| m as &dyn inject::masked_lm::MaskedLm),
-            lm_tokenizer: tokenizer.as_ref(),
-            open_ended: args.open_ended,
-        };
-        let result = inject::apply(injection, text, level, args.seed, &ctx)?;
-        match args.format {
-            InjectFormat::Text => writeln!(out, "{}", result.text)?,
-            InjectFormat::Jsonl => {
-                let mut value = serde_json::to_value(&result).expect("serialisable");
-                value["line"] = (i + 1).into();
-                value["injection"] = injection.info().id.into();
-                value["level"] = level.into();
-                value["seed"] = args.seed.into();
-                writeln!(out, "{value}")?;
+        let jobs: Vec<inject::Job> = chunk
+            .clone()
+            .zip(&samples)
+            .map(|(i, samples)| inject::Job {
+                text: &rows[i].0,
+                level,
+                seed: args.seed,
+                ctx: Context {
+                    source: rows[i].1.as_deref().or(args.source.as_deref()),
+                    samples,
+                    masked_lm: masked_lm
+                        .as_ref()
+                        .map(|m| m as &dyn inject::masked_lm::MaskedLm),
+                    lm_tokenizer: tokenizer.as_ref(),
+                    open_ended: args.open_ended,
+                },
+            })
+            .collect();
+        let results =
+            futures::executor::block_on(inject::apply_many(injection, &jobs, async || true))?;
+        for (i, result) in chunk.zip(results) {
+            match args.format {
+                InjectFormat::Text => writeln!(out, "{}", result.text)?,
+                InjectFormat::Jsonl => {
+                    let mut value = serde_json::to_value(&result).expect("serialisable");
+                    value["line"] = (i + 1).into();
+                    value["injection"] = injection.info().id.into();
+                    value["level"] = level.into();
+                    value["seed"] = args.seed.into();
+                    writeln!(out, "{value}")?;
+                }
             }
         }
     }
     out.flush()?;
     Ok(())
 }
+
+/// Input lines injected between two writes of output (a masked LM is asked
+/// about them together).
+const LINES_AT_ONCE: usize = 64;
 
 /// Runs `blindspot injections`.
 pub fn list_injections(json: bool) -> Result<(), CliError> {

@@ -273,7 +273,14 @@ impl Injection for GenericEntity {
                     let is_det = text
                         .get(cut..start)
                         .is_some_and(|s| s.eq_ignore_ascii_case(det));
+                    // Not a determiner another entity holds ("John the" in
+                    // "saw John the John Smith").
+                    let held = analysis
+                        .entities
+                        .iter()
+                        .any(|o| o.span.start < start && o.span.end > cut);
                     if is_det
+                        && !held
                         && text[..cut]
                             .chars()
                             .next_back()

@@ -89,6 +89,71 @@ fn golden_pairs(n: usize) -> Vec<(String, String, Value)> {
 }
 
 #[test]
+fn a_byte_order_mark_is_not_text() {
+    let dir = scratch("bom");
+    let h = write(&dir, "h.txt", b"\xEF\xBB\xBFThe cat sat on the mat.\n");
+    let r = write(&dir, "r.txt", b"The cat sat on the mat.\n");
+    let out = run_ok(
+        bin().args([
+            "score",
+            "--metrics",
+            "bleu,chrf",
+            "--hyps",
+            &h,
+            "--refs",
+            &r,
+            "--format",
+            "jsonl",
+        ]),
+        None,
+    );
+    let first: Value = serde_json::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    for metric in ["bleu", "chrf"] {
+        assert!(
+            (first[metric].as_f64().unwrap() - 100.0).abs() < 1e-9,
+            "{first}"
+        );
+    }
+    // A dataset's first row too.
+    let wmt = write(
+        &dir,
+        "d.jsonl",
+        b"\xEF\xBB\xBF{\"src\": \"Die Katze.\", \"ref_a\": \"The cat.\", \"ref_b\": \"A cat.\"}\n",
+    );
+    let out = run_ok(
+        bin()
+            .args([
+                "stress",
+                "--data",
+                &wmt,
+                "--format",
+                "wmt",
+                "--injections",
+                "truncation",
+                "--seeds",
+                "1",
+                "--metrics",
+                "bleu",
+                "--out",
+            ])
+            .arg(dir.join("out.json")),
+        None,
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("invalid JSON"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn jsonl_scores_match_sacrebleu_and_rouge_score() {
     let dir = scratch("jsonl");
     let pairs = golden_pairs(40);

@@ -68,6 +68,7 @@ pub struct Pairs {
     pub srcs: Vec<Option<String>>,
 }
 
+/// Reads a file (`-`: stdin) as UTF-8 text, without a byte-order mark.
 pub fn read_text(path: &str) -> Result<String, InputError> {
     let mut bytes = Vec::new();
     let result = if path == "-" {
@@ -81,6 +82,10 @@ pub fn read_text(path: &str) -> Result<String, InputError> {
         path: display(path),
         source,
     })?;
+    // A byte-order mark (editors on Windows write one) is not text.
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
+    }
     String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..valid]

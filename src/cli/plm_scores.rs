@@ -212,7 +212,7 @@ pub struct MauveArgs {
 }
 
 fn read_lines(path: &Path) -> Result<Vec<String>, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| model_error(path, e))?;
+    let text = super::input::read_text(&path.to_string_lossy())?;
     Ok(text.lines().map(str::to_owned).collect())
 }
 

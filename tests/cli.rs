@@ -154,6 +154,47 @@ fn a_byte_order_mark_is_not_text() {
 }
 
 #[test]
+fn a_one_item_suite_skips_what_needs_other_items_and_a_missing_folder_is_named() {
+    let dir = scratch("one-item");
+    let wmt = write(
+        &dir,
+        "d.jsonl",
+        b"{\"src\": \"Die Katze.\", \"ref_a\": \"The cat sat.\", \"ref_b\": \"A cat sat.\"}\n",
+    );
+    let out = dir.join("out.json");
+    run_ok(
+        bin()
+            .args(["stress", "--data", &wmt, "--format", "wmt", "--seeds", "1"])
+            .args([
+                "--injections",
+                "sentence_replacement,truncation",
+                "--metrics",
+                "bleu",
+            ])
+            .arg("--out")
+            .arg(&out),
+        None,
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        report["tests"][0]["skipped"].as_str(),
+        Some("needs other items to draw from and the dataset has one")
+    );
+    assert!(report["tests"][1]["skipped"].is_null());
+    let missing = dir.join("no-such-folder").join("out.json");
+    assert_user_error(
+        &run(
+            bin()
+                .args(["stress", "--data", &wmt, "--format", "wmt", "--seeds", "1"])
+                .args(["--injections", "truncation", "--metrics", "bleu", "--out"])
+                .arg(&missing),
+            None,
+        ),
+        &format!("cannot write {}", missing.display()),
+    );
+}
+
+#[test]
 fn jsonl_scores_match_sacrebleu_and_rouge_score() {
     let dir = scratch("jsonl");
     let pairs = golden_pairs(40);

@@ -242,7 +242,7 @@ fn write_run(
     if out == "-" {
         std::io::stdout().lock().write_all(text.as_bytes())?;
     } else {
-        std::fs::write(out, text)?;
+        super::write_file(out, text)?;
     }
     let h = &run.header;
     if let Some(shard) = h.shard {
@@ -251,10 +251,10 @@ fn write_run(
     }
     let s = run.summary();
     if let Some(path) = html {
-        std::fs::write(path, blindspot::stress::html::attack_html(run))?;
+        super::write_file(path, blindspot::stress::html::attack_html(run))?;
     }
     if let Some(path) = summary {
-        std::fs::write(
+        super::write_file(
             path,
             serde_json::to_string_pretty(&s).expect("serialisable") + "\n",
         )?;

@@ -152,6 +152,26 @@ pub enum CliError {
     /// Writing the output failed (closed pipe and the like).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
+    /// An output file could not be written.
+    #[error("cannot write {path}: {source}")]
+    WriteFile {
+        /// The file given.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Writes an output file, naming it in the error.
+fn write_file(
+    path: impl AsRef<std::path::Path>,
+    contents: impl AsRef<[u8]>,
+) -> Result<(), CliError> {
+    let path = path.as_ref();
+    std::fs::write(path, contents).map_err(|source| CliError::WriteFile {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// Parses arguments, runs the command and maps errors to exit code 2.

@@ -51,7 +51,7 @@ pub fn run_prepare(args: &PrepareArgs) -> Result<(), CliError> {
     let files =
         ModelFiles::from_path(&args.model_dir).map_err(|e| model_error(&args.model_dir, e))?;
     let bytes = weights::prepare(files, args.quant).map_err(|e| model_error(&args.model_dir, e))?;
-    std::fs::write(&args.out, &bytes).map_err(CliError::Output)?;
+    super::write_file(&args.out, &bytes)?;
     eprintln!(
         "wrote {} ({:.1} MB, {:?})",
         args.out.display(),

@@ -127,7 +127,7 @@ fn write_json(out: &str, report: &impl serde::Serialize) -> Result<(), CliError>
     if out == "-" {
         writeln!(std::io::stdout().lock(), "{json}")?;
     } else {
-        std::fs::write(out, json + "\n")?;
+        super::write_file(out, json + "\n")?;
     }
     Ok(())
 }
@@ -263,10 +263,10 @@ fn write_report(mut report: SuiteReport, files: &ReportFiles) -> Result<(), CliE
     let report = &report;
     write_json(&files.out, report)?;
     if let Some(path) = &files.csv {
-        std::fs::write(path, report.to_csv())?;
+        super::write_file(path, report.to_csv())?;
     }
     if let Some(path) = &files.html {
-        std::fs::write(path, blindspot::stress::html::suite_html(report))?;
+        super::write_file(path, blindspot::stress::html::suite_html(report))?;
     }
     eprintln!("{}", summary(report));
     Ok(())

@@ -475,13 +475,13 @@ fn check(info: &'static InjectionInfo, level: f64, ctx: &Context) -> Result<(), 
     if info.needs_samples && ctx.samples.is_empty() {
         return Err(InjectError::MissingContext {
             id: info.id,
-            what: "other samples to draw sentences from",
+            what: "other samples to draw from",
         });
     }
     if info.needs_masked_lm && ctx.masked_lm.is_none() {
         return Err(InjectError::MissingContext {
             id: info.id,
-            what: "a masked language model (load one in the PLM engine)",
+            what: "a masked language model (`--mlm-model DIR`; on the page, load a model with its MLM head)",
         });
     }
     if info.needs_lm_tokenizer && ctx.lm_tokenizer.is_none() {

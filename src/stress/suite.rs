@@ -632,11 +632,17 @@ fn plan(
             let injection = inject::create(id)?;
             let info = injection.info();
             let skipped = if info.needs_masked_lm && models.masked_lm.is_none() {
-                Some("needs a masked language model".to_owned())
+                Some(
+                    "needs a masked language model (`--mlm-model DIR`; on the page, load a \
+                     model with its MLM head)"
+                        .to_owned(),
+                )
             } else if info.needs_lm_tokenizer && models.lm_tokenizer.is_none() {
                 Some("needs a language-model tokenizer".to_owned())
             } else if info.needs_tagger && crate::text::tagger::Tagger::english().is_none() {
                 Some(format!("needs {}", inject::TAGGER_MISSING))
+            } else if info.needs_samples && items.len() < 2 {
+                Some("needs other items to draw from and the dataset has one".to_owned())
             } else if info.needs_source && !has_sources {
                 Some("needs a source and the dataset has none for some items".to_owned())
             } else {

@@ -264,6 +264,22 @@ fn embedding_neighbours_are_whole_words_not_case_variants() {
 }
 
 #[test]
+fn an_item_that_cannot_be_attacked_is_named() {
+    let mut items = wmt(3);
+    items[1].gold = " ".into();
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::InputReduction);
+    let err = refusal(
+        &Engine::lexical(),
+        &items,
+        &spec("chrf"),
+        &config,
+        &AttackTools::default(),
+    );
+    let expected = format!("item 2 (id {}): the text to attack is empty", items[1].id);
+    assert_eq!(err, expected);
+}
+
+#[test]
 fn genetic_search_with_embedding_neighbours() {
     let items = wmt(6);
     let engine = Engine::lexical();

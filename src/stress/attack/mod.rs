@@ -569,7 +569,14 @@ pub async fn run_attacks(
             &refs,
             item.src.as_deref(),
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // Say which item (the others may be fine).
+            AttackError::Config(m) => {
+                AttackError::Config(format!("item {} (id {}): {m}", i + 1, item.id))
+            }
+            e => e,
+        })?;
         while !attack.step().await? {}
         signature.clone_from(&attack.signature);
         outcomes.push(attack.outcome(i, &item.id));

@@ -112,8 +112,13 @@ fn sharded_suites_merge_into_exactly_the_unsharded_report() {
         &|_, _| true,
     )
     .unwrap();
-    let err = merge(vec![part(0, 2), stranger]).unwrap_err();
-    assert!(err.to_string().contains("different runs"), "{err}");
+    let err = merge(vec![part(0, 2), stranger]).unwrap_err().to_string();
+    // The message says what differs.
+    assert!(err.contains("different runs (configuration {"), "{err}");
+    assert!(
+        err.contains("\"seeds\":1") && err.contains(&format!("\"seeds\":{}", config.seeds)),
+        "{err}"
+    );
     assert!("3/3".parse::<Shard>().is_err() && "1/0".parse::<Shard>().is_err());
     assert_eq!(
         "1/4".parse::<Shard>().unwrap(),

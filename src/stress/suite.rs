@@ -1214,11 +1214,23 @@ pub fn merge(mut parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
     };
     let (items, config, dataset) = (first.items, first.config.clone(), first.dataset.clone());
     for p in &parts {
-        if p.items != items || p.config != config || p.dataset != dataset {
+        let json = |c: &SuiteConfig| serde_json::to_string(c).unwrap_or_default();
+        let differ = if p.dataset != dataset {
+            Some(format!("dataset {} vs {dataset}", p.dataset))
+        } else if p.items != items {
+            Some(format!("{} items vs {items}", p.items))
+        } else if p.config != config {
+            Some(format!(
+                "configuration {} vs {}",
+                json(&p.config),
+                json(&config)
+            ))
+        } else {
+            None
+        };
+        if let Some(differ) = differ {
             return Err(SuiteError::Merge(format!(
-                "the parts come from different runs (dataset, item count or config differ: \
-                 {} with {} items vs {dataset} with {items})",
-                p.dataset, p.items
+                "the parts come from different runs ({differ})"
             )));
         }
         if p.tool != first.tool

@@ -154,6 +154,44 @@ fn a_byte_order_mark_is_not_text() {
 }
 
 #[test]
+fn texts_a_model_cuts_are_counted_on_stderr() {
+    let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
+    let long: Vec<String> = (0..1200).map(|i| format!("word{}", i % 40)).collect();
+    let input = format!(
+        "{}\n",
+        serde_json::json!({"hyp": long.join(" "), "ref": "a short reference"})
+    );
+    let score = |metrics: &str, input: &str| {
+        run_ok(
+            bin()
+                .args([
+                    "score",
+                    "--input",
+                    "-",
+                    "--format",
+                    "jsonl",
+                    "--metrics",
+                    metrics,
+                ])
+                .args(["--model-dir", minilm]),
+            Some(input),
+        )
+    };
+    let out = score("bertscore-f", &input);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "note: 1 of the 2 texts are longer than all-MiniLM-L6-v2's limit of 512 tokens"
+        ),
+        "{stderr}"
+    );
+    // Nothing to say when every text fits, or for model-free metrics.
+    let short = "{\"hyp\": \"a short text\", \"ref\": \"a short reference\"}\n";
+    assert!(!String::from_utf8_lossy(&score("bertscore-f", short).stderr).contains("note:"));
+    assert!(!String::from_utf8_lossy(&score("bleu", &input).stderr).contains("note:"));
+}
+
+#[test]
 fn a_one_item_suite_skips_what_needs_other_items_and_a_missing_folder_is_named() {
     let dir = scratch("one-item");
     let wmt = write(

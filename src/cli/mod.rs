@@ -236,7 +236,9 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
             return Err(input::InputError::MissingSource(spec.info().id).into());
         }
     }
-    let columns = block_on(args.plm.engine().score(&specs, &segments))?;
+    let engine = args.plm.engine();
+    let columns = block_on(engine.score(&specs, &segments))?;
+    note_cut_texts(&engine, &specs, &segments);
     let rows: Vec<Vec<_>> = (0..segments.len())
         .map(|i| columns.iter().map(|c| c.scores[i].clone()).collect())
         .collect();
@@ -245,6 +247,49 @@ fn score(args: &ScoreArgs) -> Result<(), CliError> {
     let signatures: Vec<String> = columns.iter().map(|c| c.signature.to_string()).collect();
     output::write_scores(args.format, &ids, &rows, &corpus, &signatures)?;
     Ok(())
+}
+
+/// Says on stderr how many distinct texts a model cut to its length limit:
+/// its metrics read only what fits (as the reference implementations do),
+/// so a score of a cut text is not the whole text's.
+fn note_cut_texts(engine: &metrics::Engine, specs: &[metrics::MetricSpec], segments: &[Segment]) {
+    let texts: std::collections::BTreeSet<&str> = segments
+        .iter()
+        .flat_map(|s| {
+            std::iter::once(s.hyp)
+                .chain(s.refs.iter().copied())
+                .chain(s.src)
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for spec in specs {
+        let Some((slot, name)) = spec.model() else {
+            continue;
+        };
+        let Ok(plm) = engine.model(slot, name) else {
+            continue;
+        };
+        if seen.contains(&plm.load_id) {
+            continue;
+        }
+        seen.push(plm.load_id);
+        let cut = texts
+            .iter()
+            .filter(|t| plm.encode(t).is_ok_and(|e| e.truncated))
+            .count();
+        if cut > 0 {
+            let limit = plm
+                .tokenizer
+                .max_length()
+                .map_or(String::new(), |n| format!(" of {n} tokens"));
+            eprintln!(
+                "note: {cut} of the {} texts are longer than {}'s limit{limit}: its metrics \
+                 read each of them up to the limit only",
+                texts.len(),
+                plm.name,
+            );
+        }
+    }
 }
 
 fn list_metrics(format: ListFormat) -> Result<(), CliError> {

@@ -185,6 +185,28 @@ fn texts_a_model_cuts_are_counted_on_stderr() {
         ),
         "{stderr}"
     );
+    // A text a model cannot score this way is the input's problem, said
+    // as such (not "unsupported model").
+    let one = "{\"hyp\": \"a b c\", \"ref\": \"a b d\"}\n";
+    let out = run(
+        bin()
+            .args([
+                "score",
+                "--input",
+                "-",
+                "--format",
+                "jsonl",
+                "--metrics",
+                "bertscore-f",
+            ])
+            .args(["--idf", "--model-dir", minilm]),
+        Some(one),
+    );
+    assert_user_error(
+        &out,
+        "all-MiniLM-L6-v2: idf weights come from a set of references",
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("unsupported model"));
     // Nothing to say when every text fits, or for model-free metrics.
     let short = "{\"hyp\": \"a short text\", \"ref\": \"a short reference\"}\n";
     assert!(!String::from_utf8_lossy(&score("bertscore-f", short).stderr).contains("note:"));

@@ -245,7 +245,11 @@ pub fn run_mauve(args: &MauveArgs) -> Result<(), CliError> {
         },
     ));
     bar.finish_and_clear();
-    let scored = scored.map_err(|e| model_error(&dir, e))?;
+    let scored = scored.map_err(|e| match e {
+        // The model's failures name its folder; the texts' do not.
+        mauve::MauveError::Model(_) => model_error(&dir, e),
+        e => CliError::Suite(e.to_string()),
+    })?;
     let (result, signature) = (&scored.result, &scored.signature);
     if args.json {
         let out = serde_json::json!({ "result": result, "signature": signature,

@@ -587,7 +587,7 @@ pub fn idf_over(plm: &Plm, references: &[Vec<&str>]) -> Result<Weights, ModelErr
 /// idf over a single reference weighs every token 0: an error instead.
 fn idf_needs_a_set(references: usize) -> Result<(), ModelError> {
     if references < 2 {
-        return Err(ModelError::Unsupported(
+        return Err(ModelError::Input(
             "idf weights come from a set of references: with one, each of its tokens has \
              df = 1 and weighs ln(2/2) = 0. Add references (on the page: separated by a blank \
              line) or turn idf off"
@@ -617,7 +617,7 @@ pub async fn score_texts(
     cache: Option<&RefCell<EmbeddingCache>>,
 ) -> Result<(Vec<SegmentScore>, Weights), ModelError> {
     if let Some(i) = refs.iter().position(Vec::is_empty) {
-        return Err(ModelError::Unsupported(format!(
+        return Err(ModelError::Input(format!(
             "segment {} has no reference",
             i + 1
         )));

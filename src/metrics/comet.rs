@@ -101,7 +101,7 @@ async fn embed(
     ) {
         let ids: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].ids()).collect();
         if ids.iter().any(Vec::is_empty) {
-            return Err(ModelError::Unsupported("empty input sequence".into()));
+            return Err(ModelError::Input("empty input sequence".into()));
         }
         let batch = plm.batch(&ids, None);
         let pooled = model.sentence_embeddings(&batch, &ids, pad_id);
@@ -133,7 +133,7 @@ pub async fn score(
     for input in inputs {
         let reference = match kind {
             CometKind::Regression => Some(input.reference.ok_or_else(|| {
-                ModelError::Unsupported("a reference-based COMET model needs a reference".into())
+                ModelError::Input("a reference-based COMET model needs a reference".into())
             })?),
             CometKind::Referenceless => None,
         };

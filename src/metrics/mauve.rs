@@ -198,7 +198,7 @@ pub async fn features_with(
         .map(|t| plm.encode(t))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(i) = encoded.iter().position(|e| e.tokens.is_empty()) {
-        return Err(ModelError::Unsupported(format!(
+        return Err(ModelError::Input(format!(
             "text {} has no tokens to featurise",
             i + 1
         )));

@@ -264,7 +264,7 @@ pub async fn score_set(
             Premise::Reference => "reference",
             Premise::Source => "source",
         };
-        return Err(ModelError::Unsupported(format!(
+        return Err(ModelError::Input(format!(
             "segment {} has no {what} to use as MENLI's premise",
             i + 1
         )));

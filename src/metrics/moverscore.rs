@@ -470,7 +470,7 @@ pub async fn score(
                 } else {
                     ""
                 };
-                ModelError::Unsupported(match e {
+                ModelError::Input(match e {
                     PairError::NoWeight(side) => format!(
                         "pair {}: no {side} token carries weight (all are subword pieces, \
                          punctuation or stop words{hint}), so MoverScore has nothing to compare",

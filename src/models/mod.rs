@@ -39,6 +39,10 @@ pub enum ModelError {
     /// An architecture, head or option we do not implement.
     #[error("unsupported model: {0}")]
     Unsupported(String),
+    /// The texts given cannot be read this way (an empty text, a missing
+    /// reference, one reference for idf weights...).
+    #[error("{0}")]
+    Input(String),
     /// Weights unreadable, incomplete or of the wrong shape.
     #[error("model weights: {0}")]
     Weights(String),
@@ -337,14 +341,14 @@ impl Plm {
     ) -> Result<ForwardOutput, ModelError> {
         let limit = self.config.max_tokens();
         if let Some(long) = sequences.iter().find(|s| s.len() > limit) {
-            return Err(ModelError::Unsupported(format!(
+            return Err(ModelError::Input(format!(
                 "{} tokens exceed {}'s limit of {limit}",
                 long.len(),
                 self.name
             )));
         }
         if sequences.is_empty() || sequences.iter().any(Vec::is_empty) {
-            return Err(ModelError::Unsupported("empty input sequence".into()));
+            return Err(ModelError::Input("empty input sequence".into()));
         }
         self.check_ids(sequences.iter())?;
         let batch = self.batch(sequences, types);
@@ -376,7 +380,7 @@ impl Plm {
         for s in sequences {
             if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
                 let token = self.tokenizer.id_to_token(id).unwrap_or_default();
-                return Err(ModelError::Unsupported(format!(
+                return Err(ModelError::Input(format!(
                     "the text holds token {token:?} (id {id}), which {}'s tokenizer knows but its \
                      embeddings do not (vocab_size {vocab}): remove it from the text",
                     self.name
@@ -458,7 +462,7 @@ impl Plm {
         let limit = self.config.max_tokens();
         let all = sources.iter().chain(decoder_inputs);
         if let Some(long) = all.clone().find(|s| s.len() > limit) {
-            return Err(ModelError::Unsupported(format!(
+            return Err(ModelError::Input(format!(
                 "{} tokens exceed {}'s limit of {limit}",
                 long.len(),
                 self.name
@@ -468,7 +472,7 @@ impl Plm {
             || sources.is_empty()
             || all.clone().any(Vec::is_empty)
         {
-            return Err(ModelError::Unsupported("empty input sequence".into()));
+            return Err(ModelError::Input("empty input sequence".into()));
         }
         self.check_ids(all.clone())?;
         let memory_batch = self.batch(sources, None);

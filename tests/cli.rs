@@ -154,6 +154,70 @@ fn a_byte_order_mark_is_not_text() {
 }
 
 #[test]
+fn dataset_problems_are_said_plainly() {
+    let dir = scratch("dataset-problems");
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    // A JSON line that is not an object says so.
+    let data = write(
+        &dir,
+        "d.jsonl",
+        b"[1, 2]\n{\"hyp\": \"a b c\", \"ref\": \"a b d\"}\n{\"hyp\": \"e f\", \"ref\": \"e g\"}\n",
+    );
+    let out = run_ok(
+        bin()
+            .args([
+                "stress", "--data", &data, "--format", "jsonl", "--seeds", "1",
+            ])
+            .args(["--injections", "truncation", "--metrics", "bleu", "--out"])
+            .arg(dir.join("s.json")),
+        None,
+    );
+    assert!(
+        stderr(&out).contains(":1: not a JSON object (each line holds one object) (row skipped)"),
+        "{}",
+        stderr(&out)
+    );
+    // An audit of a file with no SummEval document: ten warnings, a count,
+    // and an error that says what a row needs.
+    let wmt = format!("{}/wmt21_de_en.jsonl", common::DATA);
+    let out = run(
+        bin()
+            .args(["audit", "--summeval", &wmt, "--metrics", "bleu", "--out"])
+            .arg(dir.join("a.json")),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12, "{text}");
+    assert!(
+        lines[10].ends_with("990 more rows skipped (1000 in all)"),
+        "{text}"
+    );
+    assert!(
+        lines[11].starts_with("error: ") && lines[11].contains("no SummEval document"),
+        "{text}"
+    );
+    // MENLI's weight without a combination is refused, not ignored.
+    let out = run(
+        bin().args([
+            "score",
+            "--input",
+            &data,
+            "--format",
+            "jsonl",
+            "--metrics",
+            "bleu",
+            "--menli-weight",
+            "0.5",
+        ]),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--menli-combine"), "{}", stderr(&out));
+}
+
+#[test]
 fn texts_a_model_cuts_are_counted_on_stderr() {
     let minilm = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
     let long: Vec<String> = (0..1200).map(|i| format!("word{}", i % 40)).collect();

@@ -56,7 +56,7 @@ pub struct PlmArgs {
     #[arg(long)]
     pub menli_combine: Option<MetricId>,
     /// Weight of the NLI score in the combination (default: the task's, MT 0.2, summarisation 0.8).
-    #[arg(long)]
+    #[arg(long, requires = "menli_combine")]
     pub menli_weight: Option<f64>,
     /// MoverScore v1: kept tokens per window (1: the paper's MoverScore, 2: its bigram variant).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]

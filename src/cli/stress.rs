@@ -168,9 +168,7 @@ pub(super) fn load(
 ) -> Result<Vec<Item>, CliError> {
     let text = read_text(path)?;
     let loaded = data::load_items(format, &text);
-    for p in &loaded.problems {
-        eprintln!("warning: {path}:{}: {} (row skipped)", p.line, p.message);
-    }
+    warn_skipped(path, &loaded.problems);
     let mut items = loaded.rows;
     if let Some(n) = limit {
         items.truncate(n);
@@ -390,9 +388,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
             let text = read_text(menli)?;
             let loaded = data::load_menli_csv(&text)
                 .map_err(|p| CliError::Suite(format!("{menli}:{}: {}", p.line, p.message)))?;
-            for p in &loaded.problems {
-                eprintln!("warning: {menli}:{}: {} (row skipped)", p.line, p.message);
-            }
+            warn_skipped(menli, &loaded.problems);
             (menli.clone(), loaded.rows)
         }
         (None, Some(path)) => {
@@ -413,7 +409,7 @@ pub fn run_prefer(args: &PreferArgs) -> Result<(), CliError> {
     };
     if cases.is_empty() {
         let why = if args.menli.is_some() {
-            "every row was skipped: see the warnings above"
+            "the file has no rows, or every row was skipped (see the warnings above)"
         } else {
             "a case needs an item with a source, which the reference-free setting reads, and \
              a reference that an attack changes"
@@ -520,15 +516,38 @@ fn perplexity_correlate(
     ))
 }
 
+/// Rows of a dataset file that were skipped, a warning each (the first 10,
+/// then how many more).
+fn warn_skipped(path: &str, problems: &[data::RowProblem]) {
+    const SHOWN: usize = 10;
+    for p in problems.iter().take(SHOWN) {
+        eprintln!("warning: {path}:{}: {} (row skipped)", p.line, p.message);
+    }
+    if problems.len() > SHOWN {
+        eprintln!(
+            "warning: {path}: {} more rows skipped ({} in all)",
+            problems.len() - SHOWN,
+            problems.len()
+        );
+    }
+}
+
 /// Runs `blindspot audit`.
 pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
     let text = read_text(&args.summeval)?;
     let loaded = data::load_summeval(&text);
-    for p in &loaded.problems {
-        eprintln!(
-            "warning: {}:{}: {} (row skipped)",
-            args.summeval, p.line, p.message
-        );
+    warn_skipped(&args.summeval, &loaded.problems);
+    if loaded.rows.is_empty() {
+        return Err(CliError::Suite(format!(
+            "{}: no SummEval document (a row needs the summary, its source, references and \
+             human scores{})",
+            args.summeval,
+            if loaded.problems.is_empty() {
+                ""
+            } else {
+                "; every row was skipped, see the warnings above"
+            }
+        )));
     }
     let dataset = file_name(&args.summeval);
     let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;

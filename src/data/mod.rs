@@ -91,7 +91,10 @@ fn jsonl<T>(text: &str, mut parse: impl FnMut(&Value, usize) -> Result<T, String
         }
         let result = serde_json::from_str::<Value>(line)
             .map_err(|e| format!("invalid JSON ({e})"))
-            .and_then(|v| parse(&v, i + 1));
+            .and_then(|v| match v {
+                Value::Object(_) => parse(&v, i + 1),
+                _ => Err("not a JSON object (each line holds one object)".into()),
+            });
         match result {
             Ok(row) => loaded.rows.push(row),
             Err(message) => loaded.problems.push(RowProblem {

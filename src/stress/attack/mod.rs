@@ -263,7 +263,7 @@ impl ZNorm {
         if n < 2 {
             return Err(AttackError::Config(format!(
                 "z-normalisation needs the scores of at least two texts ({n} given): attack a \
-                 dataset, or give the standard deviation to use"
+                 dataset of two items or more"
             )));
         }
         let mean = scores.iter().sum::<f64>() / n as f64;

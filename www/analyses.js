@@ -58,6 +58,9 @@ function renderPreference(report) {
   $("analysis-result").replaceChildren(...out);
 }
 
+/** A correlation or accuracy; "n/a" where it is undefined (a column that does not vary: one summary, one system, equal values). */
+const fixed = (v, digits = 3) => (Number.isFinite(v) ? v.toFixed(digits) : "n/a");
+
 function renderAudit(report) {
   const t = table(["metric", ...report.dimensions.map((d) => `τ ${d}`), ...report.correlates.map((c) => `τ ${c}`),
     ...report.dimensions.map((d) => `system acc. ${d}`)]);
@@ -66,20 +69,21 @@ function renderAudit(report) {
     const row = body.insertRow();
     row.dataset.metric = m.metric.id;
     cell(row, m.metric.name, { title: m.metric.signature });
-    for (const h of m.human) cell(row, h.kendall.toFixed(3), { title: `Pearson ${h.pearson.toFixed(3)}, Spearman ${h.spearman.toFixed(3)}` });
+    for (const h of m.human) cell(row, fixed(h.kendall), { title: `Pearson ${fixed(h.pearson)}, Spearman ${fixed(h.spearman)}` });
     report.correlates.forEach((c, k) => {
       const flagged = m.flags.filter(([fc]) => fc === c).map(([, d]) => d);
-      const td = cell(row, m.correlates[k].kendall.toFixed(3), {
-        title: flagged.length ? `tracks ${c} more than humans' ${flagged.join(", ")}` : `Pearson ${m.correlates[k].pearson.toFixed(3)}`,
+      const td = cell(row, fixed(m.correlates[k].kendall), {
+        title: flagged.length ? `tracks ${c} more than humans' ${flagged.join(", ")}` : `Pearson ${fixed(m.correlates[k].pearson)}`,
       });
       if (flagged.length) td.className = "flag";
     });
-    for (const a of m.system_accuracy) cell(row, `${(100 * a).toFixed(1)}%`);
+    for (const a of m.system_accuracy) cell(row, Number.isFinite(a) ? `${(100 * a).toFixed(1)}%` : "n/a");
   }
   const note = Object.assign(document.createElement("p"), {
     className: "muted",
     textContent: `${report.examples} summaries from ${report.systems} systems. Example-level Kendall τ-b; ` +
-      "a highlighted correlate cell means the metric correlates more with it than with a human dimension.",
+      "a highlighted correlate cell means the metric correlates more with it than with a human dimension; " +
+      "n/a: undefined (a column that does not vary, e.g. one summary or one system).",
   });
   $("analysis-result").replaceChildren(note, t);
 }

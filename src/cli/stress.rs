@@ -578,15 +578,33 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
         table.push_str(&format!(" {:>10}", c));
     }
     table.push('\n');
+    // Kendall's tau of a column that does not vary (one summary, human
+    // scores all equal) is undefined: said, not printed as NaN.
+    let cell = |tau: f64, width: usize| {
+        if tau.is_nan() {
+            format!(" {:>width$}", "n/a")
+        } else {
+            format!(" {tau:>width$.3}")
+        }
+    };
+    let mut undefined = false;
     for m in &report.metrics {
         table.push_str(&format!("{:<8}", m.metric.id));
         for h in &m.human {
-            table.push_str(&format!(" {:>12.3}", h.kendall));
+            undefined |= h.kendall.is_nan();
+            table.push_str(&cell(h.kendall, 12));
         }
         for c in &m.correlates {
-            table.push_str(&format!(" {:>10.3}", c.kendall));
+            undefined |= c.kendall.is_nan();
+            table.push_str(&cell(c.kendall, 10));
         }
         table.push('\n');
+    }
+    if undefined {
+        table.push_str(
+            "n/a: undefined, one of the two columns does not vary (fewer than two summaries, \
+             or all its values equal)\n",
+        );
     }
     eprintln!(
         "{} summaries, {} systems; example-level Kendall tau with humans and correlates:\n{table}",

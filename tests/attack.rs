@@ -679,6 +679,14 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         &stress(&["--attack", &path("s0.json")]),
         "not the results of `blindspot attack`",
     );
+    let fewer = std::fs::read_to_string(path("over.jsonl"))
+        .unwrap()
+        .replacen("\"items\":12", "\"items\":8", 1);
+    std::fs::write(path("fewer.jsonl"), fewer).unwrap();
+    common::assert_user_error(
+        &stress(&["--attack", &path("fewer.jsonl")]),
+        "the attack ran on 8 items of wmt21_de_en.jsonl, the suite on 12",
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -151,6 +151,13 @@ impl SuiteReport {
                 entry.header.dataset, self.dataset
             )));
         }
+        // The same items (a run over another `--limit` is another sample).
+        if entry.header.items != self.items {
+            return Err(SuiteError::Invalid(format!(
+                "the attack ran on {} items of {}, the suite on {}",
+                entry.header.items, self.dataset, self.items
+            )));
+        }
         self.attacks.push(entry);
         Ok(())
     }

@@ -79,12 +79,8 @@ impl Injection for PositionedError {
             .lm_tokenizer
             .ok_or_else(|| NotApplicable("no language-model tokenizer".into()))?;
         let fail = |e: crate::models::tokenizer::TokenizerError| NotApplicable(e.to_string());
-        let mut ids: Vec<u32> = tokenizer
-            .encode(text)
-            .map_err(fail)?
-            .iter()
-            .map(|t| t.id)
-            .collect();
+        let tokens = tokenizer.encode(text).map_err(fail)?;
+        let mut ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
         let span = POSITIONED_SPAN.min(ids.len());
         if span < 2 {
             return Err(NotApplicable("fewer than two language-model tokens".into()));
@@ -94,16 +90,36 @@ impl Injection for PositionedError {
             2 => (ids.len() - span) / 2,
             _ => ids.len() - span,
         };
-        let window = &mut ids[start..start + span];
         if self.0.shuffle {
-            let original = window.to_vec();
-            if original.iter().all(|&id| id == original[0]) {
+            // Whole characters move: byte-level BPE splits an emoji or a
+            // CJK character into several tokens, which move together, so
+            // no character is cut into invalid bytes. The window grows to
+            // the characters it touches; on text whose tokens are whole
+            // characters, each unit is one token.
+            let units = character_units(&tokens);
+            let first = units
+                .iter()
+                .position(|u| u.end > start)
+                .expect("the window is inside the text");
+            let last = units
+                .iter()
+                .position(|u| u.end >= start + span)
+                .expect("the window is inside the text");
+            let original: Vec<&[u32]> = units[first..=last]
+                .iter()
+                .map(|u| &ids[u.clone()])
+                .collect();
+            if original.iter().all(|unit| *unit == original[0]) {
                 return Err(NotApplicable("the span has one repeated token".into()));
             }
-            while window == original.as_slice() {
-                window.shuffle(rng);
+            let mut shuffled = original.clone();
+            while shuffled == original {
+                shuffled.shuffle(rng);
             }
+            let moved: Vec<u32> = shuffled.concat();
+            ids.splice(units[first].start..units[last].end, moved);
         } else {
+            let window = &mut ids[start..start + span];
             let vocab = tokenizer.vocab_size() as u32;
             for id in window.iter_mut() {
                 *id = loop {
@@ -116,6 +132,22 @@ impl Injection for PositionedError {
         }
         tokenizer.decode(&ids).map_err(fail)
     }
+}
+
+/// Runs of tokens that cover whole characters (as token index ranges): a
+/// token whose byte span overlaps the one before (another piece of the same
+/// character) joins its run.
+fn character_units(tokens: &[crate::models::tokenizer::LmToken]) -> Vec<std::ops::Range<usize>> {
+    let mut units: Vec<std::ops::Range<usize>> = Vec::with_capacity(tokens.len());
+    let mut covered = 0;
+    for (i, t) in tokens.iter().enumerate() {
+        match units.last_mut() {
+            Some(unit) if t.span.start < covered => unit.end = i + 1,
+            _ => units.push(i..i + 1),
+        }
+        covered = covered.max(t.span.end);
+    }
+    units
 }
 
 /// Which n-gram order a [`FrequentNgram`] samples.
@@ -357,6 +389,35 @@ mod tests {
             &Context::default(),
         );
         assert!(err.unwrap_err().to_string().contains("tokenizer"));
+    }
+
+    #[test]
+    fn a_shuffle_moves_whole_characters() {
+        let gpt2 = crate::models::tokenizer::tests::gpt2();
+        let ctx = Context {
+            lm_tokenizer: Some(&gpt2),
+            ..Context::default()
+        };
+        let inj = create("positioned_shuffle").unwrap();
+        // Byte-level BPE splits these characters into several tokens each.
+        for text in [
+            "👨‍👩‍👧 hello world",
+            "Die Straße nach Köln ist heute gesperrt, sagt die Polizei am Rhein.",
+            "東京の天気は晴れです。明日は雨が降るでしょう。",
+        ] {
+            let pieces = gpt2.encode(text).unwrap().len();
+            assert!(pieces > text.chars().filter(|c| !c.is_ascii()).count() / 2);
+            let chars = |t: &str| {
+                let mut c: Vec<char> = t.chars().collect();
+                c.sort_unstable();
+                c
+            };
+            for (position, seed) in [(1.0, 0), (2.0, 1), (3.0, 2), (1.0, 5)] {
+                let out = apply(inj, text, position, seed, &ctx).unwrap();
+                assert!(!out.text.contains('\u{FFFD}'), "{text} -> {}", out.text);
+                assert_eq!(chars(&out.text), chars(text), "{text} -> {}", out.text);
+            }
+        }
     }
 
     #[test]

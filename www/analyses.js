@@ -5,6 +5,7 @@
 // (src/stress/prefer.rs, src/stress/audit.rs).
 
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
+import { count } from "./suite.js";
 
 const $ = (id) => document.getElementById(id);
 /** The analysis chosen, kept across reloads (the file is not: it may be large). */
@@ -81,7 +82,7 @@ function renderAudit(report) {
   }
   const note = Object.assign(document.createElement("p"), {
     className: "muted",
-    textContent: `${report.examples} summaries from ${report.systems} systems. Example-level Kendall τ-b; ` +
+    textContent: `${report.examples} ${report.examples === 1 ? "summary" : "summaries"} from ${count(report.systems, "system")}. Example-level Kendall τ-b; ` +
       "a highlighted correlate cell means the metric correlates more with it than with a human dimension; " +
       "n/a: undefined (a column that does not vary, e.g. one summary or one system).",
   });
@@ -100,6 +101,8 @@ async function run() {
   $("analysis-result").replaceChildren();
   view.running = true;
   view.stopping = false;
+  // The file and the kind stay as they are until the run ends (its results are theirs).
+  setInputsDisabled(true);
   $("analysis-run").disabled = true;
   const started = performance.now();
   $("analysis-stop").disabled = false;
@@ -109,17 +112,22 @@ async function run() {
       : await view.engine.auditSuite(request, (done, total) => view.stopping || status(`${done} / ${total} documents`));
     (kind === "prefer" ? renderPreference : renderAudit)(out.report);
     const millis = performance.now() - started;
-    const skipped = out.problems.length ? `; ${out.problems.length} rows skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
-    const what = kind === "prefer" ? `${out.report.cases} cases` : `${out.report.examples} summaries`;
+    const skipped = out.problems.length ? `; ${count(out.problems.length, "row")} skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
+    const what = kind === "prefer" ? count(out.report.cases, "case") : `${out.report.examples} ${out.report.examples === 1 ? "summary" : "summaries"}`;
     const stopped = out.stopped ? `Stopped after ${(millis / 1000).toFixed(1)} s: the results cover the first ${what} only` : "";
     status(`${stopped || `Done in ${(millis / 1000).toFixed(1)} s`}${skipped}.`, out.problems.length || out.stopped ? "bad" : "muted");
   } catch (err) {
     status(String(err.message ?? err), "bad");
   } finally {
     view.running = false;
+    setInputsDisabled(false);
     $("analysis-run").disabled = false;
     $("analysis-stop").disabled = true;
   }
+}
+
+function setInputsDisabled(disabled) {
+  for (const id of ["analysis-kind", "analysis-file", "analysis-sample"]) $(id).disabled = disabled;
 }
 
 /** Asks the running analysis to end after its current batch (its results so far are shown). */

@@ -292,7 +292,13 @@ export function initAttack(modelEngine, wasm, hooks) {
     Promise.resolve(engine.stopAttack()).catch((err) => status(`Could not stop the search: ${err.message ?? err}`, "bad"));
   });
   $("attack-apply").addEventListener("click", () => {
-    if (last) page.useText(last.outcome.text, last.edits, last.outcome.original);
+    if (!last) return;
+    // The result is an edit of the text searched: not of a hypothesis typed since.
+    if (page.texts().hypothesis !== last.outcome.original) {
+      status("The hypothesis changed since this search: run it again to attack the new text (or undo your edits to use this result).", "bad");
+      return;
+    }
+    page.useText(last.outcome.text, last.edits, last.outcome.original);
   });
   const refresh = () => { fillMetrics(); fillFluency(); describe(); };
   document.addEventListener("blindspot:model", (e) => {

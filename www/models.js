@@ -393,6 +393,10 @@ function unload(id) {
   panel.asked.delete(id);
   panel.infos.delete(id);
   if (panel.handle === handle) panel.handle = null;
+  // The probe runs the last model loaded; the pill and the status speak of loaded models.
+  $("model-probe-run").disabled = panel.handle === null;
+  $("model-backend-pill").hidden = panel.loaded.size === 0;
+  status(panel.loaded.size ? `${id} unloaded.` : `${id} unloaded: no model is loaded.`);
   document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
 }
 

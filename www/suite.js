@@ -82,8 +82,8 @@ function inspect() {
     const summary = suite.wasm.inspectDataset($("suite-format").value, suite.file.text);
     const skipped = summary.problems.slice(0, 3).map((p) => `line ${p.line}: ${p.message}`).join("; ");
     const more = summary.problems.length > 3 ? ` (and ${summary.problems.length - 3} more)` : "";
-    setStatus(`${suite.file.name}: ${summary.items} items` +
-      (summary.problems.length ? `; ${summary.problems.length} rows skipped: ${skipped}${more}` : ""),
+    setStatus(`${suite.file.name}: ${count(summary.items, "item")}` +
+      (summary.problems.length ? `; ${count(summary.problems.length, "row")} skipped: ${skipped}${more}` : ""),
       summary.problems.length ? "bad" : "muted");
     suite.usable = summary.items > 0;
     // A running suite keeps Run off until it ends (a second run would share the model worker).
@@ -138,12 +138,20 @@ export function taggerWeights() {
   return taggerWeights.bytes;
 }
 
+/** "1 item", "3 items". */
+export const count = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
 async function run() {
   const injections = selectedInjections();
   if (!injections.length) return setStatus("Choose at least one family of injections.", "bad");
   const limit = $("suite-limit").value.trim();
   if (limit && !(Number.isInteger(Number(limit)) && Number(limit) >= 1)) {
     return setStatus(`"First N items" must be a whole number from 1 (empty: every item), not ${limit}.`, "bad");
+  }
+  const seedsText = $("suite-seeds").value.trim();
+  const seeds = seedsText === "" ? 5 : Number(seedsText);
+  if (!(Number.isInteger(seeds) && seeds >= 1 && seeds <= 20)) {
+    return setStatus(`Seeds must be a whole number from 1 to 20 (empty: 5), not ${seedsText}.`, "bad");
   }
   cancel();
   const chosen = suite.injections.filter((i) => injections.includes(i.id));
@@ -157,7 +165,7 @@ async function run() {
     config: {
       injections,
       metrics: suite.lexicalRegistry.map((m) => m.id),
-      seeds: Math.max(1, Math.min(20, Number($("suite-seeds").value) || 5)),
+      seeds,
       rouge_stemmer: $("rouge-stemmer").checked,
       open_ended: $("suite-open-ended").checked,
     },
@@ -267,7 +275,7 @@ function done(report, csv, millis) {
   suite.report = report;
   suite.csv = csv;
   renderCard();
-  finish(`Done: ${report.tests.length} tests over ${report.items} items in ${(millis / 1000).toFixed(1)} s.`);
+  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s.`);
   $("suite-export").hidden = false;
   $("suite-result").dataset.millis = String(millis);
 }

@@ -669,6 +669,23 @@ pub async fn preference_suite(
     let r = dataset_request(request, "preference")?;
     let loaded = crate::data::load_menli_csv(&r.text)
         .map_err(|p| JsError::new(&format!("line {}: {}", p.line, p.message)))?;
+    if loaded.rows.is_empty() {
+        // Accuracies over no case would read 0%.
+        let why = match loaded.problems.first() {
+            Some(p) => format!(
+                "every row was skipped (line {}: {}{})",
+                p.line,
+                p.message,
+                if loaded.problems.len() > 1 {
+                    format!(", and {} more", loaded.problems.len() - 1)
+                } else {
+                    String::new()
+                }
+            ),
+            None => "the file has no rows after its header".to_owned(),
+        };
+        return Err(JsError::new(&format!("no preference case: {why}")));
+    }
     let report = crate::stress::prefer::run_preference(
         &r.dataset,
         &loaded.rows,

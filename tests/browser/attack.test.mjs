@@ -84,6 +84,12 @@ test("a DeepWordBug search on chrF equals the CLI's and can be used as the hypot
   // The changed words are marked; the plot has one point per step.
   assert.ok((await page.locator("#attack-text mark").count()) >= 1);
   assert.equal(Number(await page.getAttribute("#attack-plot", "data-points")), outcome.trajectory.length);
+  // A hypothesis typed since the search is not replaced by an edit of the old one.
+  await page.fill("#hypothesis", `${HYP} More words.`);
+  await page.click("#attack-apply");
+  assert.equal(await page.inputValue("#hypothesis"), `${HYP} More words.`);
+  assert.match(await page.textContent("#attack-status"), /^The hypothesis changed since this search/);
+  await page.fill("#hypothesis", HYP);
   // Into the hypothesis box: the original is pinned, the chrF card shows the found score.
   await page.click("#attack-apply");
   assert.equal(await page.inputValue("#hypothesis"), outcome.text);

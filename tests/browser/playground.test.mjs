@@ -336,6 +336,12 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("12 items"));
   await page.selectOption("#suite-format", "wmt");
   await page.uncheck("#suite-family-consistency");
+  // Seeds the runner cannot take are refused with the rule, not rounded or clamped.
+  for (const bad of ["2.5", "0", "21"]) {
+    await page.fill("#suite-seeds", bad);
+    await page.click("#suite-run");
+    assert.equal(await page.textContent("#suite-status"), `Seeds must be a whole number from 1 to 20 (empty: 5), not ${bad}.`);
+  }
   await page.fill("#suite-seeds", "2");
   // Open-ended texts: the CLI's --open-ended (the report's configuration says so).
   await page.check("#suite-open-ended");
@@ -424,6 +430,13 @@ test("the preference suite and the audit run in the page with the CLI's numbers"
   const bleu = cli.metrics.find((m) => m.metric.id === "bleu").ref_based_overall.accuracy;
   const shown = await page.locator('#analysis-result tr[data-error="all"]').first().locator("td").nth(1).textContent();
   assert.equal(shown, `${(100 * bleu).toFixed(1)}%`);
+  // A file with its header only: no accuracy over no case.
+  const header = join(ARTIFACTS, "menli-header-only.csv");
+  writeFileSync(header, readFileSync(menli, "utf8").split("\n")[0] + "\n");
+  await page.setInputFiles("#analysis-file", header);
+  await page.click("#analysis-run");
+  await page.waitForFunction(() => !document.querySelector("#analysis-run").disabled);
+  assert.equal(await page.textContent("#analysis-status"), "no preference case: the file has no rows after its header");
 
   await page.setInputFiles("#analysis-file", join(DATA, "summeval.jsonl"));
   await page.click("#analysis-run");

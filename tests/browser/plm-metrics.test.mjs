@@ -221,9 +221,12 @@ test("MLM-PPL on WebGPU equals the CLI; a masked LM also serves BERTScore", asyn
   const options = await page.locator('.card[data-metric="bertscore"] [data-role="model"] option').allTextContents();
   assert.deepEqual(options, ["test/tiny-mlm (f32)"]);
   await settled(page, "bertscore", hyp);
-  // Unloading removes the cards it served.
+  // Unloading removes the cards it served, and the panel stops saying a model runs.
   await page.click("#model-unload");
   await page.waitForFunction(() => !document.querySelector('.card[data-metric="mlm-ppl"]'));
+  assert.equal(await page.textContent("#model-status"), "test/tiny-mlm unloaded: no model is loaded.");
+  assert.equal(await page.isHidden("#model-backend-pill"), true);
+  assert.equal(await page.isDisabled("#model-probe-run"), true);
   assert.deepEqual(errors, []);
   await context.close();
 });

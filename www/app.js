@@ -245,6 +245,8 @@ function baselineValues() {
 
 function scoreNow() {
   state.frame = 0;
+  clearTimeout(state.pause);
+  state.pause = 0;
   if (!state.wasm) return;
   const started = performance.now();
   try {
@@ -254,7 +256,9 @@ function scoreNow() {
     return;
   }
   render();
-  $("timing").textContent = `scored in ${(performance.now() - started).toFixed(1)} ms`;
+  state.passMs = performance.now() - started;
+  $("timing").textContent = `scored in ${state.passMs.toFixed(1)} ms` +
+    (state.passMs > SLOW_PASS_MS ? " (texts this long are scored when typing pauses)" : "");
   for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
   const references = state.wasm.splitReferences(fields.reference.value).length;
   if (references > 1) $("reference-count").textContent = `${references} references · ${words(fields.reference.value)}`;
@@ -263,9 +267,24 @@ function scoreNow() {
   document.dispatchEvent(new CustomEvent("blindspot:texts"));
 }
 
-/** Coalesces edits: at most one scoring pass per animation frame. */
+/** A scoring pass longer than this (very long texts: ROUGE-L is quadratic) waits for typing to pause. */
+const SLOW_PASS_MS = 50;
+
+/**
+ * Coalesces edits: at most one scoring pass per animation frame. When the
+ * last pass was slow, the next one waits until typing pauses (for as long
+ * as a pass takes, within 0.2 to 1 s), so keystrokes are not held up behind
+ * a pass each.
+ */
 function schedule() {
-  if (!state.frame) state.frame = requestAnimationFrame(scoreNow);
+  if (state.frame) return;
+  if ((state.passMs ?? 0) > SLOW_PASS_MS) {
+    clearTimeout(state.pause);
+    state.pause = setTimeout(scoreNow, Math.min(1000, Math.max(200, state.passMs)));
+    save(); // kept on reload before the pass, as the texts are at every frame otherwise
+    return;
+  }
+  state.frame = requestAnimationFrame(scoreNow);
 }
 
 function updatePinInfo() {

@@ -315,6 +315,32 @@ test("a sweep plots every metric against the noise ratio with a rank-rule badge"
   await context.close();
 });
 
+test("typing into very long texts waits for a pause instead of a slow pass per keystroke", async () => {
+  const { context, page, errors } = await openPage();
+  await page.selectOption("#example", "custom");
+  const long = Array.from({ length: 8000 }, (_, i) => `w${i % 997}`).join(" ");
+  await page.fill("#reference", long);
+  await page.fill("#hypothesis", long);
+  await page.waitForFunction(() => /scored in [\d.]+ ms \(texts this long are scored when typing pauses\)/.test(document.getElementById("timing").textContent), null, { timeout: 60_000 });
+  await page.evaluate(() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
+      .observe({ type: "longtask" });
+  });
+  await page.focus("#hypothesis");
+  await page.keyboard.press("End");
+  await page.keyboard.type(" extra words here", { delay: 30 });
+  // Scored once typing paused: the BLEU card shows the final text's score.
+  const want = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bleu"],
+    { input: JSON.stringify({ hyp: `${long} extra words here`, ref: long }) + "\n" }).toString().split("\n")[0]).bleu;
+  await page.waitForFunction((want) => Math.abs(Number(document.querySelector('.card[data-metric="bleu"] [data-role="value"]').dataset.raw) - want) < 1e-9, want, { timeout: 60_000 });
+  const slow = (await page.evaluate(() => window.longTasks)).filter((d) => d > 50);
+  console.log(`# slow tasks while typing 17 characters into 8000-word texts: ${slow.map((d) => d.toFixed(0)).join(", ")}`);
+  assert.ok(slow.length <= 3, `${slow.length} slow tasks for 17 keystrokes`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /** Deep equality, numbers within 1e-9 relative. */
 function assertClose(a, b, path) {
   if (typeof a === "number" && typeof b === "number") {

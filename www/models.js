@@ -299,7 +299,8 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
 }
 
 /** The panel's loaded models by registry/hub id (several can be loaded: one per metric). */
-const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map(), infos: new Map() };
+// loaded: id -> the engine's info on the model ({handle, name, metrics...}), in load order.
+const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map() };
 
 /** What was asked for each loaded model, in load order: `[{id, backend, precision}]` (links, reloads). */
 export function loadedModels() {
@@ -308,7 +309,7 @@ export function loadedModels() {
 
 /** The newest loaded model with a masked-LM head (BERT-diverge's and the attacks'), or null. */
 export function loadedMaskedLm() {
-  return [...panel.infos.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
+  return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
 }
 
 /**
@@ -385,28 +386,27 @@ export async function loadModels(list) {
   return failed;
 }
 
-function unload(id) {
-  const handle = panel.loaded.get(id);
+/** Unloads `id`; `replacing`: a new copy of it is about to load (the load's own status follows). */
+function unload(id, { replacing = false } = {}) {
+  const handle = panel.loaded.get(id)?.handle;
   if (handle === undefined) return;
   Promise.resolve(panel.wasm.unloadModel(handle)).catch((err) => console.warn(`unloading ${id}:`, err));
   panel.loaded.delete(id);
   panel.asked.delete(id);
-  panel.infos.delete(id);
   if (panel.handle === handle) panel.handle = null;
   // The probe runs the last model loaded; the pill and the status speak of loaded models.
   $("model-probe-run").disabled = panel.handle === null;
   $("model-backend-pill").hidden = panel.loaded.size === 0;
-  status(panel.loaded.size ? `${id} unloaded.` : `${id} unloaded: no model is loaded.`);
+  if (!replacing) status(panel.loaded.size ? `${id} unloaded.` : `${id} unloaded: no model is loaded.`);
   document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
 }
 
 /** The engine restarted (model-engine.js): every loaded model is gone. */
 function forgetAll(reason) {
   // Cleared first, as `unload` does: the events' listeners save the visit.
-  const gone = [...panel.loaded];
+  const gone = [...panel.loaded].map(([id, info]) => [id, info.handle]);
   panel.loaded.clear();
   panel.asked.clear();
-  panel.infos.clear();
   panel.handle = null;
   for (const [id, handle] of gone) {
     document.dispatchEvent(new CustomEvent("blindspot:model-unloaded", { detail: { handle, name: id } }));
@@ -485,7 +485,7 @@ async function onLoad() {
       onFetched: () => {
         cancel.hidden = true;
         replaced = panel.loaded.has(id);
-        unload(id);
+        unload(id, { replacing: true });
       },
       onProgress: ({ loaded, total }) => {
         bar.max = total || 1;
@@ -497,10 +497,8 @@ async function onLoad() {
       },
     });
     panel.handle = info.handle;
-    panel.loaded.set(id, info.handle);
+    panel.loaded.set(id, info);
     panel.asked.set(id, asked);
-    panel.infos.delete(id); // a reload is the newest
-    panel.infos.set(id, info);
     const where = info.backend === "webgpu" ? "runs on WebGPU" : "runs on the CPU";
     const why = info.fallback ? ` (WebGPU unavailable: ${info.fallback})` : "";
     const from = info.fromCache ? "from the browser cache" : `from ${info.where}`;

@@ -247,6 +247,11 @@ impl Rewrite {
         })
     }
 
+    /// Whether a position is left to ask about.
+    pub fn asks(&self) -> bool {
+        self.next.is_some()
+    }
+
     /// The next position to ask about, or `None` when the rewrite is done.
     pub fn query(&self) -> Option<Query<'_>> {
         let position = self.next?;

@@ -399,7 +399,7 @@ pub async fn apply_many(
         let mut asking: Vec<(&dyn masked_lm::MaskedLm, Vec<usize>)> = Vec::new();
         for (j, r) in rewrites.iter().enumerate() {
             let Some((Ok(rewrite), lm)) = r else { continue };
-            if rewrite.query().is_none() {
+            if !rewrite.asks() {
                 continue;
             }
             match asking.iter_mut().find(|(m, _)| std::ptr::addr_eq(*m, *lm)) {

@@ -14,7 +14,6 @@ use wasm_bindgen::prelude::*;
 use super::models::{PageModels, loaded};
 use super::{JsEdit, js_err, to_js};
 use crate::data::bundled_pairs;
-use crate::inject::masked_lm::PlmMaskedLm;
 use crate::metrics::{Engine, MetricSpec};
 use crate::stress::attack::{
     Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, ScorePool, Strategy, ZNorm,
@@ -298,11 +297,7 @@ pub async fn attack_pair(
     let refs = crate::text::references(&r.references);
     let src = r.source.as_deref().filter(|s| !s.trim().is_empty());
     let mlm_plm = r.masked_lm.as_deref().map(loaded).transpose()?;
-    let masked_lm = mlm_plm
-        .as_deref()
-        .map(PlmMaskedLm::new)
-        .transpose()
-        .map_err(js_err)?;
+    let masked_lm = super::masked_lm_of(mlm_plm.as_deref())?;
     let neighbours = match r.neighbours.as_deref() {
         Some(name) => Some(neighbours_of(name).await?),
         None => None,

@@ -273,7 +273,9 @@ struct InjectRequest {
 
 /// A loaded model as BERT-diverge's masked LM (an error when it has no
 /// masked-LM head).
-fn masked_lm_of(plm: Option<&crate::models::Plm>) -> Result<Option<PlmMaskedLm<'_>>, JsError> {
+pub(crate) fn masked_lm_of(
+    plm: Option<&crate::models::Plm>,
+) -> Result<Option<PlmMaskedLm<'_>>, JsError> {
     plm.map(PlmMaskedLm::new).transpose().map_err(js_err)
 }
 

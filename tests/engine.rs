@@ -457,6 +457,11 @@ fn hostile_configs_are_refused_at_load_naming_the_field() {
             "vocab_size is 0",
         ),
         (
+            "a negative layer-norm epsilon (every output NaN)",
+            Box::new(|c| c["layer_norm_eps"] = (-1).into()),
+            "layer_norm_eps is -1",
+        ),
+        (
             "label maps that disagree",
             Box::new(|c| c["id2label"]["3"] = "other".into()),
             "label2id has 3 labels but id2label has 4",
@@ -488,6 +493,50 @@ fn hostile_configs_are_refused_at_load_naming_the_field() {
         let err = loaded.err().unwrap_or_else(|| panic!("{what} loaded"));
         assert!(err.to_string().contains(needle), "{what}: {err}");
     }
+}
+
+/// A NaN in a checkpoint's weights (a broken file) makes every model output
+/// NaN. It must be an error naming the cause, never a score: a NaN cosine
+/// similarity reads as 0 in BERTScore's max.
+#[test]
+fn nan_weights_give_an_error_not_a_score() {
+    let dir = hostile_checkpoint(|_| {});
+    let file = dir.join("model.safetensors");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let (name, tensor) = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(name, _)| name.contains("embeddings.word_embeddings"))
+        .unwrap();
+    assert_eq!(tensor["dtype"], "F32", "{name}");
+    let start = 8 + header_len + tensor["data_offsets"][0].as_u64().unwrap() as usize;
+    let end = 8 + header_len + tensor["data_offsets"][1].as_u64().unwrap() as usize;
+    for value in bytes[start..end].chunks_mut(4) {
+        value.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let input = dir.join("pairs.jsonl");
+    std::fs::write(&input, r#"{"ref": "a cat sat", "hyp": "a cat sits"}"#).unwrap();
+    let needle = "the model computed NaN or infinite values";
+    user_error(
+        &blindspot(&["embed", "--model", dir.to_str().unwrap(), "a text"]),
+        needle,
+    );
+    user_error(
+        &blindspot(&[
+            "score",
+            "--metrics",
+            "bertscore-f",
+            "--model-dir",
+            dir.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ]),
+        needle,
+    );
 }
 
 /// Texts users paste: empty, blank, emoji and combining marks, right-to-left,

@@ -543,6 +543,14 @@ impl ModelConfig {
                 self.max_positions, self.pad_token_id
             )));
         }
+        // A negative epsilon takes the square root of a negative variance:
+        // every output would be NaN.
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps >= 0.0) {
+            return Err(ModelError::Config(format!(
+                "layer_norm_eps is {} in config.json: it must be a small number of at least 0",
+                self.layer_norm_eps
+            )));
+        }
         if self.pad_token_id as usize >= self.vocab_size {
             return Err(ModelError::Config(format!(
                 "pad_token_id ({}) is outside the vocabulary (vocab_size {})",

@@ -502,16 +502,36 @@ pub async fn read_back<const D: usize>(t: Tensor<D>) -> Result<(Vec<f32>, [usize
         .convert::<f32>()
         .try_into_vec::<f32>()
         .map_err(|e| ModelError::Device(format!("unexpected tensor data: {e:?}")))?;
-    // f16 saturates at 65504: an activation beyond it comes back infinite or
-    // NaN, and must not become a score.
-    if half && values.iter().any(|v| !v.is_finite()) {
-        return Err(ModelError::Device(
-            "the f16 pass overflowed (values beyond f16's range): use a device that computes \
-             in f32 (`--device gpu`)"
-                .into(),
-        ));
+    // A NaN or an infinity must never become a score (a NaN similarity
+    // reads as 0 in a max). f16 saturates at 65504; in f32 it takes broken
+    // weights.
+    if !all_finite(&values) {
+        return Err(if half {
+            ModelError::Device(
+                "the f16 pass overflowed (values beyond f16's range): use a device that \
+                 computes in f32 (`--device gpu`)"
+                    .into(),
+            )
+        } else {
+            ModelError::Weights(
+                "the model computed NaN or infinite values: its weights (or config.json) \
+                 are broken"
+                    .into(),
+            )
+        });
     }
     Ok((values, dims))
+}
+
+/// Whether no value is NaN or infinite. Tests the exponent bits without an
+/// early exit, so it vectorizes: a masked LM's readback holds millions.
+fn all_finite(values: &[f32]) -> bool {
+    const EXPONENT: u32 = 0x7f80_0000;
+    values.chunks(256).all(|c| {
+        c.iter().fold(0u32, |acc, v| {
+            acc | u32::from(v.to_bits() & EXPONENT == EXPONENT)
+        }) == 0
+    })
 }
 
 /// [`read_back`] for native callers (CPU devices only: a WebGPU read cannot block).
@@ -524,7 +544,26 @@ pub fn read_back_blocking<const D: usize>(
 
 #[cfg(test)]
 mod pass_tests {
-    use super::{PassLimit, passes};
+    use super::{PassLimit, all_finite, passes};
+
+    #[test]
+    fn all_finite_finds_one_nan_or_infinity_anywhere() {
+        let mut values = vec![1.5f32; 1000];
+        assert!(all_finite(&values));
+        assert!(all_finite(&[
+            f32::MAX,
+            f32::MIN,
+            -0.0,
+            f32::MIN_POSITIVE / 2.0
+        ]));
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for at in [0, 255, 256, 999] {
+                values[at] = bad;
+                assert!(!all_finite(&values), "{bad} at {at}");
+                values[at] = 1.5;
+            }
+        }
+    }
 
     #[test]
     fn passes_keep_the_padded_size_within_a_token_budget() {

@@ -385,8 +385,7 @@ fn noise_ratio_grows_with_level_on_average() {
         let info = inj.info();
         // Variants are not severities; nor is k for frequent n-grams (the
         // size of the table the replacement text is drawn from).
-        let not_severity = info.id.starts_with("frequent_");
-        if info.level_kind == LevelKind::Variant || info.default_levels.len() < 2 || not_severity {
+        if !info.graded || info.default_levels.len() < 2 {
             continue;
         }
         let means: Vec<f64> = info

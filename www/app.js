@@ -528,7 +528,7 @@ async function runSweep() {
   $("sweep-title").textContent = `Sweep: ${info.name}`;
   $("sweep-note").textContent = `Levels ${sweep.levels.map((l) => LEVEL_PREFIX[info.level_kind] + l.level).join(", ")}; ` +
     `${sweep.seeds} seeds each, means shown. Rank rule ([BS] §2): a metric passes when every level scores below ` +
-    (info.level_kind === "variant" ? "the original hypothesis (variants are not held to an order)." : "the original hypothesis and more noise never scores higher.") +
+    (info.graded ? "the original hypothesis and more noise never scores higher." : "the original hypothesis (these levels are not amounts of noise, so they are not held to an order).") +
     notApplied(sweep.levels.filter((l) => l.applied === 0).map((l) => LEVEL_PREFIX[info.level_kind] + l.level));
   const charts = sweep.metrics.map((id, m) => {
     const metric = state.registry.find((r) => r.id === id);

@@ -23,15 +23,31 @@ use crate::text::words::words;
 pub type Candidates = Vec<(String, f32)>;
 
 /// One masked position: the words of the text and the position to predict.
+/// The model predicts the word's [`core`]: punctuation attached to it stays.
 pub type Query<'a> = (Vec<&'a str>, usize);
+
+/// The byte range of `word` without the punctuation attached to it ("office."
+/// -> "office", "(Berlin)" -> "Berlin"): from its first to its last letter or
+/// digit. Empty when it has none.
+pub fn core(word: &str) -> std::ops::Range<usize> {
+    let Some(start) = word.find(char::is_alphanumeric) else {
+        return 0..0;
+    };
+    let (last, c) = word
+        .char_indices()
+        .rfind(|(_, c)| c.is_alphanumeric())
+        .expect("a letter or digit was found");
+    start..last + c.len_utf8()
+}
 
 /// Predictions for masked word positions.
 pub trait MaskedLm {
     /// Model name, for messages and signatures.
     fn name(&self) -> &str;
-    /// For each query, the `k` most likely whole-word replacements of
-    /// `words[position]` given the other words. A query the model cannot see
-    /// (its mask past the model's length) gets none.
+    /// For each query, the `k` most likely whole-word replacements of the
+    /// [`core`] of `words[position]` given the other words (and the
+    /// punctuation around it). A query the model cannot see (its mask past
+    /// the model's length) gets none.
     fn top_k<'a>(
         &'a self,
         queries: &'a [Query<'a>],
@@ -43,8 +59,8 @@ pub trait MaskedLm {
 pub const TOP_K: usize = 10;
 
 /// A masked-LM checkpoint (BERT, RoBERTa, DistilBERT with their MLM head)
-/// as a [`MaskedLm`]: the words are joined with spaces, the word at the
-/// position replaced by the mask token, and the head's distribution at the
+/// as a [`MaskedLm`]: the words are joined with spaces, the [`core`] of the
+/// word at the position replaced by the mask token, and the head's distribution at the
 /// mask read. Candidates are whole-word vocabulary entries (no special
 /// tokens, no `##` continuation pieces, no punctuation-only tokens), with
 /// their probabilities.
@@ -91,18 +107,21 @@ impl<'a> PlmMaskedLm<'a> {
         // (query index, ids, mask position) of the queries the model can see.
         let mut rows: Vec<(usize, Vec<u32>, usize)> = Vec::new();
         for (q, (words, position)) in queries.iter().enumerate() {
-            let text: Vec<&str> = words
-                .iter()
-                .enumerate()
-                .map(|(i, w)| {
-                    if i == *position {
-                        mask_text.as_str()
-                    } else {
-                        w
-                    }
-                })
-                .collect();
-            let ids = plm.encode(&text.join(" "))?.ids();
+            let mut text = String::new();
+            for (i, w) in words.iter().enumerate() {
+                if i > 0 {
+                    text.push(' ');
+                }
+                if i == *position {
+                    let c = core(w);
+                    text.push_str(&w[..c.start]);
+                    text.push_str(&mask_text);
+                    text.push_str(&w[c.end..]);
+                } else {
+                    text.push_str(w);
+                }
+            }
+            let ids = plm.encode(&text)?.ids();
             if let Some(at) = ids.iter().position(|&id| id == mask) {
                 rows.push((q, ids, at));
             }
@@ -187,7 +206,7 @@ static BERT_DIVERGE: InjectionInfo = InjectionInfo {
         Family::Consistency,
         LevelKind::Portion,
         &[0.1, 0.2, 0.3, 0.4],
-        "Replaces ceil(p x length) words one at a time: mask a random position, sample from the masked LM's top-10 (excluding the original word).",
+        "Replaces ceil(p x length) words one at a time: mask a random word (its punctuation stays), sample from the masked LM's top-10 (excluding the original word).",
     )
 };
 impl Injection for BertDiverge {
@@ -219,10 +238,12 @@ impl Injection for BertDiverge {
 }
 
 /// BERT-diverge's rewrite of one text: `ceil(p x length)` positions drawn up
-/// front, then one masked-LM query per position, each seeing the
-/// replacements before it. The replacement is sampled from the top-10
-/// candidates other than the original word, in proportion to their
-/// probabilities; a position with no candidate keeps its word.
+/// front among the words with a letter or digit, then one masked-LM query
+/// per position, each seeing the replacements before it. The replacement
+/// is sampled from the top-10 candidates other than the original word, in
+/// proportion to their probabilities, and takes the place of the word's
+/// [`core`]: "office." becomes "building.", not "building". A position with
+/// no candidate keeps its word.
 pub struct Rewrite {
     words: Vec<String>,
     positions: std::vec::IntoIter<usize>,
@@ -236,8 +257,18 @@ impl Rewrite {
         if words.is_empty() {
             return Err(NotApplicable("empty text".into()));
         }
-        let k = super::ceil_portion(p, words.len());
-        let mut positions = sample(&mut rng, words.len(), k).into_vec().into_iter();
+        let eligible: Vec<usize> = (0..words.len())
+            .filter(|&i| !core(&words[i]).is_empty())
+            .collect();
+        if eligible.is_empty() {
+            return Err(NotApplicable("no word with a letter or digit".into()));
+        }
+        let k = super::ceil_portion(p, eligible.len());
+        let mut positions = sample(&mut rng, eligible.len(), k)
+            .into_iter()
+            .map(|i| eligible[i])
+            .collect::<Vec<_>>()
+            .into_iter();
         let next = positions.next();
         Ok(Self {
             words,
@@ -264,7 +295,9 @@ impl Rewrite {
             return;
         };
         self.next = self.positions.next();
-        let original = &self.words[position];
+        let word = &self.words[position];
+        let at = core(word);
+        let original = &word[at.clone()];
         let candidates: Candidates = candidates
             .into_iter()
             .filter(|(c, _)| !c.eq_ignore_ascii_case(original))
@@ -281,7 +314,8 @@ impl Rewrite {
                 draw <= 0.0
             })
             .unwrap_or(candidates.len() - 1);
-        self.words[position] = candidates.into_iter().nth(choice).expect("in range").0;
+        let chosen = candidates.into_iter().nth(choice).expect("in range").0;
+        self.words[position].replace_range(at, &chosen);
     }
 
     /// The rewritten text.
@@ -344,6 +378,44 @@ mod tests {
                 .collect();
             Box::pin(async move { Ok(answers) })
         }
+    }
+
+    #[test]
+    fn the_core_of_a_word_leaves_its_punctuation() {
+        assert_eq!(core("office."), 0..6);
+        assert_eq!(core("(Berlin),"), 1..7);
+        assert_eq!(core("\"Zürich\""), 1..8);
+        assert_eq!(core("don't"), 0..5);
+        assert_eq!(core("—"), 0..0);
+        assert_eq!(core(""), 0..0);
+    }
+
+    #[test]
+    fn a_replacement_keeps_the_punctuation_around_the_word() {
+        let ctx = Context {
+            masked_lm: Some(&TwoWords),
+            ..Context::default()
+        };
+        let text = "She went (to Berlin), — then: \"alpha.\"";
+        for seed in 0..5 {
+            let out = apply(&BertDiverge, text, 1.0, seed, &ctx).unwrap();
+            let words: Vec<&str> = out.text.split(' ').collect();
+            assert_eq!(words.len(), 7, "{}", out.text);
+            for (got, shape) in words.iter().zip(["", "", "(", "),", "—", ":", "\".\""]) {
+                // Every word but the dash is replaced; its punctuation stays.
+                let bare: String = got.chars().filter(|c| !c.is_alphabetic()).collect();
+                assert_eq!(bare, shape, "{}", out.text);
+            }
+            assert_eq!(words[4], "—", "a word without letters is never asked about");
+            // The original word is never its own replacement.
+            assert_eq!(words[6], "\"beta.\"", "{}", out.text);
+        }
+        let none = apply(&BertDiverge, "— ...", 1.0, 0, &ctx).unwrap();
+        assert!(!none.applied);
+        assert_eq!(
+            none.reason.as_deref(),
+            Some("no word with a letter or digit")
+        );
     }
 
     #[test]

@@ -71,6 +71,12 @@ pub struct InjectionInfo {
     pub description: &'static str,
     /// Meaning of the level.
     pub level_kind: LevelKind,
+    /// Whether the levels are amounts of one noise, which the rank rule
+    /// wants scored lower in order. Not so for variants (an error's
+    /// position, prompt strings) nor for the frequent n-grams' k (how many
+    /// n-grams the text samples from, not how much of it is noise): those
+    /// levels need only each score below the original.
+    pub graded: bool,
     /// The papers' default levels, low to high.
     pub default_levels: &'static [f64],
     /// Swap-type error: the noise ratio is halved (Levenshtein has no swap).
@@ -104,6 +110,7 @@ pub(crate) const fn info(
         family,
         description,
         level_kind,
+        graded: !matches!(level_kind, LevelKind::Variant),
         default_levels,
         swap: false,
         needs_source: false,

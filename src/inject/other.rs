@@ -165,6 +165,7 @@ pub struct FrequentNgram(&'static FrequentNgramKind);
 static FREQUENT_3GRAM: FrequentNgramKind = FrequentNgramKind {
     info: InjectionInfo {
         needs_samples: true,
+        graded: false,
         ..info(
             "frequent_3gram",
             "Frequent 3-grams",
@@ -179,6 +180,7 @@ static FREQUENT_3GRAM: FrequentNgramKind = FrequentNgramKind {
 static FREQUENT_4GRAM: FrequentNgramKind = FrequentNgramKind {
     info: InjectionInfo {
         needs_samples: true,
+        graded: false,
         ..info(
             "frequent_4gram",
             "Frequent 4-grams",

@@ -12,7 +12,7 @@ pub mod suite;
 
 use serde::Serialize;
 
-use crate::inject::{self, Context, InjectError, Injection, InjectionInfo, LevelKind};
+use crate::inject::{self, Context, InjectError, Injection, InjectionInfo};
 use crate::metrics::{Metric, MetricError, Segment};
 
 /// The rank-rule outcome for one metric and one injection.
@@ -86,8 +86,8 @@ pub const RANK_MARGIN: f64 = 1e-5;
 /// more than the margin, `NonMonotone` when all do but some level does not
 /// fall below the previous one by more than the margin. Only `graded`
 /// levels (amounts of one noise) must fall in order: variants (an error's
-/// position, prompt strings: [`LevelKind::Variant`]) need only each fall
-/// below the base. A NaN score fails.
+/// position, prompt strings) and the frequent n-grams' k need only each
+/// fall below the base ([`graded`]). A NaN score fails.
 pub fn verdict(base: f64, level_means: &[f64], graded: bool) -> Verdict {
     // `!(a > b)`, not `a <= b`: a NaN difference is no drop.
     let drops = |from: f64, to: f64| from - to > RANK_MARGIN;
@@ -119,9 +119,9 @@ pub fn verdict_of_applied(
 }
 
 /// Whether `info`'s levels are amounts of one noise, which the rank rule
-/// wants falling in order ([`verdict`]).
+/// wants falling in order ([`verdict`], [`InjectionInfo::graded`]).
 pub fn graded(info: &InjectionInfo) -> bool {
-    info.level_kind != LevelKind::Variant
+    info.graded
 }
 
 /// One level of a sweep: means over seeds.
@@ -283,6 +283,8 @@ mod tests {
         assert_eq!(verdict(0.5, &[0.4, f64::NAN], true), Verdict::Fail);
         let id = |i: &str| inject::create(i).unwrap().info();
         assert!(!graded(id("prompt_injection")) && !graded(id("positioned_shuffle")));
+        // k is how many n-grams the text samples from, not an amount of noise.
+        assert!(!graded(id("frequent_3gram")) && !graded(id("frequent_4gram")));
         assert!(graded(id("truncation")) && graded(id("repetition")));
     }
 

@@ -478,6 +478,28 @@ fn attack_cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Token-greedy without a masked LM searches a smaller candidate set than
+/// SPEC's; the CLI says so rather than reporting it as the full search.
+#[test]
+fn token_greedy_without_a_masked_lm_says_what_it_left_out() {
+    let out = attack_cli(&[
+        "--metric",
+        "chrf",
+        "--goal",
+        "raise",
+        "--strategy",
+        "token-greedy",
+        "--budget",
+        "5",
+    ]);
+    common::assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no --mlm-model given: token-greedy's edits were deletions and embedding neighbours only"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
     let dir = std::env::temp_dir().join(format!("blindspot-attack-{}", std::process::id()));

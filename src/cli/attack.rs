@@ -219,6 +219,13 @@ pub fn run_attack(args: &AttackArgs) -> Result<(), CliError> {
     if args.fluency_model.is_none() && config.goal != Goal::Raise {
         eprintln!("note: no --fluency-model given: no fluency constraint was applied");
     }
+    if config.strategy == Strategy::TokenGreedy && args.mlm_model.is_none() {
+        eprintln!(
+            "note: no --mlm-model given: token-greedy's edits were deletions and embedding \
+             neighbours only, without the masked LM's top-{} (SPEC's candidate set)",
+            config.candidates
+        );
+    }
     write_run(
         &run,
         &args.out,

@@ -752,3 +752,152 @@ fn the_page_engine_shares_embeddings_between_cards_without_changing_a_score() {
         }
     }
 }
+
+/// Serves one model per slot: MiniLM for BERTScore, the random RoBERTa NLI
+/// classifier for MENLI, the tiny MNLI BERT for MoverScore.
+struct Slots {
+    minilm: std::rc::Rc<blindspot::models::Plm>,
+    nli: std::rc::Rc<blindspot::models::Plm>,
+    mover: std::rc::Rc<blindspot::models::Plm>,
+}
+
+impl blindspot::metrics::ModelStore for Slots {
+    fn model(
+        &self,
+        slot: blindspot::metrics::ModelSlot,
+        _: Option<&str>,
+    ) -> Result<std::rc::Rc<blindspot::models::Plm>, blindspot::metrics::EngineError> {
+        use blindspot::metrics::ModelSlot;
+        Ok(match slot {
+            ModelSlot::BertScore => self.minilm.clone(),
+            ModelSlot::Menli => self.nli.clone(),
+            _ => self.mover.clone(),
+        })
+    }
+}
+
+/// The preference suite scores the texts that should win and those with
+/// the error in calls of their own, as MENLI's `adv_test.py`: idf counts each
+/// reference once and reads each side's hypotheses apart. MENLI's min-max
+/// combination normalises one error type's both sides together. Both are
+/// checked against the passes those calls give, on cases where scoring
+/// both sides as one set (as before) passes a different number.
+#[test]
+fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
+    use blindspot::data::MenliCase;
+    use blindspot::models::{ModelFiles, Plm, Precision};
+    let dir = scratch("prefer-sides");
+    let (_, cases) = menli_subset(&dir, 4);
+    let load = |path: &Path| {
+        std::rc::Rc::new(
+            Plm::load(
+                "m",
+                ModelFiles::from_path(path).unwrap(),
+                &burn::tensor::Device::flex(),
+                Precision::F32,
+            )
+            .unwrap(),
+        )
+    };
+    let engine = Engine::new(Slots {
+        minilm: load(MINILM.as_ref()),
+        nli: load(&fixture("roberta_cls")),
+        mover: load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moverscore/tiny-bert-mnli"),
+        ),
+    });
+    let idf = Settings {
+        idf: true,
+        ..Settings::default()
+    };
+    let combined = Settings {
+        menli_combine: Some(MetricId::Bleu),
+        ..Settings::default()
+    };
+    let types: Vec<String> = cases.iter().fold(Vec::new(), |mut seen, c| {
+        if !seen.contains(&c.error) {
+            seen.push(c.error.clone());
+        }
+        seen
+    });
+    // Passes per error type, [reference-based, reference-free], with each
+    // group of cases (one per error type, or all) scored with both sides
+    // apart or as one set.
+    let passes = |specs: &[blindspot::metrics::MetricSpec], per_type: bool, apart: bool| {
+        let groups: Vec<Vec<&MenliCase>> = if per_type {
+            types
+                .iter()
+                .map(|t| cases.iter().filter(|c| &c.error == t).collect())
+                .collect()
+        } else {
+            vec![cases.iter().collect()]
+        };
+        let mut out = vec![[0usize; 2]; types.len()];
+        for group in groups {
+            fn based(c: &MenliCase) -> [&str; 3] {
+                [&c.paraphrase, &c.adversarial_ref_based, &c.reference]
+            }
+            fn free(c: &MenliCase) -> [&str; 3] {
+                [&c.reference, &c.adversarial_ref_free, &c.source]
+            }
+            let settings: [fn(&MenliCase) -> [&str; 3]; 2] = [based, free];
+            for (s, texts) in settings.iter().enumerate() {
+                let t: Vec<[&str; 3]> = group.iter().map(|c| texts(c)).collect();
+                let side = |k: usize| -> Vec<Segment> {
+                    t.iter()
+                        .zip(&group)
+                        .map(|(t, c)| Segment {
+                            hyp: t[k],
+                            refs: std::slice::from_ref(&t[2]),
+                            src: Some(&c.source),
+                        })
+                        .collect()
+                };
+                let score = |segs: &[Segment]| {
+                    futures::executor::block_on(engine.score(specs, segs)).unwrap()[0].values()
+                };
+                let (wins, errs) = if apart {
+                    (score(&side(0)), score(&side(1)))
+                } else {
+                    let both = [side(0), side(1)].concat();
+                    let v = score(&both);
+                    (v[..group.len()].to_vec(), v[group.len()..].to_vec())
+                };
+                for (i, c) in group.iter().enumerate() {
+                    let e = types.iter().position(|t| *t == c.error).unwrap();
+                    out[e][s] += usize::from(wins[i] > errs[i]);
+                }
+            }
+        }
+        out
+    };
+    for (id, settings, per_type, apart) in [
+        ("bertscore-f", &idf, false, true),
+        ("moverscore-v1", &idf, false, true),
+        ("menli", &combined, true, false),
+    ] {
+        let specs = settings.specs(&[id]).unwrap();
+        let report = futures::executor::block_on(blindspot::stress::prefer::run_preference(
+            "subset",
+            &cases,
+            &specs,
+            &engine,
+            async |_, _| true,
+        ))
+        .unwrap();
+        assert_eq!(report.error_types, types);
+        let got: Vec<[usize; 2]> = (0..types.len())
+            .map(|e| {
+                let m = &report.metrics[0];
+                [m.ref_based[e].passed, m.ref_free[e].passed]
+            })
+            .collect();
+        let expected = passes(&specs, per_type, apart);
+        assert_eq!(got, expected, "{id}");
+        assert_ne!(
+            passes(&specs, false, false),
+            expected,
+            "{id}: these cases pass alike either way, so they test nothing"
+        );
+    }
+}

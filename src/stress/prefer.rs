@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::suite::MetricEntry;
 use crate::data::{Item, MenliCase};
 use crate::inject::{self, Context, Family, InjectError};
-use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
+use crate::metrics::{Column, Engine, EngineError, MetricSpec, Segment};
 
 /// Passing cases out of all cases.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
@@ -73,9 +73,11 @@ const CHUNK: usize = 64;
 
 /// Runs the preference suite with any metrics, model-based ones included
 /// (the engine's models). `progress(done, total)` after each batch of cases;
-/// returning `false` stops early with the cases scored so far. idf weights
-/// come from every case, batch by batch; MENLI's min-max combination, which
-/// reads the whole set's scores, scores every case in one call.
+/// returning `false` stops early with the cases scored so far. The texts
+/// that should win and those with the error are scored apart: idf weights
+/// come from every case's reference once, batch by batch. MENLI's min-max
+/// combination, which reads the set's scores, scores one error type's both
+/// sides in one call, as MENLI's released code.
 pub async fn run_preference(
     dataset: &str,
     cases: &[MenliCase],
@@ -103,67 +105,109 @@ pub async fn run_preference(
             ref_free_overall: Accuracy::default(),
         })
         .collect();
-    // Reference-based: paraphrase and adversarial text against the
-    // reference; reference-free: reference and adversarial text against the
-    // source. Per case: the text that should score higher, the one with the
-    // error, and what both are compared with. The two settings are scored
-    // apart, so that set-level options (idf, MENLI's min-max combination)
-    // see one setting's texts only.
-    let based: Vec<[&str; 3]> = cases
-        .iter()
-        .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
-        .collect();
-    let free: Vec<[&str; 3]> = cases
-        .iter()
-        .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
-        .collect();
-    let settings: Vec<Vec<Segment>> = [&based, &free]
-        .iter()
-        .map(|setting| {
-            cases
-                .iter()
-                .zip(setting.iter())
-                .flat_map(|(c, t)| {
-                    [t[0], t[1]].map(|hyp| Segment {
-                        hyp,
-                        refs: std::slice::from_ref(&t[2]),
-                        src: Some(c.source.as_str()),
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    // Batches are scored within their setting's whole set (idf sees every
-    // case), except where a metric reads the set's scores: then all at once.
+    // Each setting's two texts (the one that should score higher, the one
+    // with the error) are scored in calls of their own, as MENLI's released
+    // `adv_test.py` does, so that idf sees each case's reference once (not
+    // twice) and each side's hypotheses apart. MENLI's min-max combination,
+    // which reads the set's scores, normalises one error type's both texts
+    // together, as `combine` does there: then each error type is one call.
+    // (idf stays over every case: over one error type's, as `adv_test.py`,
+    // a type with a single case would have no idf.)
     let whole = specs.iter().any(MetricSpec::reads_set_scores);
-    let chunk = if whole { cases.len().max(1) } else { CHUNK };
+    let groups: Vec<Vec<&MenliCase>> = if whole {
+        error_types
+            .iter()
+            .map(|e| cases.iter().filter(|c| &c.error == e).collect())
+            .collect()
+    } else {
+        vec![cases.iter().collect()]
+    };
     let mut scored = 0;
-    for batch in cases.chunks(chunk) {
-        let rows = 2 * scored..2 * (scored + batch.len());
-        let mut outcomes = Vec::with_capacity(2);
-        for set in &settings {
-            let segments = &set[rows.clone()];
-            outcomes.push(engine.score_within(specs, segments, set).await?);
-        }
-        for (m, r) in results.iter_mut().enumerate() {
-            r.metric.signature = outcomes[0][m].signature.to_string();
-            let (b, f) = (outcomes[0][m].values(), outcomes[1][m].values());
-            for (i, c) in batch.iter().enumerate() {
-                let e = error_types
-                    .iter()
-                    .position(|t| *t == c.error)
-                    .expect("collected above");
-                let based = b[2 * i] > b[2 * i + 1];
-                r.ref_based[e].add(based);
-                r.ref_based_overall.add(based);
-                let free = f[2 * i] > f[2 * i + 1];
-                r.ref_free[e].add(free);
-                r.ref_free_overall.add(free);
+    'groups: for group in &groups {
+        // Per setting: [should win, with the error, compared with].
+        let based: Vec<[&str; 3]> = group
+            .iter()
+            .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
+            .collect();
+        let free: Vec<[&str; 3]> = group
+            .iter()
+            .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
+            .collect();
+        // Per setting, both sides in one list: the texts that should win,
+        // then those with the error.
+        let settings: Vec<Vec<Segment>> = [&based, &free]
+            .iter()
+            .map(|setting| {
+                (0..2)
+                    .flat_map(|side| {
+                        group.iter().zip(setting.iter()).map(move |(c, t)| Segment {
+                            hyp: t[side],
+                            refs: std::slice::from_ref(&t[2]),
+                            src: Some(c.source.as_str()),
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let n = group.len();
+        let chunk = if whole { n.max(1) } else { CHUNK };
+        for start in (0..n).step_by(chunk) {
+            let rows = start..(start + chunk).min(n);
+            // Per setting and metric: the batch's [should win, with the error] scores.
+            let mut outcomes: Vec<Vec<[Vec<f64>; 2]>> = Vec::with_capacity(2);
+            for (k, set) in settings.iter().enumerate() {
+                let (wins, errs) = set.split_at(n);
+                let (first, columns): (Vec<Column>, Vec<[Vec<f64>; 2]>) = if whole {
+                    let all = engine.score(specs, set).await?;
+                    let split = all
+                        .iter()
+                        .map(|c| {
+                            let v = c.values();
+                            [v[..n].to_vec(), v[n..].to_vec()]
+                        })
+                        .collect();
+                    (all, split)
+                } else {
+                    let w = engine
+                        .score_within(specs, &wins[rows.clone()], wins)
+                        .await?;
+                    let a = engine
+                        .score_within(specs, &errs[rows.clone()], errs)
+                        .await?;
+                    let both = w
+                        .iter()
+                        .zip(&a)
+                        .map(|(w, a)| [w.values(), a.values()])
+                        .collect();
+                    (w, both)
+                };
+                if k == 0 {
+                    for (r, c) in results.iter_mut().zip(&first) {
+                        r.metric.signature = c.signature.to_string();
+                    }
+                }
+                outcomes.push(columns);
             }
-        }
-        scored += batch.len();
-        if !progress(scored, cases.len()).await {
-            break;
+            for (m, r) in results.iter_mut().enumerate() {
+                let [bw, ba] = &outcomes[0][m];
+                let [fw, fa] = &outcomes[1][m];
+                for (i, c) in group[rows.clone()].iter().enumerate() {
+                    let e = error_types
+                        .iter()
+                        .position(|t| *t == c.error)
+                        .expect("collected above");
+                    let based = bw[i] > ba[i];
+                    r.ref_based[e].add(based);
+                    r.ref_based_overall.add(based);
+                    let free = fw[i] > fa[i];
+                    r.ref_free[e].add(free);
+                    r.ref_free_overall.add(free);
+                }
+            }
+            scored += rows.len();
+            if !progress(scored, cases.len()).await {
+                break 'groups;
+            }
         }
     }
     Ok(PreferenceReport {

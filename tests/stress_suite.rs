@@ -708,7 +708,7 @@ fn audit_flags_metrics_that_track_length_more_than_humans() {
             docs,
             &specs,
             &Engine::lexical(),
-            &[],
+            None,
             async |done, total| progress(done, total),
         ))
         .unwrap()
@@ -860,7 +860,7 @@ fn the_bundled_preference_and_audit_samples_run_with_lexical_metrics() {
         &docs.rows,
         &specs,
         &Engine::lexical(),
-        &[],
+        None,
         async |_, _| true,
     ))
     .unwrap();

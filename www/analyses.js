@@ -4,6 +4,7 @@
 // where the models are; every number comes from the wasm core
 // (src/stress/prefer.rs, src/stress/audit.rs).
 
+import { loadedCausalLm } from "./models.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { count } from "./suite.js";
 
@@ -96,8 +97,12 @@ async function run() {
   const lexical = lexicalSpecs(view.wasm, view.registry);
   const specs = [...lexical, ...modelSpecs()];
   const request = { dataset: view.file.name, text: view.file.text, specs };
+  // The audit adds each summary's perplexity under a loaded GPT-2 as a correlate ([SPUR]).
+  const lm = kind === "audit" ? loadedCausalLm() : null;
+  if (lm) request.pplModel = lm.name;
   const withModels = specs.length - lexical.length;
-  status(withModels ? `Running with ${withModels} model-based metrics…` : "Running…");
+  const extras = [withModels ? `${count(withModels, "model-based metric")}` : "", lm ? `${lm.name}'s perplexity as a correlate` : ""].filter(Boolean);
+  status(extras.length ? `Running with ${extras.join(" and ")}…` : "Running…");
   $("analysis-result").replaceChildren();
   view.running = true;
   view.stopping = false;

@@ -312,6 +312,11 @@ export function loadedMaskedLm() {
   return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
 }
 
+/** The newest loaded causal language model (a GPT-2: the audit's perplexity correlate), or null. */
+export function loadedCausalLm() {
+  return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("gpt-ppl")) ?? null;
+}
+
 /**
  * NLI classifiers run the encoder metrics too (BERTScore, MoverScore read
  * their encoder), but they are loaded for MENLI: pickers take a plain

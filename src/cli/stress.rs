@@ -483,39 +483,6 @@ pub struct AuditArgs {
     plm: super::plm_scores::PlmArgs,
 }
 
-/// Each summary's GPT-2 perplexity (after `<|endoftext|>`), in the audit's
-/// order, from the engine's GPT-PPL.
-fn perplexity_correlate(
-    engine: &blindspot::metrics::Engine,
-    dir: &std::path::Path,
-    docs: &[blindspot::data::SummEvalDoc],
-) -> Result<(String, Vec<f64>), CliError> {
-    let texts = blindspot::stress::audit::summaries(docs);
-    let segments: Vec<blindspot::metrics::Segment> = texts
-        .iter()
-        .map(|hyp| blindspot::metrics::Segment {
-            hyp,
-            refs: &[],
-            src: None,
-        })
-        .collect();
-    let spec = blindspot::metrics::MetricSpec::GptPpl {
-        model: Some(dir.display().to_string()),
-        bos: true,
-    };
-    eprintln!(
-        "scoring {} summaries with {}...",
-        texts.len(),
-        dir.display()
-    );
-    let column = block_on(engine.score(&[spec], &segments))?.remove(0);
-    let name = column.signature.get("model").unwrap_or("gpt2").to_owned();
-    Ok((
-        format!("{name}-ppl"),
-        column.values().iter().map(|v| -v).collect(),
-    ))
-}
-
 /// Rows of a dataset file that were skipped, a warning each (the first 10,
 /// then how many more).
 fn warn_skipped(path: &str, problems: &[data::RowProblem]) {
@@ -552,17 +519,21 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
     let dataset = file_name(&args.summeval);
     let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
     let engine = args.plm.engine();
-    let extra = match &args.ppl_model {
-        Some(dir) => vec![perplexity_correlate(&engine, dir, &loaded.rows)?],
-        None => vec![],
-    };
+    // Each summary's GPT-2 perplexity (after `<|endoftext|>`) as a correlate.
+    let perplexity = args
+        .ppl_model
+        .as_ref()
+        .map(|dir| blindspot::metrics::MetricSpec::GptPpl {
+            model: Some(dir.display().to_string()),
+            bos: true,
+        });
     let bar = items_bar(loaded.rows.len());
     let report = block_on(blindspot::stress::audit::run_audit(
         &dataset,
         &loaded.rows,
         &specs,
         &engine,
-        &extra,
+        perplexity.as_ref(),
         async |done, _| {
             bar.set_position(done as u64);
             true

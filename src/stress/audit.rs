@@ -7,9 +7,9 @@
 //! level (Pearson, Spearman, Kendall tau-b), and measures system-level
 //! pairwise accuracy against each human dimension. A metric is flagged for a
 //! correlate when it correlates more strongly (in absolute value) with that
-//! correlate than with a human dimension. Callers add model-based correlates
-//! (GPT-2 perplexity of each summary, `blindspot audit --ppl-model`) through
-//! `extra`, in [`summaries`] order.
+//! correlate than with a human dimension. A GPT-PPL spec adds each
+//! summary's GPT-2 perplexity as one more correlate (`blindspot audit
+//! --ppl-model`, the page with a GPT-2 loaded).
 
 use serde::Serialize;
 
@@ -170,7 +170,7 @@ pub struct AuditReport {
 }
 
 /// Every system summary, in the order the audit visits them (documents in
-/// file order, then their systems): the order of `extra` correlates.
+/// file order, then their systems).
 pub fn summaries(docs: &[SummEvalDoc]) -> Vec<&str> {
     docs.iter()
         .flat_map(|d| d.systems.iter().map(|s| s.summary.as_str()))
@@ -196,8 +196,9 @@ const CHUNK_DOCS: usize = 4;
 
 /// Runs the audit with any metrics, model-based ones included (the
 /// engine's models). References: the document's gold summary and
-/// references. `extra`: more correlates, one value per summary in
-/// [`summaries`] order. Documents are scored a few at a time, idf weights
+/// references. `perplexity`: a GPT-PPL spec whose perplexity of each
+/// summary is one more correlate, `{model}-ppl`, scored in the same calls.
+/// Documents are scored a few at a time, idf weights
 /// over every summary (all at once where a metric reads the whole set's
 /// scores: MENLI's combination), with
 /// `progress(documents done, documents)` after each call; returning `false`
@@ -207,9 +208,18 @@ pub async fn run_audit(
     docs: &[SummEvalDoc],
     specs: &[MetricSpec],
     engine: &Engine,
-    extra: &[(String, Vec<f64>)],
+    perplexity: Option<&MetricSpec>,
     progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
+    if let Some(spec) = perplexity.filter(|s| !matches!(s, MetricSpec::GptPpl { .. })) {
+        return Err(EngineError::Input {
+            metric: spec.id(),
+            message: "the audit's perplexity correlate comes from GPT-PPL".into(),
+        });
+    }
+    // The perplexity is scored with the metrics, last, then set apart.
+    let specs: Vec<MetricSpec> = specs.iter().chain(perplexity).cloned().collect();
+    let specs = specs.as_slice();
     // Batches are scored within the whole set (idf sees every summary),
     // except where a metric reads the set's scores: then all at once.
     let whole = specs.iter().any(MetricSpec::reads_set_scores);
@@ -226,9 +236,6 @@ pub async fn run_audit(
             })
         })
         .collect();
-    for (name, values) in extra {
-        assert_eq!(values.len(), segments.len(), "one {name} value per summary");
-    }
     // Per metric: its column (spec and signature) and every value so far.
     let mut columns: Vec<(Column, Vec<f64>)> = Vec::new();
     let (mut done, mut scored) = (0, 0);
@@ -277,6 +284,14 @@ pub async fn run_audit(
             column.signature = metric.signature(Level::Sentence, nrefs);
         }
     }
+    // The perplexity column is a correlate: GPT-PPL scores -perplexity.
+    let extra: Vec<(String, Vec<f64>)> = if perplexity.is_some() {
+        let (column, values) = columns.pop().expect("the perplexity column");
+        let model = column.signature.get("model").unwrap_or("gpt2").to_owned();
+        vec![(format!("{model}-ppl"), values.iter().map(|v| -v).collect())]
+    } else {
+        Vec::new()
+    };
     let dimensions: Vec<String> = docs
         .iter()
         .flat_map(|d| &d.systems)

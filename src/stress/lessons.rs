@@ -994,7 +994,7 @@ async fn audit_step(
         &docs,
         &specs,
         engine,
-        &[],
+        None,
         async |_, _| true,
     )
     .await?;

@@ -607,12 +607,16 @@ async fn run_stress_suite(
 
 /// What the page asks of the preference suite or the audit.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DatasetMetricsRequest {
     dataset: String,
     text: String,
     /// The metrics with their options (model-based ones name a loaded model).
     specs: Vec<MetricSpec>,
+    /// The audit: a loaded GPT-2 whose perplexity of each summary is one
+    /// more correlate.
+    #[serde(default)]
+    ppl_model: Option<String>,
 }
 
 fn dataset_request(request: JsValue, what: &str) -> Result<DatasetMetricsRequest, JsError> {
@@ -669,6 +673,11 @@ pub async fn preference_suite(
 ) -> Result<JsValue, JsError> {
     STOP_ANALYSIS.with(|s| s.set(false));
     let r = dataset_request(request, "preference")?;
+    if r.ppl_model.is_some() {
+        return Err(JsError::new(
+            "invalid preference request: pplModel is the audit's perplexity correlate",
+        ));
+    }
     let loaded = crate::data::load_menli_csv(&r.text)
         .map_err(|p| JsError::new(&format!("line {}: {}", p.line, p.message)))?;
     if loaded.rows.is_empty() {
@@ -720,12 +729,16 @@ pub async fn audit_suite(
         return Err(JsError::new("no SummEval documents in the file"));
     }
     let summaries = crate::stress::audit::summaries(&loaded.rows).len();
+    let perplexity = r.ppl_model.map(|model| MetricSpec::GptPpl {
+        model: Some(model),
+        bos: true,
+    });
     let report = crate::stress::audit::run_audit(
         &r.dataset,
         &loaded.rows,
         &r.specs,
         &models::batch_engine(),
-        &[],
+        perplexity.as_ref(),
         async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )
     .await

@@ -255,6 +255,33 @@ test("the preference suite scores MENLI on the loaded model, equal to the CLI", 
   await context.close();
 });
 
+test("the audit adds the loaded GPT-2's perplexity of each summary as a correlate, equal to the CLI's --ppl-model", async () => {
+  const { context, page, errors } = await openPage();
+  await load(page, "test/tiny-gpt2", "cpu");
+  await page.selectOption("#analysis-kind", "audit");
+  await page.click("#analysis-sample");
+  await page.click("#analysis-run");
+  assert.match(await page.textContent("#analysis-status"), /test\/tiny-gpt2's perplexity as a correlate/);
+  await page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120_000 });
+  const headers = await page.locator("#analysis-result table th").allTextContents();
+  const column = headers.indexOf("τ test/tiny-gpt2-ppl");
+  assert.ok(column > 0, headers.join(" | "));
+  const dir = mkdtempSync(join(tmpdir(), "blindspot-audit-ppl-"));
+  const file = join(dir, "audit.jsonl");
+  writeFileSync(file, await page.evaluate(() => window.wasmBindings.bundledSample("audit")));
+  const out = join(dir, "audit.json");
+  execFileSync(CLI, ["audit", "--summeval", file, "--ppl-model", HUB["test/tiny-gpt2"], "--out", out], { stdio: ["ignore", "ignore", "ignore"] });
+  const native = JSON.parse(readFileSync(out, "utf8"));
+  const k = native.correlates.findIndex((c) => c.endsWith("-ppl"));
+  assert.ok(k >= 0, native.correlates.join(", "));
+  for (const m of native.metrics) {
+    const shown = await page.locator(`#analysis-result tr[data-metric="${m.metric.id}"] td`).nth(column).textContent();
+    assert.equal(shown, Number.isFinite(m.correlates[k].kendall) ? m.correlates[k].kendall.toFixed(3) : "n/a", m.metric.id);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 // --- COMET -------------------------------------------------------------------
 
 const COMET = join(ROOT, "tests", "fixtures", "comet");

@@ -453,13 +453,16 @@ async function applyChosenInjection() {
       out.className = "muted";
     }
     const engine = withModel.maskedLm ? state.models : state.wasm;
+    if (withModel.maskedLm) showStop(true);
     result = await engine.applyInjection({
       text, injection: info.id, level, seed, source: fields.source.value, samples, ...withModel,
     });
   } catch (err) {
-    out.textContent = String(err.message ?? err);
+    out.textContent = stoppedOr(info, err);
     out.className = "bad";
     return;
+  } finally {
+    showStop(false);
   }
   // Edited while the model worked: the result is for the old text.
   if (fields.hypothesis.value !== text) {
@@ -478,6 +481,27 @@ async function applyChosenInjection() {
   out.dataset.noiseRatio = String(result.noiseRatio);
   $("example").value = "custom";
   afterHistoryChange();
+}
+
+/** Shows (or hides) the Stop button of an Apply or sweep that asks a masked LM. */
+function showStop(shown) {
+  const stop = $("injection-stop");
+  stop.hidden = !shown;
+  stop.disabled = false;
+}
+
+/** A failed Apply or sweep's message: "stopped" when the user stopped it. */
+function stoppedOr(info, err) {
+  const message = String(err.message ?? err);
+  return message === "stopped" ? `${info.name}: stopped; nothing was changed.` : message;
+}
+
+/** Asks the masked LM's Apply or sweep to end after its current batch of queries. */
+async function stopInjection() {
+  const stop = $("injection-stop");
+  stop.disabled = true;
+  $("injection-result").textContent = "Stopping after this batch…";
+  await state.models.stopInjection();
 }
 
 /** Puts a perturbed text in the hypothesis box (undoable, the original pinned first). */
@@ -506,6 +530,7 @@ async function runSweep() {
     await ensureInjectionNeeds(info, state.models);
     out.textContent = `Sweeping ${info.name}…`;
     out.className = "muted";
+    if (withModel.maskedLm) showStop(true);
     sweep = await state.models.sweepInjection({
       ...withModel,
       hypothesis: fields.hypothesis.value,
@@ -518,11 +543,12 @@ async function runSweep() {
       samples: EXAMPLES.flatMap((e) => [e.reference, e.hypothesis]),
     });
   } catch (err) {
-    out.textContent = String(err.message ?? err);
+    out.textContent = stoppedOr(info, err);
     out.className = "bad";
     return;
   } finally {
     button.disabled = false;
+    showStop(false);
   }
   out.textContent = "";
   $("sweep-title").textContent = `Sweep: ${info.name}`;
@@ -769,6 +795,7 @@ async function main() {
   for (const id of ["injection", "level", "seed"]) $(id).addEventListener("change", save);
   $("seed").addEventListener("input", save);
   $("sweep-injection").addEventListener("click", runSweep);
+  $("injection-stop").addEventListener("click", stopInjection);
   $("sweep-close").addEventListener("click", () => { $("sweep").hidden = true; });
   $("undo").addEventListener("click", () => stepHistory(state.undo, state.redo));
   $("redo").addEventListener("click", () => stepHistory(state.redo, state.undo));

@@ -170,7 +170,9 @@ pub enum SweepError {
 
 /// Applies `injection` at each default level with seeds `0..seeds` to `hyp`
 /// and scores every result against `refs` with each metric. A masked LM in
-/// `ctx` is awaited (so a WebGPU model works), all levels and seeds at once.
+/// `ctx` is awaited (so a WebGPU model works), all levels and seeds at once;
+/// `between` has a turn after each batch of its queries, and a `false` there
+/// stops the sweep ([`InjectError::Stopped`]).
 pub async fn sweep(
     injection: &dyn Injection,
     hyp: &str,
@@ -178,6 +180,7 @@ pub async fn sweep(
     ctx: &Context<'_>,
     metrics: &[Box<dyn Metric>],
     seeds: u64,
+    between: impl AsyncFn() -> bool,
 ) -> Result<Sweep, SweepError> {
     let info = injection.info();
     let score = |text: &str| -> Result<Vec<f64>, MetricError> {
@@ -204,7 +207,7 @@ pub async fn sweep(
             })
         })
         .collect();
-    let mut injected = inject::apply_many(injection, &jobs, async || true)
+    let mut injected = inject::apply_many(injection, &jobs, between)
         .await?
         .into_iter();
     let mut levels = Vec::new();
@@ -302,6 +305,7 @@ mod tests {
             &Context::default(),
             &metrics,
             5,
+            async || true,
         ))
         .unwrap();
         assert_eq!(s.levels.len(), 5);
@@ -311,6 +315,54 @@ mod tests {
                 .windows(2)
                 .all(|w| w[1].noise_ratio > w[0].noise_ratio)
         );
+    }
+
+    #[test]
+    fn a_masked_lm_sweep_stops_when_asked() {
+        use crate::inject::masked_lm::{Candidates, MaskedLm, Query};
+        use futures::future::LocalBoxFuture;
+        struct Same;
+        impl MaskedLm for Same {
+            fn name(&self) -> &str {
+                "same"
+            }
+            fn top_k<'a>(
+                &'a self,
+                queries: &'a [Query<'a>],
+                _: usize,
+            ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, crate::models::ModelError>>
+            {
+                Box::pin(async move { Ok(vec![vec![("word".to_owned(), 1.0)]; queries.len()]) })
+            }
+        }
+        let metrics = vec![create("chrf", false).unwrap()];
+        let text = "one two three four five six seven eight nine ten";
+        let ctx = Context {
+            masked_lm: Some(&Same),
+            ..Context::default()
+        };
+        let bert_diverge = inject::create("bert_diverge").unwrap();
+        let run = |turns: usize| {
+            let left = std::cell::Cell::new(turns);
+            futures::executor::block_on(sweep(
+                bert_diverge,
+                text,
+                &[text],
+                &ctx,
+                &metrics,
+                2,
+                async || {
+                    left.set(left.get().saturating_sub(1));
+                    left.get() > 0
+                },
+            ))
+        };
+        // 4 levels x 2 seeds, at most 4 of 10 words each: 4 batches.
+        assert_eq!(run(usize::MAX).unwrap().levels.len(), 4);
+        assert!(matches!(
+            run(2),
+            Err(SweepError::Inject(InjectError::Stopped))
+        ));
     }
 
     #[test]
@@ -329,6 +381,7 @@ mod tests {
             &Context::default(),
             &metrics,
             5,
+            async || true,
         ))
         .unwrap();
         assert_eq!(s.levels[0].applied, 0);

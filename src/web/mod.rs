@@ -348,7 +348,8 @@ pub async fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
             open_ended: false,
         },
     };
-    let result = inject::apply_many(injection, &[job], async || true)
+    STOP_INJECTION.with(|s| s.set(false));
+    let result = inject::apply_many(injection, &[job], until_stopped(&STOP_INJECTION))
         .await
         .map_err(|e| JsError::new(&e.to_string()))?
         .remove(0);
@@ -412,6 +413,7 @@ pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         lm_tokenizer: tokenizer.as_deref(),
         open_ended: false,
     };
+    STOP_INJECTION.with(|s| s.set(false));
     let sweep = crate::stress::sweep(
         injection,
         &r.hypothesis,
@@ -419,6 +421,7 @@ pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         &ctx,
         &metrics,
         r.seeds.clamp(1, 20),
+        until_stopped(&STOP_INJECTION),
     )
     .await
     .map_err(|e| err(&e))?;
@@ -634,6 +637,25 @@ thread_local! {
     static STOP_MAUVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set by `stopSuite`, read after each batch of a suite's model scores.
     static STOP_SUITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by `stopInjection`, read after each batch of a masked LM's queries
+    /// (the playground's Apply and sweep of BERT-diverge).
+    static STOP_INJECTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A turn of the event loop (so a stop request can arrive), then whether to
+/// go on: `false` once `stop` is set.
+fn until_stopped(stop: &'static StopFlag) -> impl AsyncFn() -> bool {
+    async move || {
+        attack::yield_to_events().await;
+        !stop.with(std::cell::Cell::get)
+    }
+}
+
+/// Ends the running Apply or sweep of an injection driven by a masked LM
+/// after its current batch of queries; it then rejects with "stopped".
+#[wasm_bindgen(js_name = stopInjection)]
+pub fn stop_injection() {
+    STOP_INJECTION.with(|s| s.set(true));
 }
 
 /// A long job's progress: `on_progress(done, total)`, then a turn of the

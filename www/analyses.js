@@ -4,6 +4,7 @@
 // where the models are; every number comes from the wasm core
 // (src/stress/prefer.rs, src/stress/audit.rs).
 
+import { download } from "./export.js";
 import { loadedCausalLm } from "./models.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { count } from "./suite.js";
@@ -11,7 +12,7 @@ import { count } from "./suite.js";
 const $ = (id) => document.getElementById(id);
 /** The analysis chosen, kept across reloads (the file is not: it may be large). */
 const STORAGE_KEY = "blindspot.analysis.v1";
-const view = { file: null, running: false, stopping: false, engine: null, wasm: null, registry: [] };
+const view = { file: null, running: false, stopping: false, engine: null, wasm: null, registry: [], report: null };
 
 function status(text, kind = "muted") {
   $("analysis-status").textContent = text;
@@ -103,7 +104,7 @@ async function run() {
   const withModels = specs.length - lexical.length;
   const extras = [withModels ? `${count(withModels, "model-based metric")}` : "", lm ? `${lm.name}'s perplexity as a correlate` : ""].filter(Boolean);
   status(extras.length ? `Running with ${extras.join(" and ")}…` : "Running…");
-  $("analysis-result").replaceChildren();
+  clearResult();
   view.running = true;
   view.stopping = false;
   // The file and the kind stay as they are until the run ends (its results are theirs).
@@ -116,6 +117,8 @@ async function run() {
       ? await view.engine.preferenceSuite(request, (done, total) => view.stopping || status(`${done} / ${total} cases`))
       : await view.engine.auditSuite(request, (done, total) => view.stopping || status(`${done} / ${total} documents`));
     (kind === "prefer" ? renderPreference : renderAudit)(out.report);
+    view.report = { kind, report: out.report };
+    $("analysis-json").disabled = false;
     const millis = performance.now() - started;
     const skipped = out.problems.length ? `; ${count(out.problems.length, "row")} skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
     const what = kind === "prefer" ? count(out.report.cases, "case") : `${out.report.examples} ${out.report.examples === 1 ? "summary" : "summaries"}`;
@@ -129,6 +132,13 @@ async function run() {
     $("analysis-run").disabled = false;
     $("analysis-stop").disabled = true;
   }
+}
+
+/** Forgets the report shown (another analysis or file is chosen, or a run starts). */
+function clearResult() {
+  $("analysis-result").replaceChildren();
+  view.report = null;
+  $("analysis-json").disabled = true;
 }
 
 function setInputsDisabled(disabled) {
@@ -179,6 +189,8 @@ export function initAnalyses(wasm, engine, registry) {
   // A bundled sample follows the analysis chosen (a file of the user's stays).
   $("analysis-kind").addEventListener("change", () => {
     saveKind();
+    // The tables shown were the other analysis's.
+    clearResult();
     if (view.file?.bundled) useSample();
   });
   $("analysis-file").addEventListener("change", async (e) => {
@@ -193,9 +205,15 @@ export function initAnalyses(wasm, engine, registry) {
     if (file.name.endsWith(".csv")) $("analysis-kind").value = "prefer";
     else if (file.name.endsWith(".jsonl")) $("analysis-kind").value = "audit";
     saveKind();
+    clearResult();
     status(`${file.name} loaded.`);
     $("analysis-run").disabled = false;
   });
   $("analysis-run").addEventListener("click", run);
   $("analysis-stop").addEventListener("click", stop);
+  $("analysis-json").addEventListener("click", () => {
+    if (!view.report) return;
+    const name = view.report.kind === "prefer" ? "blindspot-preference.json" : "blindspot-audit.json";
+    download(new Blob([JSON.stringify(view.report.report, null, 2)], { type: "application/json" }), name);
+  });
 }

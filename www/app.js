@@ -40,12 +40,28 @@ const state = {
   models: null, // the model engine (model-worker.js): model passes, and the sweep
 };
 
+/**
+ * The last visit's playground, or null: a damaged entry (not JSON, not an
+ * object, texts that are not strings) loses what does not fit rather than
+ * breaking the page's start on every visit.
+ */
 function loadSaved() {
+  let raw;
   try {
-    return JSON.parse(localStorage.getItem(STORAGE_KEY)) ?? null;
+    raw = JSON.parse(localStorage.getItem(STORAGE_KEY));
   } catch {
     return null;
   }
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) return null;
+  const text = (v) => (typeof v === "string" ? v : "");
+  return {
+    ...raw,
+    source: text(raw.source),
+    reference: text(raw.reference),
+    hypothesis: text(raw.hypothesis),
+    example: EXAMPLES.some((e) => e.id === raw.example) ? raw.example : "custom",
+    pinned: typeof raw.pinned?.hypothesis === "string" ? { hypothesis: raw.pinned.hypothesis } : null,
+  };
 }
 
 /**
@@ -559,7 +575,7 @@ async function runSweep() {
   const charts = sweep.metrics.map((id, m) => {
     const metric = state.registry.find((r) => r.id === id);
     const points = sweep.levels.map((l) => ({ x: l.noise_ratio, y: l.scores[m] }));
-    return sweepChart(metric, sweep.base[m], points, sweep.verdicts[m], (v) => formatValue(metric, v));
+    return sweepChart(metric, sweep.base[m], points, sweep.verdicts[m], (v) => formatValue(metric, v), info.id);
   });
   $("sweep-charts").replaceChildren(...charts);
   $("sweep").hidden = false;
@@ -744,9 +760,9 @@ async function main() {
   $("engine-status").className = "pill pill-ok";
   buildCards();
 
-  const shared = pairFromHash();
-  if (shared) {
-    fields.source.value = shared.s ?? "";
+  /** Shows a shared pair (a `#pair=` link), then takes it out of the address. */
+  const applyShared = (shared) => {
+    fields.source.value = typeof shared.s === "string" ? shared.s : "";
     fields.reference.value = shared.r;
     fields.hypothesis.value = shared.h;
     select.value = "custom";
@@ -761,13 +777,22 @@ async function main() {
     const rest = new URLSearchParams(location.hash.slice(1));
     rest.delete("pair");
     history.replaceState(null, "", `${location.pathname}${location.search}${rest.size ? `#${rest}` : ""}`);
+  };
+  // A link pasted into the address bar of an open page changes only the hash.
+  window.addEventListener("hashchange", () => {
+    const pasted = pairFromHash();
+    if (pasted) applyShared(pasted);
+  });
+  const shared = pairFromHash();
+  if (shared) {
+    applyShared(shared);
   } else if (saved) {
-    fields.source.value = saved.source ?? "";
-    fields.reference.value = saved.reference ?? "";
-    fields.hypothesis.value = saved.hypothesis ?? "";
+    fields.source.value = saved.source;
+    fields.reference.value = saved.reference;
+    fields.hypothesis.value = saved.hypothesis;
     $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
-    select.value = saved.example ?? "custom";
-    state.pinned = saved.pinned?.hypothesis === undefined ? null : { hypothesis: saved.pinned.hypothesis };
+    select.value = saved.example;
+    state.pinned = saved.pinned;
     state.edits = linkedEdits(saved.edits, fields.hypothesis.value);
     renderDiff();
     updatePinInfo();

@@ -275,10 +275,12 @@ export function initAttack(modelEngine, wasm, hooks) {
   if (s.goal && registry.goals.some((g) => g.id === s.goal)) $("attack-goal").value = s.goal;
   onGoalChange();
   if (s.strategy && registry.strategies.some((x) => x.id === s.strategy)) $("attack-strategy").value = s.strategy;
-  if (s.budget) $("attack-budget").value = s.budget;
-  if (s.seed) $("attack-seed").value = s.seed;
+  // Saved numbers come back only where they are valid (a damaged entry keeps the defaults).
+  const whole = (v, min, max = Infinity) => /^\d+$/.test(String(v)) && Number(v) >= min && Number(v) <= max;
+  if (whole(s.budget, 1)) $("attack-budget").value = s.budget;
+  if (whole(s.seed, 0)) $("attack-seed").value = s.seed;
   $("attack-workers").placeholder = String(autoWorkers());
-  if (s.workers) $("attack-workers").value = s.workers;
+  if (whole(s.workers, 1, 4)) $("attack-workers").value = s.workers;
   restoring = false;
   describe();
   $("attack-goal").addEventListener("change", onGoalChange);

@@ -49,7 +49,7 @@ function show() {
   $("lesson-step").dataset.lesson = l.id;
   $("lesson-step").dataset.step = String(current.step);
   $("lesson-paper").textContent = `${l.paper} · step ${current.step + 1} of ${l.steps.length}` +
-    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use lexical metrics and MiniLM${offlineNote(l)}` : "");
+    (l.paperModel ? ` · the paper used ${l.paperModel}; offline the steps use ${offlineMetrics(l)}${offlineNote(l)}` : "");
   $("lesson-finding").textContent = l.finding;
   $("step-title").textContent = s.title;
   $("step-explain").textContent = s.explain;
@@ -69,6 +69,20 @@ function show() {
 }
 
 /** Which of a lesson's steps need a model that is not bundled (each such step offers one). */
+/** What the lesson's steps score with, in words ("lexical metrics and MiniLM", "GPT-2"...). */
+function offlineMetrics(l) {
+  const ids = new Set(l.steps.flatMap((st) => st.metrics));
+  const has = (re) => [...ids].some((id) => re.test(id));
+  const parts = [
+    has(/^(bleu|chrf|rouge)/) && "lexical metrics",
+    has(/^(bertscore|moverscore)/) && "MiniLM",
+    has(/^menli/) && "an NLI model",
+    has(/^(gpt-ppl|mauve)/) && "GPT-2",
+    has(/^mlm-ppl/) && "a masked LM",
+  ].filter(Boolean);
+  return parts.length > 1 ? `${parts.slice(0, -1).join(", ")} and ${parts.at(-1)}` : parts[0] ?? "the lexical metrics";
+}
+
 function offlineNote(l) {
   const offers = l.steps.filter((st) => st.modelOffer);
   if (!offers.length) return "";
@@ -126,7 +140,11 @@ function offerLoad(message) {
   button.hidden = false;
 }
 
-const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(2) : v.toFixed(4));
+/** A row's numbers with one precision: 2 decimals where any is 10 or more (BLEU, chrF), else 4. */
+const rowFormat = (values) => {
+  const digits = values.some((v) => Math.abs(v) >= 10) ? 2 : 4;
+  return (v) => v.toFixed(digits);
+};
 
 function render(result) {
   const texts = $("step-texts");
@@ -146,6 +164,7 @@ function render(result) {
     const tr = document.createElement("tr");
     tr.dataset.metric = r.metric;
     tr.append(Object.assign(document.createElement("th"), { textContent: r.name, title: r.signature }));
+    const fmt = rowFormat(r.values);
     r.values.forEach((v) => {
       const td = document.createElement("td");
       td.textContent = fmt(v);
@@ -156,7 +175,10 @@ function render(result) {
   });
   table.replaceChildren(head, ...rows);
   const claim = $("step-claim");
-  claim.textContent = result.claim.statement.charAt(0).toUpperCase() + result.claim.statement.slice(1);
+  // Capitalised, unless it starts with a name spelt with capitals inside (chrF, BERTScore).
+  const statement = result.claim.statement;
+  const first = statement.split(/\s/, 1)[0];
+  claim.textContent = /[A-Z]/.test(first) ? statement : statement.charAt(0).toUpperCase() + statement.slice(1);
   claim.className = `claim ${result.claim.held ? "held" : "not-held"}`;
   $("step-why").textContent = step().why;
   $("step-result").dataset.held = String(result.claim.held);
@@ -165,7 +187,8 @@ function render(result) {
 
 async function run() {
   const l = lesson();
-  if (!l) return;
+  // One run at a time (Enter in presentation mode, a double click).
+  if (!l || $("step-run").disabled) return;
   const at = { ...current };
   $("step-run").disabled = true;
   $("step-load").hidden = true;
@@ -200,7 +223,9 @@ function fromHash() {
   const id = params.get("lesson");
   const i = lessons.findIndex((l) => l.id === id);
   if (i < 0) return false;
-  const n = Math.max(1, Math.min(lessons[i].steps.length, Number(params.get("step")) || 1));
+  // A step number from a link: a whole number within the lesson, else its first step.
+  const asked = Number(params.get("step"));
+  const n = Number.isInteger(asked) ? Math.max(1, Math.min(lessons[i].steps.length, asked)) : 1;
   go(i, n - 1);
   // The arrows step through it from here on (they act where the lessons have the focus).
   $("lesson-step").focus({ preventScroll: true });
@@ -271,7 +296,10 @@ export function initLessons(modelEngine, wasm, pageHooks) {
     if (!document.body.classList.contains("presenting") && !(lesson() && e.target.closest?.("#lessons"))) return;
     if (e.key === "ArrowRight") move(1);
     else if (e.key === "ArrowLeft") move(-1);
-    else if (e.key === "Enter" && document.body.classList.contains("presenting")) run();
+    // Enter on a focused button presses it; elsewhere it runs the step, unless a run is going.
+    else if (e.key === "Enter" && document.body.classList.contains("presenting") && !e.target.closest?.("button, a")) {
+      if (!$("step-run").disabled) run();
+    }
     else if (e.key === "Escape") setPresenting(false);
     else return;
     e.preventDefault();

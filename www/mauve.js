@@ -209,8 +209,8 @@ export function initMauve(engine) {
   try {
     const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "null");
     if (saved) {
-      $("mauve-hyps").value = saved.hyps ?? "";
-      $("mauve-refs").value = saved.refs ?? "";
+      $("mauve-hyps").value = typeof saved.hyps === "string" ? saved.hyps : "";
+      $("mauve-refs").value = typeof saved.refs === "string" ? saved.refs : "";
       if (typeof saved.clusters === "string") $("mauve-clusters").value = saved.clusters;
       if (typeof saved.seed === "string" && saved.seed !== "") $("mauve-seed").value = saved.seed;
       if (typeof saved.model === "string") view.modelName = saved.model;

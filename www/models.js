@@ -298,6 +298,9 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
   return { ...info, fromCache: files.fromCache, where: files.where, fallback };
 }
 
+/** Where the panel's "Run on" and "Weights" choices are kept. */
+const CHOICES_KEY = "blindspot.models.choices.v1";
+
 /** The panel's loaded models by registry/hub id (several can be loaded: one per metric). */
 // loaded: id -> the engine's info on the model ({handle, name, metrics...}), in load order.
 const panel = { wasm: null, handle: null, loaded: new Map(), asked: new Map() };
@@ -351,6 +354,15 @@ export async function downloadSize(id, precision = "f32") {
   return registrySize(id);
 }
 
+/** The engine's name for `precision`, or null where it has none. */
+function safePrecisionName(precision) {
+  try {
+    return panel.wasm.precisionName(precision);
+  } catch {
+    return null;
+  }
+}
+
 /** The panel's choice for `precision` (any spelling the engine takes), or an error saying why there is none. */
 function precisionChoice(precision) {
   const name = panel.wasm.precisionName(precision);
@@ -358,14 +370,29 @@ function precisionChoice(precision) {
   return name;
 }
 
+/** The loads asked through `loadModels`, one after another (a double click asks twice). */
+let loadQueue = Promise.resolve();
+
 /**
  * Loads models one after another through the panel, as if picked there:
  * `[{id, backend, precision}]` (left out, the panel's precision stays).
- * Resolves to the ids that failed (the panel says why).
+ * A list asked while another loads waits for it, and a model already loaded
+ * as asked is not loaded again. Resolves to the ids that failed (the panel
+ * says why).
  */
-export async function loadModels(list) {
+export function loadModels(list) {
+  const run = loadQueue.then(() => loadEach(list));
+  loadQueue = run.catch(() => {});
+  return run;
+}
+
+async function loadEach(list) {
   const failed = [];
   for (const [i, { id, backend, precision }] of list.entries()) {
+    const had = panel.asked.get(id);
+    const same = had && panel.loaded.has(id) && (backend === undefined || backend === had.backend) &&
+      (precision === undefined || safePrecisionName(precision) === had.precision);
+    if (same) continue;
     if (precision !== undefined) {
       try {
         $("model-precision").value = precisionChoice(precision);
@@ -568,7 +595,27 @@ export async function initModels(wasm) {
     refreshLoadedNote();
     refreshCacheNote();
   });
-  $("model-precision").addEventListener("change", refreshCacheNote);
+  // "Run on" and "Weights" are kept across visits (a machine whose WebGPU is broken keeps the CPU).
+  try {
+    const kept = JSON.parse(localStorage.getItem(CHOICES_KEY)) ?? {};
+    for (const [id, value] of [["model-backend", kept.backend], ["model-precision", kept.precision]]) {
+      if ([...$(id).options].some((o) => o.value === value)) $(id).value = value;
+    }
+  } catch {
+    // A damaged entry: the defaults.
+  }
+  const keep = () => {
+    try {
+      localStorage.setItem(CHOICES_KEY, JSON.stringify({ backend: $("model-backend").value, precision: $("model-precision").value }));
+    } catch {
+      // Storage full or off: the choices last this visit.
+    }
+  };
+  $("model-backend").addEventListener("change", keep);
+  $("model-precision").addEventListener("change", () => {
+    keep();
+    refreshCacheNote();
+  });
   $("model-unload").addEventListener("click", () => {
     unload(chosenId());
     refreshLoadedNote();

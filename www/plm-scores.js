@@ -282,6 +282,8 @@ async function score(slot) {
     showDelta(el, 0, null, 0);
     el.querySelector('[data-role="parts"]').textContent = "";
     el.querySelector('[data-role="detail"]').replaceChildren();
+    // No score: no signature (the last one was for other options).
+    el.querySelector('[data-role="signature"]').textContent = "";
     el.querySelector('[data-role="message"]').textContent = String(err.message ?? err);
     CARDS[slot].clear();
   } finally {

@@ -39,8 +39,9 @@ function restoreSettings() {
   if (!s) return;
   if ([...$("suite-format").options].some((o) => o.value === s.format)) $("suite-format").value = s.format;
   if (Array.isArray(s.families)) for (const f of FAMILIES) $(`suite-family-${f}`).checked = s.families.includes(f);
-  if (typeof s.seeds === "string") $("suite-seeds").value = s.seeds;
-  if (typeof s.limit === "string") $("suite-limit").value = s.limit;
+  // Numbers come back only where the run would take them (a damaged entry keeps the defaults).
+  if (typeof s.seeds === "string" && /^\d+$/.test(s.seeds) && Number(s.seeds) >= 1 && Number(s.seeds) <= 20) $("suite-seeds").value = s.seeds;
+  if (typeof s.limit === "string" && /^(\d*)$/.test(s.limit) && s.limit !== "0") $("suite-limit").value = s.limit;
   if (typeof s.openEnded === "boolean") $("suite-open-ended").checked = s.openEnded;
 }
 
@@ -330,6 +331,8 @@ function renderCard() {
       button.textContent = suite.verdicts[test.verdicts[k]].mark;
       button.dataset.metric = m.id;
       button.title = `${test.injection} · ${m.name}: show the curve`;
+      // Screen readers hear the test and the metric, not only the mark.
+      button.setAttribute("aria-label", `${test.injection}, ${m.name}: ${suite.verdicts[test.verdicts[k]].mark}; show the curve`);
       button.addEventListener("click", () => showCurve(test, k));
       cell.append(button);
     });
@@ -343,7 +346,7 @@ function showCurve(test, k) {
   const info = suite.registry.find((m) => m.id === metric.id) ?? { id: metric.id, name: metric.name };
   const fmt = (v) => (info.scale === "percent" ? v.toFixed(2) : v.toFixed(4));
   const points = test.levels.map((l) => ({ x: l.noise_ratio.mean, y: l.scores[k].mean, sd: l.scores[k].std }));
-  const figure = sweepChart(info, report.base[k], points, test.verdicts[k], fmt);
+  const figure = sweepChart(info, report.base[k], points, test.verdicts[k], fmt, test.injection);
   const note = document.createElement("p");
   note.className = "muted";
   note.textContent = `${test.injection}: levels ${test.levels.map((l) => l.level).join(", ")}; ` +
@@ -353,17 +356,27 @@ function showCurve(test, k) {
 
 const download = (name, type, text) => save(new Blob([text], { type }), name);
 
-/** The suite's configuration as URL hash parameters (the dataset travels as a URL, if it has one). */
+/** The hash parameters a suite link sets (the rest of the hash, e.g. a lesson, stays). */
+const SUITE_KEYS = ["suite", "format", "families", "seeds", "limit", "open", "stem", "sample", "data", "run"];
+
+/**
+ * The suite's configuration as URL hash parameters, every setting that
+ * changes its numbers included (an empty item limit means all items); the
+ * dataset travels as a URL if it has one, or as `sample=1` for the bundled
+ * sample. Other parameters of the hash are kept.
+ */
 function configToHash() {
-  const params = new URLSearchParams({
-    suite: "1",
-    format: $("suite-format").value,
-    families: FAMILIES.filter((f) => $(`suite-family-${f}`).checked).join(","),
-    seeds: $("suite-seeds").value,
-  });
-  if ($("suite-limit").value) params.set("limit", $("suite-limit").value);
+  const params = new URLSearchParams(location.hash.slice(1));
+  for (const key of SUITE_KEYS) params.delete(key);
+  params.set("suite", "1");
+  params.set("format", $("suite-format").value);
+  params.set("families", FAMILIES.filter((f) => $(`suite-family-${f}`).checked).join(","));
+  params.set("seeds", $("suite-seeds").value);
+  params.set("limit", $("suite-limit").value);
+  params.set("stem", $("rouge-stemmer").checked ? "1" : "0");
   if ($("suite-open-ended").checked) params.set("open", "1");
   if (suite.file?.url) params.set("data", suite.file.url);
+  else if (suite.file?.sample) params.set("sample", "1");
   return `#${params}`;
 }
 
@@ -395,7 +408,12 @@ async function fetchLinked(data, andRun) {
 function configFromHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (!params.has("suite")) return;
-  if (params.has("format")) $("suite-format").value = params.get("format");
+  const problems = [];
+  if (params.has("format")) {
+    const format = params.get("format");
+    if ([...$("suite-format").options].some((o) => o.value === format)) $("suite-format").value = format;
+    else problems.push(`unknown format "${format}"`);
+  }
   if (params.has("families")) {
     const chosen = params.get("families").split(",");
     for (const f of FAMILIES) $(`suite-family-${f}`).checked = chosen.includes(f);
@@ -403,14 +421,21 @@ function configFromHash() {
   if (params.has("seeds")) $("suite-seeds").value = params.get("seeds");
   if (params.has("limit")) $("suite-limit").value = params.get("limit");
   $("suite-open-ended").checked = params.get("open") === "1";
+  if (params.has("stem")) {
+    $("rouge-stemmer").checked = params.get("stem") === "1";
+    $("rouge-stemmer").dispatchEvent(new Event("change"));
+  }
   // Applied once, as a pair link is: the settings are kept as the panel's,
   // and a reload keeps the changes made since.
   saveSettings();
   const rest = new URLSearchParams(params);
-  for (const key of ["suite", "format", "families", "seeds", "limit", "open", "data", "run"]) rest.delete(key);
+  for (const key of SUITE_KEYS) rest.delete(key);
   history.replaceState(null, "", `${location.pathname}${location.search}${rest.size ? `#${rest}` : ""}`);
+  const ignored = problems.length ? ` (ignored: ${problems.join(", ")})` : "";
+  // The bundled sample: its status line says what was loaded.
+  if (params.get("sample") === "1") return loadSample();
   const data = params.get("data");
-  if (!data) return setStatus("Configuration loaded from the link; choose the dataset file.");
+  if (!data) return setStatus(`Configuration loaded from the link${ignored}; choose the dataset file.`, problems.length ? "bad" : "muted");
   const andRun = params.get("run") === "1";
   let where;
   try {
@@ -438,6 +463,14 @@ function configFromHash() {
   setStatus("A link asks to fetch a dataset: confirm above.");
 }
 
+/** Takes the bundled sample of pairs as the suite's dataset. */
+function loadSample() {
+  const sample = suite.wasm.bundledSamples().find((s) => s.kind === "pairs");
+  suite.file = { name: sample.file, text: suite.wasm.bundledSample("pairs"), sample: true };
+  $("suite-format").value = "jsonl";
+  inspect();
+}
+
 /** Wires the suite view once the engine is ready. */
 export function initSuite(wasm, registry, injections, engine) {
   // How verdicts are shown comes from the core (src/stress).
@@ -446,11 +479,7 @@ export function initSuite(wasm, registry, injections, engine) {
   $("suite-file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
   const sample = wasm.bundledSamples().find((s) => s.kind === "pairs");
   $("suite-sample").title = sample.about;
-  $("suite-sample").addEventListener("click", () => {
-    suite.file = { name: sample.file, text: suite.wasm.bundledSample("pairs") };
-    $("suite-format").value = "jsonl";
-    inspect();
-  });
+  $("suite-sample").addEventListener("click", loadSample);
   const drop = $("suite-drop");
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
@@ -479,6 +508,8 @@ export function initSuite(wasm, registry, injections, engine) {
     $(id).addEventListener("change", saveSettings);
   }
   configFromHash();
+  // A link pasted into the address bar of an open page changes only the hash.
+  window.addEventListener("hashchange", configFromHash);
   $("suite-html").addEventListener("click", () =>
     download("blindspot-report.html", "text/html", suite.wasm.suiteHtml(suite.report)));
 }

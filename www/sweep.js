@@ -21,9 +21,11 @@ function svgEl(name, attrs, text) {
 
 /**
  * One small chart: score against noise ratio, the original as a dashed line,
- * with the rank-rule badge. `fmt` formats a score on the metric's scale.
+ * with the rank-rule badge. `fmt` formats a score on the metric's scale;
+ * `injection` (its id) names the saved files and heads the saved chart,
+ * with the metric and the verdict (the caption is not part of the SVG).
  */
-export function sweepChart(info, base, points, verdict, fmt) {
+export function sweepChart(info, base, points, verdict, fmt, injection) {
   const [w, h, left, right, top, bottom] = [220, 120, 42, 8, 8, 22];
   const xs = points.map((p) => p.x);
   const ys = [base, ...points.map((p) => p.y)];
@@ -63,7 +65,14 @@ export function sweepChart(info, base, points, verdict, fmt) {
   badge.className = `badge ${verdict}`;
   badge.textContent = verdicts[verdict].label.toUpperCase();
   badge.title = verdicts[verdict].description;
-  caption.append(name, badge, chartTools(`sweep-${info.id}`, () => svg));
+  // A saved chart carries its own heading, above the plot.
+  const heading = (copy) => {
+    const [x, y, vw, vh] = copy.getAttribute("viewBox").split(/[\s,]+/).map(Number);
+    copy.setAttribute("viewBox", `${x} ${y - 14} ${vw} ${vh + 14}`);
+    copy.append(svgEl("text", { x: x + 2, y: y - 4, "font-size": 9, fill: "#222" },
+      `${injection} · ${info.name}: ${verdicts[verdict].label.toUpperCase()}`));
+  };
+  caption.append(name, badge, chartTools(`${injection}-${info.id}`, () => svg, heading));
   figure.append(caption, svg);
   return figure;
 }

@@ -415,8 +415,8 @@ pub fn registry() -> Vec<Lesson> {
                 },
                 Step {
                     title: "Cut the last 40%",
-                    explain: "Truncation drops the last 40% of the words: the cost and the bus are gone, and \
-                              the text stops mid-sentence.",
+                    explain: "Truncation drops the last 40% of the words: the sport budget and the bus are \
+                              gone, and the text stops mid-sentence.",
                     texts: budget.clone(),
                     action: Action::Inject {
                         injection: "truncation",

@@ -140,6 +140,11 @@ test("a step's link opens it, arrows move between steps, presentation mode fits 
   assert.equal(await page.getAttribute("#lesson-step", "data-lesson"), "small-edits");
   assert.equal(await page.getAttribute("#lesson-step", "data-step"), "1");
   assert.equal(await page.textContent("#step-title"), "Let the search find a typo");
+  // A step number that is not a whole number opens the lesson's first step.
+  await page.evaluate(() => { location.hash = "lesson=small-edits&step=1.5"; });
+  await page.waitForFunction(() => document.getElementById("lesson-step").dataset.step === "0");
+  await page.evaluate(() => { location.hash = "lesson=small-edits&step=2"; });
+  await page.waitForFunction(() => document.getElementById("lesson-step").dataset.step === "1");
   await page.focus("#lesson-step");
   await page.keyboard.press("ArrowLeft");
   assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
@@ -166,6 +171,13 @@ test("a step's link opens it, arrows move between steps, presentation mode fits 
   await page.keyboard.press("ArrowRight");
   assert.equal(await page.getAttribute("#lesson-step", "data-step"), "1");
   await page.screenshot({ path: join(ROOT, "test-artifacts", "lesson-presenting.png") });
+  // Enter on a focused button presses that button, not Run.
+  await page.focus("#step-prev");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.getAttribute("#lesson-step", "data-step"), "0");
+  assert.equal(await page.isHidden("#step-result"), true, "the step did not run");
+  await page.focus("#lesson-step");
+  await page.keyboard.press("ArrowRight");
   await page.keyboard.press("Escape");
   assert.equal(await page.evaluate(() => document.body.classList.contains("presenting")), false);
   // "Open in the playground" puts the step's texts in the boxes, pinned.

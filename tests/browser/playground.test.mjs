@@ -278,13 +278,15 @@ test("a sweep plots every metric against the noise ratio with a rank-rule badge"
   const fig = page.locator('#sweep figure[data-metric="bleu"]');
   const saved = async (kind) => {
     const [download] = await Promise.all([page.waitForEvent("download"), fig.locator(`button[data-export="${kind}"]`).click()]);
-    assert.equal(download.suggestedFilename(), `blindspot-sweep-bleu.${kind}`);
+    assert.equal(download.suggestedFilename(), `blindspot-truncation-bleu.${kind}`);
     return readFileSync(await download.path());
   };
   const svg = (await saved("svg")).toString("utf8");
   assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   assert.equal((svg.match(/<circle /g) ?? []).length, 6);
-  assert.equal((svg.match(/<text /g) ?? []).length, 4);
+  // The four axis labels and the heading the caption gives on the page (not part of the plot there).
+  assert.equal((svg.match(/<text /g) ?? []).length, 5);
+  assert.match(svg, />truncation · BLEU: PASS<\/text>/);
   // The curve's stroke comes from the stylesheet: it must be written onto the file.
   assert.match(svg, /<polyline [^>]*stroke="rgb\(/);
   const png = await saved("png");
@@ -421,6 +423,53 @@ test("a link carries the suite configuration and the dataset, and runs it once t
   await context.close();
 });
 
+test("a damaged saved state never stops the page, and links pasted into an open page apply and round-trip", async () => {
+  const { context, page, errors } = await openPage();
+  // Values of the wrong type, as an old version or a hand edit could leave them.
+  await page.evaluate(() => {
+    localStorage.setItem("blindspot.playground.v1", JSON.stringify({ pinned: { hypothesis: null }, hypothesis: { x: 1 }, reference: 5, example: "nope" }));
+    localStorage.setItem("blindspot.suite.v1", JSON.stringify({ seeds: "0", limit: "-3" }));
+    localStorage.setItem("blindspot.attack.v1", JSON.stringify({ budget: -5, workers: 99 }));
+    localStorage.setItem("blindspot-mauve-v1", JSON.stringify({ hyps: { a: 1 }, refs: [1] }));
+  });
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.deepEqual([await page.inputValue("#hypothesis"), await page.inputValue("#reference"), await page.inputValue("#example")], ["", "", "custom"]);
+  assert.deepEqual([await page.inputValue("#suite-seeds"), await page.inputValue("#suite-limit")], ["5", ""]);
+  assert.notEqual(await page.inputValue("#attack-budget"), "-5");
+  assert.equal(await page.inputValue("#attack-workers"), "");
+  assert.deepEqual([await page.inputValue("#mauve-hyps"), await page.inputValue("#mauve-refs")], ["", ""]);
+  // A pair link pasted into the open page's address bar shows its texts.
+  const pair = Buffer.from(JSON.stringify({ h: "A pasted hypothesis.", r: "A pasted reference." })).toString("base64url");
+  await page.evaluate((hash) => { location.hash = hash; }, `pair=${pair}`);
+  await page.waitForFunction(() => document.getElementById("hypothesis").value === "A pasted hypothesis.");
+  assert.equal(await page.inputValue("#reference"), "A pasted reference.");
+  // The suite's link carries every setting that changes its numbers: an empty
+  // item limit (all items), the ROUGE stemmer, and the bundled sample.
+  await page.fill("#suite-limit", "");
+  await page.dispatchEvent("#suite-limit", "change");
+  await page.check("#rouge-stemmer");
+  await page.click("#suite-sample");
+  await page.click("#suite-link");
+  const link = new URLSearchParams(new URL(page.url()).hash.slice(1));
+  assert.deepEqual([link.get("limit"), link.get("stem"), link.get("sample")], ["", "1", "1"]);
+  // A panel with other settings opens it (pasted): it gets the link's.
+  await page.fill("#suite-limit", "3");
+  await page.dispatchEvent("#suite-limit", "change");
+  await page.uncheck("#rouge-stemmer");
+  await page.evaluate(() => { location.hash = ""; });
+  await page.evaluate((hash) => { location.hash = hash; }, link.toString());
+  await page.waitForFunction(() => document.getElementById("suite-limit").value === "");
+  assert.equal(await page.isChecked("#rouge-stemmer"), true);
+  assert.match(await page.textContent("#suite-status"), /^blindspot-sample\.jsonl: \d+ items/);
+  // An unknown format in a link is said, not left as a blank choice.
+  await page.evaluate(() => { location.hash = "suite=1&format=bogus"; });
+  await page.waitForFunction(() => /ignored: unknown format "bogus"/.test(document.getElementById("suite-status").textContent));
+  assert.notEqual(await page.inputValue("#suite-format"), "");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("several references separated by a blank line count for every metric", async () => {
   const { context, page, errors } = await openPage();
   await page.selectOption("#example", "custom");
@@ -541,8 +590,15 @@ test("the preference suite and the audit run on bundled samples, with the CLI's 
     const want = prefer.metrics.map((m) => `${(100 * (k < 0 ? m.ref_based_overall : m.ref_based[k]).accuracy).toFixed(1)}%`);
     assert.deepEqual(cells, [error, ...want]);
   }
-  // The bundled file follows the analysis chosen.
+  // The report shown saves as JSON, the CLI's report but for its tool line.
+  const [saved] = await Promise.all([page.waitForEvent("download"), page.click("#analysis-json")]);
+  assert.equal(saved.suggestedFilename(), "blindspot-preference.json");
+  const fromPage = JSON.parse(readFileSync(await saved.path(), "utf8"));
+  assert.deepEqual(fromPage.metrics, prefer.metrics);
+  // The bundled file follows the analysis chosen, and the other analysis's tables go.
   await page.selectOption("#analysis-kind", "audit");
+  assert.equal(await page.locator("#analysis-result table").count(), 0);
+  assert.equal(await page.isDisabled("#analysis-json"), true);
   assert.match(await page.textContent("#analysis-status"), /^blindspot-audit\.jsonl loaded: 6 short articles/);
   await page.click("#analysis-run");
   await done();

@@ -5,7 +5,7 @@
 
 import { initSuite, loadInjectionNeeds } from "./suite.js";
 import { initAnalyses } from "./analyses.js";
-import { downloadSize, initModels, isCached, isNliModel, loadedMaskedLm, loadedModels, loadModels, registrySize } from "./models.js";
+import { downloadSize, hasBertScoreEncoder, initModels, isCached, isNliModel, loadedMaskedLm, loadedModels, loadModels, registrySize } from "./models.js";
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
@@ -842,7 +842,11 @@ async function main() {
     if (e.detail.metrics.includes("bertscore-f") && !isNliModel(e.detail)) $("add-minilm").hidden = true;
     save();
   });
-  document.addEventListener("blindspot:model-unloaded", save);
+  document.addEventListener("blindspot:model-unloaded", () => {
+    // The offer comes back once no BERTScore encoder is left.
+    $("add-minilm").hidden = hasBertScoreEncoder();
+    save();
+  });
   // A model card's model or option changed: kept for the next visit.
   $("score-cards").addEventListener("change", save);
   $("restore").addEventListener("click", restore);

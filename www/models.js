@@ -315,6 +315,11 @@ export function loadedMaskedLm() {
   return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
 }
 
+/** Whether a loaded model serves BERTScore as a plain encoder (not an NLI classifier). */
+export function hasBertScoreEncoder() {
+  return [...panel.loaded.values()].some((m) => m.metrics.includes("bertscore-f") && !isNliModel(m));
+}
+
 /** The newest loaded causal language model (a GPT-2: the audit's perplexity correlate), or null. */
 export function loadedCausalLm() {
   return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("gpt-ppl")) ?? null;

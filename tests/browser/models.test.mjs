@@ -281,6 +281,24 @@ test("the model panel shows progress, where the model runs, and the cache", asyn
   assert.match(await page.textContent("#model-status"), /runs on the CPU \(WebGPU unavailable: WebGPU is not available in this browser\)/);
   await page.click("#model-clear-cache");
   await page.waitForFunction(() => document.getElementById("model-cache").textContent === "not cached yet");
+  // Unloading the last BERTScore encoder offers the bundled MiniLM again, and
+  // a double click on that offer loads it once, not twice side by side.
+  await page.click("#model-unload");
+  await page.waitForSelector("#add-minilm:not([hidden])");
+  await page.evaluate(() => {
+    window.loadsSeen = 0;
+    document.addEventListener("blindspot:model", () => { window.loadsSeen += 1; });
+  });
+  await page.dblclick("#add-minilm");
+  await page.waitForFunction(() => window.loadsSeen > 0, null, { timeout: 120_000 });
+  await page.waitForTimeout(1500);
+  assert.equal(await page.evaluate(() => window.loadsSeen), 1);
+  // "Run on" and "Weights" are kept for the next visit.
+  await page.selectOption("#model-backend", "cpu");
+  await page.selectOption("#model-precision", "int8");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.deepEqual([await page.inputValue("#model-backend"), await page.inputValue("#model-precision")], ["cpu", "int8"]);
   assert.deepEqual(errors, []);
   await context.close();
 });

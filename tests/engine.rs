@@ -900,4 +900,34 @@ fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
             "{id}: these cases pass alike either way, so they test nothing"
         );
     }
+    // Both in one run: MENLI's calls per error type leave BERTScore's idf
+    // (every case's references, each side apart) as it is alone.
+    let both = Settings {
+        idf: true,
+        menli_combine: Some(MetricId::Bleu),
+        ..Settings::default()
+    };
+    let specs = both.specs(&["bertscore-f", "menli"]).unwrap();
+    let report = futures::executor::block_on(blindspot::stress::prefer::run_preference(
+        "subset",
+        &cases,
+        &specs,
+        &engine,
+        async |_, _| true,
+    ))
+    .unwrap();
+    for (m, (per_type, apart)) in [(false, true), (true, false)].into_iter().enumerate() {
+        let got: Vec<[usize; 2]> = (0..types.len())
+            .map(|e| {
+                let r = &report.metrics[m];
+                [r.ref_based[e].passed, r.ref_free[e].passed]
+            })
+            .collect();
+        assert_eq!(
+            got,
+            passes(&specs[m..=m], per_type, apart),
+            "{}",
+            specs[m].id()
+        );
+    }
 }

@@ -167,6 +167,7 @@ export function initAnalyses(wasm, engine, registry) {
     const s = samples[$("analysis-kind").value === "prefer" ? "preference" : "audit"];
     view.file = { name: s.file, text: wasm.bundledSample(s.kind), bundled: true };
     $("analysis-file").value = "";
+    clearResult();
     $("analysis-sample").title = s.about;
     status(`${s.file} loaded: ${s.about}.`);
     $("analysis-run").disabled = false;

@@ -687,8 +687,12 @@ async function offerModels(list, cards, why) {
   load.onclick = async () => {
     load.disabled = true;
     $("pair-models-text").textContent = `Loading ${list.map((m) => m.id).join(", ")}…`;
-    const failed = await loadModels(list);
+    const failed = await loadModels(list).catch((err) => {
+      $("pair-models-text").textContent = String(err.message ?? err);
+      return null;
+    });
     load.disabled = false;
+    if (failed === null) return;
     if (failed.length) {
       $("pair-models-text").textContent = `Could not load ${failed.join(", ")}: the language-model panel says why.`;
     } else {
@@ -709,6 +713,9 @@ async function main() {
   select.append(new Option("Your own text", "custom"));
 
   const saved = loadSaved();
+  // Read before the suite panel applies its link and takes it out of the address.
+  const opened = new URLSearchParams(location.hash.slice(1));
+  const linkedStemmer = opened.has("suite") && opened.has("stem");
   const wasm = await wasmReady();
   state.wasm = wasm;
   const registry = wasm.metricRegistry();
@@ -790,7 +797,8 @@ async function main() {
     fields.source.value = saved.source;
     fields.reference.value = saved.reference;
     fields.hypothesis.value = saved.hypothesis;
-    $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
+    // A suite link's stemmer (applied already, by the suite panel) wins over the last visit's.
+    if (!linkedStemmer) $("rouge-stemmer").checked = Boolean(saved.rougeStemmer);
     select.value = saved.example;
     state.pinned = saved.pinned;
     state.edits = linkedEdits(saved.edits, fields.hypothesis.value);

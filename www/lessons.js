@@ -32,9 +32,15 @@ function status(text, kind = "muted") {
   $("step-status").className = kind;
 }
 
+/** The address's hash with this step's lesson and step (other keys, e.g. a pair link, stay). */
 function link() {
   const l = lesson();
-  return l ? `#lesson=${encodeURIComponent(l.id)}&step=${current.step + 1}` : "";
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (l) {
+    params.set("lesson", l.id);
+    params.set("step", String(current.step + 1));
+  }
+  return params.size ? `#${params}` : "";
 }
 
 function show() {

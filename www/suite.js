@@ -418,8 +418,17 @@ function configFromHash() {
     const chosen = params.get("families").split(",");
     for (const f of FAMILIES) $(`suite-family-${f}`).checked = chosen.includes(f);
   }
-  if (params.has("seeds")) $("suite-seeds").value = params.get("seeds");
-  if (params.has("limit")) $("suite-limit").value = params.get("limit");
+  // Numbers the run would refuse stay as they were, and the status says so.
+  const seeds = params.get("seeds");
+  if (seeds !== null) {
+    if (/^\d+$/.test(seeds) && Number(seeds) >= 1 && Number(seeds) <= 20) $("suite-seeds").value = seeds;
+    else problems.push(`seeds "${seeds}" (1 to 20)`);
+  }
+  const limit = params.get("limit");
+  if (limit !== null) {
+    if (/^\d*$/.test(limit) && limit !== "0") $("suite-limit").value = limit;
+    else problems.push(`limit "${limit}" (a whole number from 1, or empty for all)`);
+  }
   $("suite-open-ended").checked = params.get("open") === "1";
   if (params.has("stem")) {
     $("rouge-stemmer").checked = params.get("stem") === "1";
@@ -495,9 +504,13 @@ export function initSuite(wasm, registry, injections, engine) {
     download("blindspot-suite.json", "application/json", JSON.stringify(suite.report, null, 2)));
   $("suite-csv").addEventListener("click", () => download("blindspot-suite.csv", "text/csv", suite.csv));
   $("suite-link").addEventListener("click", async () => {
-    history.replaceState(null, "", configToHash());
+    const hash = configToHash();
+    history.replaceState(null, "", hash);
+    // The copied link is the suite's alone (not the lesson open here).
+    const own = new URLSearchParams(hash.slice(1));
+    for (const key of [...own.keys()]) if (!SUITE_KEYS.includes(key)) own.delete(key);
     try {
-      await navigator.clipboard.writeText(location.href);
+      await navigator.clipboard.writeText(`${location.href.split("#")[0]}#${own}`);
       setStatus("Link to this configuration copied (also in the address bar).");
     } catch {
       setStatus("The address bar now holds a link to this configuration.");

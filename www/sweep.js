@@ -69,7 +69,7 @@ export function sweepChart(info, base, points, verdict, fmt, injection) {
   const heading = (copy) => {
     const [x, y, vw, vh] = copy.getAttribute("viewBox").split(/[\s,]+/).map(Number);
     copy.setAttribute("viewBox", `${x} ${y - 14} ${vw} ${vh + 14}`);
-    copy.append(svgEl("text", { x: x + 2, y: y - 4, "font-size": 9, fill: "#222" },
+    copy.append(svgEl("text", { x: x + 2, y: y - 4, "font-size": 8, fill: "#222" },
       `${injection} · ${info.name}: ${verdicts[verdict].label.toUpperCase()}`));
   };
   caption.append(name, badge, chartTools(`${injection}-${info.id}`, () => svg, heading));

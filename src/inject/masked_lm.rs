@@ -58,6 +58,29 @@ pub trait MaskedLm {
 /// Candidates the replacement is sampled from ([BS]: top-10).
 pub const TOP_K: usize = 10;
 
+/// The words joined with spaces, the [`core`] of `words[position]` replaced
+/// by `mask` (its punctuation stays); a word without a core (a placeholder
+/// such as the attack's `_`) is replaced whole.
+pub fn masked_text(words: &[&str], position: usize, mask: &str) -> String {
+    let mut text = String::new();
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            text.push(' ');
+        }
+        let c = core(w);
+        if i != position {
+            text.push_str(w);
+        } else if c.is_empty() {
+            text.push_str(mask);
+        } else {
+            text.push_str(&w[..c.start]);
+            text.push_str(mask);
+            text.push_str(&w[c.end..]);
+        }
+    }
+    text
+}
+
 /// A masked-LM checkpoint (BERT, RoBERTa, DistilBERT with their MLM head)
 /// as a [`MaskedLm`]: the words are joined with spaces, the [`core`] of the
 /// word at the position replaced by the mask token, and the head's distribution at the
@@ -107,21 +130,9 @@ impl<'a> PlmMaskedLm<'a> {
         // (query index, ids, mask position) of the queries the model can see.
         let mut rows: Vec<(usize, Vec<u32>, usize)> = Vec::new();
         for (q, (words, position)) in queries.iter().enumerate() {
-            let mut text = String::new();
-            for (i, w) in words.iter().enumerate() {
-                if i > 0 {
-                    text.push(' ');
-                }
-                if i == *position {
-                    let c = core(w);
-                    text.push_str(&w[..c.start]);
-                    text.push_str(&mask_text);
-                    text.push_str(&w[c.end..]);
-                } else {
-                    text.push_str(w);
-                }
-            }
-            let ids = plm.encode(&text)?.ids();
+            let ids = plm
+                .encode(&masked_text(words, *position, &mask_text))?
+                .ids();
             if let Some(at) = ids.iter().position(|&id| id == mask) {
                 rows.push((q, ids, at));
             }
@@ -206,7 +217,7 @@ static BERT_DIVERGE: InjectionInfo = InjectionInfo {
         Family::Consistency,
         LevelKind::Portion,
         &[0.1, 0.2, 0.3, 0.4],
-        "Replaces ceil(p x length) words one at a time: mask a random word (its punctuation stays), sample from the masked LM's top-10 (excluding the original word).",
+        "Replaces ceil(p x the words with a letter or digit) one at a time: mask a random word (its punctuation stays), sample from the masked LM's top-10 (excluding the original word).",
     )
 };
 impl Injection for BertDiverge {
@@ -388,6 +399,21 @@ mod tests {
         assert_eq!(core("don't"), 0..5);
         assert_eq!(core("—"), 0..0);
         assert_eq!(core(""), 0..0);
+    }
+
+    #[test]
+    fn the_masked_text_keeps_punctuation_and_masks_a_placeholder_whole() {
+        let words = ["She", "went", "(to", "office).", "_"];
+        assert_eq!(masked_text(&words, 3, "[MASK]"), "She went (to [MASK]). _");
+        // The attack marks the slot to fill with "_": no stray underscore.
+        assert_eq!(
+            masked_text(&words, 4, "<mask>"),
+            "She went (to office). <mask>"
+        );
+        assert_eq!(
+            masked_text(&words, 0, "[MASK]"),
+            "[MASK] went (to office). _"
+        );
     }
 
     #[test]

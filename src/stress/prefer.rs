@@ -73,11 +73,12 @@ const CHUNK: usize = 64;
 
 /// Runs the preference suite with any metrics, model-based ones included
 /// (the engine's models). `progress(done, total)` after each batch of cases;
-/// returning `false` stops early with the cases scored so far. The texts
-/// that should win and those with the error are scored apart: idf weights
-/// come from every case's reference once, batch by batch. MENLI's min-max
-/// combination, which reads the set's scores, scores one error type's both
-/// sides in one call, as MENLI's released code.
+/// returning `false` stops early with the cases scored so far (cases go by
+/// error type, in first-seen order). The texts that should win and those
+/// with the error are scored apart: idf weights come from every case's
+/// reference once, batch by batch. MENLI's min-max combination, which reads
+/// the set's scores, scores one error type's both sides in one call, as
+/// MENLI's released code; the other metrics score as they would without it.
 pub async fn run_preference(
     dataset: &str,
     cases: &[MenliCase],
@@ -108,106 +109,142 @@ pub async fn run_preference(
     // Each setting's two texts (the one that should score higher, the one
     // with the error) are scored in calls of their own, as MENLI's released
     // `adv_test.py` does, so that idf sees each case's reference once (not
-    // twice) and each side's hypotheses apart. MENLI's min-max combination,
-    // which reads the set's scores, normalises one error type's both texts
-    // together, as `combine` does there: then each error type is one call.
-    // (idf stays over every case: over one error type's, as `adv_test.py`,
-    // a type with a single case would have no idf.)
-    let whole = specs.iter().any(MetricSpec::reads_set_scores);
-    let groups: Vec<Vec<&MenliCase>> = if whole {
-        error_types
-            .iter()
-            .map(|e| cases.iter().filter(|c| &c.error == e).collect())
-            .collect()
-    } else {
-        vec![cases.iter().collect()]
-    };
-    let mut scored = 0;
-    'groups: for group in &groups {
-        // Per setting: [should win, with the error, compared with].
-        let based: Vec<[&str; 3]> = group
-            .iter()
-            .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
-            .collect();
-        let free: Vec<[&str; 3]> = group
-            .iter()
-            .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
-            .collect();
-        // Per setting, both sides in one list: the texts that should win,
-        // then those with the error.
-        let settings: Vec<Vec<Segment>> = [&based, &free]
-            .iter()
-            .map(|setting| {
-                (0..2)
-                    .flat_map(|side| {
-                        group.iter().zip(setting.iter()).map(move |(c, t)| Segment {
-                            hyp: t[side],
-                            refs: std::slice::from_ref(&t[2]),
-                            src: Some(c.source.as_str()),
-                        })
+    // twice) and each side's hypotheses apart; idf stays over every case
+    // (over one error type's, as `adv_test.py`, a type with a single case
+    // would have no idf). MENLI's min-max combination, which reads the set's
+    // scores, normalises one error type's both texts together, as `combine`
+    // does there, in one call per error type; the other metrics are scored
+    // in the same steps as they would be without it.
+    //
+    // Cases go by error type (first-seen order), so that each type is a
+    // contiguous run of the sides' lists.
+    let by_type: Vec<&MenliCase> = error_types
+        .iter()
+        .flat_map(|e| cases.iter().filter(move |c| &c.error == e))
+        .collect();
+    let based: Vec<[&str; 3]> = by_type
+        .iter()
+        .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
+        .collect();
+    let free: Vec<[&str; 3]> = by_type
+        .iter()
+        .map(|c| [&c.reference, &c.adversarial_ref_free, &c.source].map(String::as_str))
+        .collect();
+    // Per setting, per side (should win, with the error): one segment per case.
+    let sides: Vec<[Vec<Segment>; 2]> = [&based, &free]
+        .iter()
+        .map(|setting| {
+            [0, 1].map(|side| {
+                by_type
+                    .iter()
+                    .zip(setting.iter())
+                    .map(|(c, t)| Segment {
+                        hyp: t[side],
+                        refs: std::slice::from_ref(&t[2]),
+                        src: Some(c.source.as_str()),
                     })
                     .collect()
             })
-            .collect();
-        let n = group.len();
-        let chunk = if whole { n.max(1) } else { CHUNK };
-        for start in (0..n).step_by(chunk) {
-            let rows = start..(start + chunk).min(n);
-            // Per setting and metric: the batch's [should win, with the error] scores.
-            let mut outcomes: Vec<Vec<[Vec<f64>; 2]>> = Vec::with_capacity(2);
-            for (k, set) in settings.iter().enumerate() {
-                let (wins, errs) = set.split_at(n);
-                let (first, columns): (Vec<Column>, Vec<[Vec<f64>; 2]>) = if whole {
-                    let all = engine.score(specs, set).await?;
-                    let split = all
-                        .iter()
-                        .map(|c| {
-                            let v = c.values();
-                            [v[..n].to_vec(), v[n..].to_vec()]
-                        })
-                        .collect();
-                    (all, split)
-                } else {
-                    let w = engine
-                        .score_within(specs, &wins[rows.clone()], wins)
-                        .await?;
-                    let a = engine
-                        .score_within(specs, &errs[rows.clone()], errs)
-                        .await?;
-                    let both = w
-                        .iter()
-                        .zip(&a)
-                        .map(|(w, a)| [w.values(), a.values()])
-                        .collect();
-                    (w, both)
-                };
-                if k == 0 {
-                    for (r, c) in results.iter_mut().zip(&first) {
-                        r.metric.signature = c.signature.to_string();
-                    }
-                }
-                outcomes.push(columns);
-            }
-            for (m, r) in results.iter_mut().enumerate() {
-                let [bw, ba] = &outcomes[0][m];
-                let [fw, fa] = &outcomes[1][m];
-                for (i, c) in group[rows.clone()].iter().enumerate() {
-                    let e = error_types
-                        .iter()
-                        .position(|t| *t == c.error)
-                        .expect("collected above");
-                    let based = bw[i] > ba[i];
-                    r.ref_based[e].add(based);
-                    r.ref_based_overall.add(based);
-                    let free = fw[i] > fa[i];
-                    r.ref_free[e].add(free);
-                    r.ref_free_overall.add(free);
+        })
+        .collect();
+    // The metrics that read the set's scores, and the others with their places.
+    let set_specs: Vec<MetricSpec> = specs
+        .iter()
+        .filter(|s| s.reads_set_scores())
+        .cloned()
+        .collect();
+    let other_order: Vec<usize> = (0..specs.len())
+        .filter(|&i| !specs[i].reads_set_scores())
+        .collect();
+    let other_specs: Vec<MetricSpec> = other_order.iter().map(|&i| specs[i].clone()).collect();
+    // The runs of cases scored per step: one error type each where a metric
+    // reads the set's scores, else batches of CHUNK.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    if set_specs.is_empty() {
+        runs.extend(
+            (0..by_type.len())
+                .step_by(CHUNK)
+                .map(|s| s..(s + CHUNK).min(by_type.len())),
+        );
+    } else {
+        let mut start = 0;
+        for e in &error_types {
+            let n = by_type[start..]
+                .iter()
+                .take_while(|c| &c.error == e)
+                .count();
+            runs.push(start..start + n);
+            start += n;
+        }
+    }
+    let mut scored = 0;
+    for rows in runs {
+        // Per setting and metric (the specs' order): [should win, with the error] scores.
+        let mut outcomes: Vec<Vec<[Vec<f64>; 2]>> = Vec::with_capacity(2);
+        for (k, [wins, errs]) in sides.iter().enumerate() {
+            let mut columns: Vec<Option<(Column, [Vec<f64>; 2])>> =
+                specs.iter().map(|_| None).collect();
+            if !other_specs.is_empty() {
+                let w = engine
+                    .score_within(&other_specs, &wins[rows.clone()], wins)
+                    .await?;
+                let a = engine
+                    .score_within(&other_specs, &errs[rows.clone()], errs)
+                    .await?;
+                for ((&i, w), a) in other_order.iter().zip(w).zip(&a) {
+                    let values = [w.values(), a.values()];
+                    columns[i] = Some((w, values));
                 }
             }
-            scored += rows.len();
-            if !progress(scored, cases.len()).await {
-                break 'groups;
+            if !set_specs.is_empty() {
+                let both: Vec<Segment> = wins[rows.clone()]
+                    .iter()
+                    .chain(&errs[rows.clone()])
+                    .copied()
+                    .collect();
+                let all = engine.score(&set_specs, &both).await?;
+                let at = columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.is_none())
+                    .map(|(i, _)| i)
+                    .collect::<Vec<_>>();
+                for (i, c) in at.into_iter().zip(all) {
+                    let v = c.values();
+                    let values = [v[..rows.len()].to_vec(), v[rows.len()..].to_vec()];
+                    columns[i] = Some((c, values));
+                }
             }
+            let columns: Vec<(Column, [Vec<f64>; 2])> = columns
+                .into_iter()
+                .map(|c| c.expect("every spec scored"))
+                .collect();
+            if k == 0 {
+                for (r, (c, _)) in results.iter_mut().zip(&columns) {
+                    r.metric.signature = c.signature.to_string();
+                }
+            }
+            outcomes.push(columns.into_iter().map(|(_, v)| v).collect());
+        }
+        for (m, r) in results.iter_mut().enumerate() {
+            let [bw, ba] = &outcomes[0][m];
+            let [fw, fa] = &outcomes[1][m];
+            for (i, c) in by_type[rows.clone()].iter().enumerate() {
+                let e = error_types
+                    .iter()
+                    .position(|t| *t == c.error)
+                    .expect("collected above");
+                let based = bw[i] > ba[i];
+                r.ref_based[e].add(based);
+                r.ref_based_overall.add(based);
+                let free = fw[i] > fa[i];
+                r.ref_free[e].add(free);
+                r.ref_free_overall.add(free);
+            }
+        }
+        scored += rows.len();
+        if !progress(scored, cases.len()).await {
+            break;
         }
     }
     Ok(PreferenceReport {

@@ -205,8 +205,9 @@ test("the single-pair state round-trips through its link, models and card option
   const url = await page.getAttribute("#copy-link", "data-url");
   assert.match(url, /#pair=[A-Za-z0-9_-]+$/);
   const { context: other, page: fresh, errors: otherErrors } = await openPage({ clearStorage: true });
+  // A fresh load of the link (a goto within the page would only change the hash).
+  await fresh.goto("about:blank");
   await fresh.goto(url);
-  await fresh.reload();
   await fresh.waitForSelector("body[data-ready=true]");
   assert.equal(await fresh.inputValue("#hypothesis"), injected);
   assert.equal(await fresh.inputValue("#reference"), "The train was two hours late.");
@@ -222,8 +223,9 @@ test("the single-pair state round-trips through its link, models and card option
   const pair = JSON.parse(Buffer.from(url.split("#pair=")[1], "base64url").toString("utf8"));
   const bad = Buffer.from(JSON.stringify({ ...pair, e: [null, { start: 5 }] })).toString("base64url");
   const { context: fifth, page: badPage, errors: badErrors } = await openPage({ clearStorage: true });
+  // A fresh load of the link (a goto within the page would only change the hash).
+  await badPage.goto("about:blank");
   await badPage.goto(`${url.split("#")[0]}#pair=${bad}`);
-  await badPage.reload();
   await badPage.waitForSelector("body[data-ready=true]");
   assert.equal(await badPage.inputValue("#hypothesis"), injected);
   assert.equal(await badPage.locator("#hypothesis-diff mark").count(), 0);
@@ -254,8 +256,9 @@ test("the single-pair state round-trips through its link, models and card option
   await page.click("#copy-link");
   const link = await page.getAttribute("#copy-link", "data-url");
   const { context: third, page: linked, errors: linkedErrors } = await openPage({ clearStorage: true });
+  // A fresh load of the link (a goto within the page would only change the hash).
+  await linked.goto("about:blank");
   await linked.goto(link);
-  await linked.reload();
   await linked.waitForSelector("body[data-ready=true]");
   await linked.waitForSelector("#pair-models:not([hidden])");
   assert.match(await linked.textContent("#pair-models-text"),
@@ -266,8 +269,9 @@ test("the single-pair state round-trips through its link, models and card option
   carried.m = carried.m.map((m) => ({ ...m, precision: "q8" }));
   const int8Link = `${link.split("#")[0]}#pair=${Buffer.from(JSON.stringify(carried)).toString("base64url")}`;
   const { context: fourth, page: int8Page, errors: int8Errors } = await openPage({ clearStorage: true });
+  // A fresh load of the link (a goto within the page would only change the hash).
+  await int8Page.goto("about:blank");
   await int8Page.goto(int8Link);
-  await int8Page.reload();
   await int8Page.waitForSelector("#pair-models:not([hidden])");
   assert.match(await int8Page.textContent("#pair-models-text"), /all-MiniLM-L6-v2 \(int8, [\d.]+ MB/);
   await int8Page.click("#pair-models-load");

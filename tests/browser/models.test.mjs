@@ -291,7 +291,8 @@ test("the model panel shows progress, where the model runs, and the cache", asyn
   });
   await page.dblclick("#add-minilm");
   await page.waitForFunction(() => window.loadsSeen > 0, null, { timeout: 120_000 });
-  await page.waitForTimeout(1500);
+  // A second load would follow the first at once (queued) and take about a second from the cache.
+  await page.waitForTimeout(4000);
   assert.equal(await page.evaluate(() => window.loadsSeen), 1);
   // "Run on" and "Weights" are kept for the next visit.
   await page.selectOption("#model-backend", "cpu");

@@ -15,6 +15,8 @@ import { EXAMPLES } from "./examples.js";
 import { initSweep, sweepChart } from "./sweep.js";
 
 const STORAGE_KEY = "blindspot.playground.v1";
+/** Links longer than this (characters) get a warning: chat apps and some browsers cut them. */
+const LONG_LINK = 32_000;
 const $ = (id) => document.getElementById(id);
 const fields = { source: $("source"), reference: $("reference"), hypothesis: $("hypothesis") };
 
@@ -838,12 +840,16 @@ async function main() {
   $("copy-link").addEventListener("click", async () => {
     const url = `${location.href.split("#")[0]}#pair=${encodePair()}`;
     $("copy-link").dataset.url = url;
+    // The texts travel in the address: past about 32 KB chat apps and some
+    // browsers cut it, and the link would open other texts.
+    const long = url.length > LONG_LINK ? ` It is ${Math.round(url.length / 1024)} KB long: some browsers and chat apps cut addresses past about 32 KB, so share the texts as files instead.` : "";
     try {
       await navigator.clipboard.writeText(url);
-      $("copy-link-status").textContent = "Link copied.";
+      $("copy-link-status").textContent = `Link copied.${long}`;
     } catch {
-      $("copy-link-status").textContent = "Copy this link: " + url;
+      $("copy-link-status").textContent = long ? `This link is too long to show here.${long}` : "Copy this link: " + url;
     }
+    $("copy-link-status").className = long ? "bad" : "muted";
   });
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {

@@ -339,6 +339,10 @@ test("typing into very long texts waits for a pause instead of a slow pass per k
   const slow = (await page.evaluate(() => window.longTasks)).filter((d) => d > 50);
   console.log(`# slow tasks while typing 17 characters into 8000-word texts: ${slow.map((d) => d.toFixed(0)).join(", ")}`);
   assert.ok(slow.length <= 3, `${slow.length} slow tasks for 17 keystrokes`);
+  // A link holding such texts is too long for many places: the page says so.
+  await page.click("#copy-link");
+  assert.match(await page.textContent("#copy-link-status"), /It is \d+ KB long: some browsers and chat apps cut addresses past about 32 KB/);
+  assert.equal(await page.getAttribute("#copy-link-status", "class"), "bad");
   assert.deepEqual(errors, []);
   await context.close();
 });

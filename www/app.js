@@ -130,6 +130,28 @@ function linkedEdits(edits, text) {
   return edits;
 }
 
+/** Undo and redo kept across reloads: the last steps, up to about 200 KB of text each way. */
+const HISTORY_KEPT = { steps: 20, chars: 200_000 };
+
+/** The newest entries of a history that fit what is kept. */
+function keptHistory(entries) {
+  const kept = [];
+  let chars = 0;
+  for (const e of entries.slice(-HISTORY_KEPT.steps).reverse()) {
+    chars += e.hypothesis.length;
+    if (chars > HISTORY_KEPT.chars) break;
+    kept.unshift(e);
+  }
+  return kept;
+}
+
+/** A saved history's entries that are sound (text a string, marks that fit it); the rest are dropped. */
+function savedHistory(value) {
+  if (!Array.isArray(value)) return [];
+  return value.filter((e) => typeof e?.hypothesis === "string")
+    .map((e) => ({ hypothesis: e.hypothesis, edits: linkedEdits(e.edits, e.hypothesis) }));
+}
+
 function save() {
   const models = modelState();
   const data = {
@@ -140,6 +162,8 @@ function save() {
     rougeStemmer: $("rouge-stemmer").checked,
     pinned: state.pinned,
     edits: state.edits,
+    undo: keptHistory(state.undo),
+    redo: keptHistory(state.redo),
     injection: { id: $("injection").value, level: $("level").value, seed: $("seed").value },
     models: models.m,
     cards: models.c,
@@ -804,6 +828,9 @@ async function main() {
     select.value = saved.example;
     state.pinned = saved.pinned;
     state.edits = linkedEdits(saved.edits, fields.hypothesis.value);
+    state.undo = savedHistory(saved.undo);
+    state.redo = savedHistory(saved.redo);
+    updateHistoryButtons();
     renderDiff();
     updatePinInfo();
     offerModels(modelList(saved.models), saved.cards, "Your last visit used");

@@ -119,6 +119,16 @@ test("texts and the pinned original survive a reload", async () => {
   assert.equal(await page.isChecked("#suite-family-menli"), false);
   assert.deepEqual([await page.inputValue("#suite-seeds"), await page.inputValue("#suite-limit")], ["3", "4"]);
   assert.equal(await page.isChecked("#suite-open-ended"), true);
+  // Undo and redo outlive the reload too.
+  assert.equal(await page.isDisabled("#undo"), false);
+  await page.click("#undo");
+  assert.equal(await page.inputValue("#hypothesis"), "Daniel sent the contract to Maria.");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.isDisabled("#redo"), false);
+  await page.click("#redo");
+  assert.equal(await page.inputValue("#hypothesis"), injected);
+  assert.ok((await page.locator(marks).count()) > 0, "the redone marks are back");
   // "First N items" of 0 is refused, not read as every item.
   await page.fill("#suite-limit", "0");
   await page.click("#suite-sample");
@@ -433,7 +443,7 @@ test("a damaged saved state never stops the page, and links pasted into an open 
   const { context, page, errors } = await openPage();
   // Values of the wrong type, as an old version or a hand edit could leave them.
   await page.evaluate(() => {
-    localStorage.setItem("blindspot.playground.v1", JSON.stringify({ pinned: { hypothesis: null }, hypothesis: { x: 1 }, reference: 5, example: "nope" }));
+    localStorage.setItem("blindspot.playground.v1", JSON.stringify({ pinned: { hypothesis: null }, hypothesis: { x: 1 }, reference: 5, example: "nope", undo: [{ hypothesis: 5 }, null, "x"], redo: "no" }));
     localStorage.setItem("blindspot.suite.v1", JSON.stringify({ seeds: "0", limit: "-3" }));
     localStorage.setItem("blindspot.attack.v1", JSON.stringify({ budget: -5, workers: 99 }));
     localStorage.setItem("blindspot-mauve-v1", JSON.stringify({ hyps: { a: 1 }, refs: [1] }));
@@ -441,6 +451,7 @@ test("a damaged saved state never stops the page, and links pasted into an open 
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   assert.deepEqual([await page.inputValue("#hypothesis"), await page.inputValue("#reference"), await page.inputValue("#example")], ["", "", "custom"]);
+  assert.deepEqual([await page.isDisabled("#undo"), await page.isDisabled("#redo")], [true, true]);
   assert.deepEqual([await page.inputValue("#suite-seeds"), await page.inputValue("#suite-limit")], ["5", ""]);
   assert.notEqual(await page.inputValue("#attack-budget"), "-5");
   assert.equal(await page.inputValue("#attack-workers"), "");

@@ -279,7 +279,9 @@ impl Injection for LocalSwap {
         if w.len() < 2 {
             return Err(NotApplicable("fewer than two words to swap".into()));
         }
-        let k = ceil_portion(p, w.len() - 1);
+        // SPEC: ceil(p x len) words, each with its right neighbour; the last
+        // word has none, so at most len - 1 of them.
+        let k = ceil_portion(p, w.len()).min(w.len() - 1);
         for i in sample(rng, w.len() - 1, k) {
             w.swap(i, i + 1);
         }
@@ -462,6 +464,26 @@ mod tests {
         apply(inj, text, level, 7, &Context::default())
             .unwrap()
             .text
+    }
+
+    #[test]
+    fn local_swap_swaps_ceil_p_times_the_words() {
+        // 21 words at p = 0.05: ceil(1.05) = 2 swaps (SPEC), so at least three
+        // words move (one swap alone moves two).
+        let text: Vec<String> = (0..21).map(|i| format!("w{i}")).collect();
+        let text = text.join(" ");
+        for seed in 0..20 {
+            let out = apply(&LocalSwap, &text, 0.05, seed, &Context::default()).unwrap();
+            let moved = text
+                .split(' ')
+                .zip(out.text.split(' '))
+                .filter(|(a, b)| a != b)
+                .count();
+            assert!(moved >= 3, "seed {seed}: {}", out.text);
+        }
+        // Never more swaps than words with a right neighbour.
+        let two = apply(&LocalSwap, "a b", 1.0, 0, &Context::default()).unwrap();
+        assert_eq!(two.text, "b a");
     }
 
     #[test]

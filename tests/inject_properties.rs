@@ -52,6 +52,7 @@ fn context<'a>(samples: &'a [&'a str]) -> Context<'a> {
         masked_lm: None,
         lm_tokenizer: Some(gpt2()),
         open_ended: false,
+        ngram_corpus: None,
     }
 }
 

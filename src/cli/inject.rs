@@ -152,6 +152,7 @@ pub fn run_inject(args: &InjectArgs) -> Result<(), CliError> {
                         .map(|m| m as &dyn inject::masked_lm::MaskedLm),
                     lm_tokenizer: tokenizer.as_ref(),
                     open_ended: args.open_ended,
+                    ngram_corpus: None,
                 },
             })
             .collect();

@@ -85,6 +85,9 @@ pub struct InjectionInfo {
     pub needs_source: bool,
     /// Needs other samples in the [`Context`].
     pub needs_samples: bool,
+    /// Reads a whole dataset's n-gram counts ([`Context::ngram_corpus`])
+    /// where a suite provides them.
+    pub counts_corpus: bool,
     /// Needs a masked language model in the [`Context`].
     pub needs_masked_lm: bool,
     /// Needs a language-model tokenizer in the [`Context`].
@@ -115,6 +118,7 @@ pub(crate) const fn info(
         swap: false,
         needs_source: false,
         needs_samples: false,
+        counts_corpus: false,
         needs_masked_lm: false,
         needs_lm_tokenizer: false,
         needs_tagger: false,
@@ -152,6 +156,9 @@ pub struct Context<'a> {
     /// The text is open-ended generation (a continuation that may stop
     /// mid-thought): sentence switching then leaves its last sentence in place.
     pub open_ended: bool,
+    /// The whole dataset's n-gram counts, for the frequent n-grams (a suite
+    /// builds it once); without it they count `samples`.
+    pub ngram_corpus: Option<&'a other::NgramCorpus>,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -162,6 +169,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("masked_lm", &self.masked_lm.map(|m| m.name()))
             .field("lm_tokenizer", &self.lm_tokenizer.map(|t| t.name()))
             .field("open_ended", &self.open_ended)
+            .field("ngram_corpus", &self.ngram_corpus.map(|c| c.texts))
             .finish()
     }
 }

@@ -159,13 +159,15 @@ pub struct FrequentNgramKind {
 /// Words in a frequent-n-gram text ([BS]: about 256 tokens).
 pub const FREQUENT_NGRAM_WORDS: usize = 256;
 
-/// A text built from the top-k most frequent n-grams of the corpus (the
-/// other samples), sampled uniformly until it reaches 256 words.
+/// A text built from the top-k most frequent n-grams of the corpus (a
+/// suite's whole dataset, [`NgramCorpus`]; else the other samples), sampled
+/// uniformly until it reaches 256 words.
 pub struct FrequentNgram(&'static FrequentNgramKind);
 static FREQUENT_3GRAM: FrequentNgramKind = FrequentNgramKind {
     info: InjectionInfo {
         needs_samples: true,
         graded: false,
+        counts_corpus: true,
         ..info(
             "frequent_3gram",
             "Frequent 3-grams",
@@ -181,6 +183,7 @@ static FREQUENT_4GRAM: FrequentNgramKind = FrequentNgramKind {
     info: InjectionInfo {
         needs_samples: true,
         graded: false,
+        counts_corpus: true,
         ..info(
             "frequent_4gram",
             "Frequent 4-grams",
@@ -209,6 +212,54 @@ pub fn top_ngrams<'a>(corpus: &[&'a str], n: usize, k: usize) -> Vec<Vec<&'a str
     ranked.into_iter().take(k).map(|(gram, _)| gram).collect()
 }
 
+/// A corpus's most frequent word n-grams, of the orders the frequent-n-gram
+/// injections use, ranked as [`top_ngrams`] ranks them. A suite builds it
+/// once over the whole dataset's gold texts ([BS]: "the top-k most frequent
+/// n-grams of a corpus"), so every item samples from the same table, shards
+/// included.
+pub struct NgramCorpus {
+    /// How many texts were counted.
+    pub texts: usize,
+    /// Per order (3, 4): the most frequent n-grams, most frequent first.
+    ranked: Vec<(usize, Vec<Vec<String>>)>,
+}
+
+/// The most n-grams a level may ask of an [`NgramCorpus`] (the largest k a
+/// level takes).
+const CORPUS_RANKS: usize = 10_000;
+
+impl NgramCorpus {
+    /// Counts `texts`' 3-grams and 4-grams.
+    pub fn new(texts: &[&str]) -> Self {
+        let ranked = [FREQUENT_3GRAM.n, FREQUENT_4GRAM.n]
+            .into_iter()
+            .map(|n| {
+                let table = top_ngrams(texts, n, CORPUS_RANKS)
+                    .into_iter()
+                    .map(|gram| gram.into_iter().map(str::to_owned).collect())
+                    .collect();
+                (n, table)
+            })
+            .collect();
+        Self {
+            texts: texts.len(),
+            ranked,
+        }
+    }
+
+    /// The `k` most frequent `n`-grams, or `None` for an order not counted.
+    fn top(&self, n: usize, k: usize) -> Option<Vec<Vec<&str>>> {
+        let (_, table) = self.ranked.iter().find(|(order, _)| *order == n)?;
+        Some(
+            table
+                .iter()
+                .take(k)
+                .map(|gram| gram.iter().map(String::as_str).collect())
+                .collect(),
+        )
+    }
+}
+
 impl Injection for FrequentNgram {
     fn info(&self) -> &'static InjectionInfo {
         &self.0.info
@@ -220,7 +271,10 @@ impl Injection for FrequentNgram {
         rng: &mut InjectRng,
         ctx: &Context,
     ) -> Result<String, NotApplicable> {
-        let table = top_ngrams(ctx.samples, self.0.n, k as usize);
+        let table = match ctx.ngram_corpus.and_then(|c| c.top(self.0.n, k as usize)) {
+            Some(table) => table,
+            None => top_ngrams(ctx.samples, self.0.n, k as usize),
+        };
         if table.is_empty() {
             return Err(NotApplicable(format!(
                 "the corpus has no {}-grams",
@@ -341,6 +395,39 @@ mod tests {
 
     const TEXT: &str = "The committee met on Tuesday to discuss the new budget for the coming year, \
         and after a long debate the members agreed to raise spending on schools and hospitals.";
+
+    #[test]
+    fn a_suite_corpus_gives_the_table_its_texts_give() {
+        let texts = [
+            "the cat sat on the mat",
+            "the cat sat on the sofa",
+            "a dog ran in the park",
+        ];
+        let corpus = NgramCorpus::new(&texts);
+        assert_eq!(corpus.top(3, 2).unwrap(), top_ngrams(&texts, 3, 2));
+        assert_eq!(corpus.top(4, 50).unwrap(), top_ngrams(&texts, 4, 50));
+        assert!(corpus.top(5, 1).is_none());
+        // With a corpus, the text is drawn from its table, not from the samples.
+        let ctx = Context {
+            samples: &["zebra quokka yak wombat"],
+            ngram_corpus: Some(&corpus),
+            ..Context::default()
+        };
+        let out = apply(create("frequent_3gram").unwrap(), TEXT, 2.0, 0, &ctx).unwrap();
+        assert!(
+            out.text
+                .split(' ')
+                .all(|w| ["the", "cat", "sat", "on"].contains(&w)),
+            "{}",
+            out.text
+        );
+        let alone = Context {
+            samples: &["zebra quokka yak wombat"],
+            ..Context::default()
+        };
+        let out = apply(create("frequent_3gram").unwrap(), TEXT, 2.0, 0, &alone).unwrap();
+        assert!(out.text.contains("quokka"), "{}", out.text);
+    }
 
     #[test]
     fn positioned_errors_touch_only_their_span() {

@@ -252,7 +252,8 @@ impl From<MetricError> for SuiteError {
 }
 
 /// How many other gold hypotheses serve as the sample pool (sentence
-/// replacement, frequent n-grams): the next ones in the file, cyclically.
+/// replacement): the next ones in the file, cyclically. The frequent n-grams
+/// count the whole dataset instead ([`crate::inject::other::NgramCorpus`]).
 const SAMPLE_POOL: usize = 50;
 
 /// Progress callback: `(steps done, steps total)`; return `false` to cancel.
@@ -916,6 +917,13 @@ async fn run_part_async(
         progress,
     };
     let golds: Vec<&str> = items.iter().map(|i| i.gold.as_str()).collect();
+    // The frequent n-grams sample from the whole dataset's counts (every
+    // item's gold text, whichever shard runs).
+    let corpus = plan
+        .tests
+        .iter()
+        .any(|t| t.skipped.is_none() && t.injection.info().counts_corpus)
+        .then(|| crate::inject::other::NgramCorpus::new(&golds));
     let metric_count = plan.specs.len();
 
     // Base scores: every gold hypothesis.
@@ -1051,6 +1059,7 @@ async fn run_part_async(
                                         masked_lm: Some(lm),
                                         lm_tokenizer,
                                         open_ended: plan.open_ended,
+                                        ngram_corpus: corpus.as_ref(),
                                     },
                                 });
                             }
@@ -1079,6 +1088,7 @@ async fn run_part_async(
                     masked_lm: None,
                     lm_tokenizer,
                     open_ended: plan.open_ended,
+                    ngram_corpus: corpus.as_ref(),
                 };
                 let mut out = ItemCells {
                     noise: Vec::with_capacity(cells),

@@ -346,6 +346,7 @@ pub async fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
             masked_lm: masked_lm.as_ref().map(|m| m as _),
             lm_tokenizer: tokenizer.as_deref(),
             open_ended: false,
+            ngram_corpus: None,
         },
     };
     STOP_INJECTION.with(|s| s.set(false));
@@ -412,6 +413,7 @@ pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         masked_lm: masked_lm.as_ref().map(|m| m as _),
         lm_tokenizer: tokenizer.as_deref(),
         open_ended: false,
+        ngram_corpus: None,
     };
     STOP_INJECTION.with(|s| s.set(false));
     let sweep = crate::stress::sweep(

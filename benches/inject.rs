@@ -57,6 +57,7 @@ fn bench_injections(c: &mut Criterion) {
         masked_lm: None,
         lm_tokenizer: Some(&gpt2),
         open_ended: false,
+        ngram_corpus: None,
     };
     let all: Vec<_> = registry()
         .into_iter()

@@ -873,27 +873,34 @@ fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
         }
         out
     };
+    // The suite's passes per error type, [reference-based, reference-free], per metric.
+    let run = |specs: &[blindspot::metrics::MetricSpec]| -> Vec<Vec<[usize; 2]>> {
+        let report = futures::executor::block_on(blindspot::stress::prefer::run_preference(
+            "subset",
+            &cases,
+            specs,
+            &engine,
+            async |_, _| true,
+        ))
+        .unwrap();
+        assert_eq!(report.error_types, types);
+        report
+            .metrics
+            .iter()
+            .map(|m| {
+                (0..types.len())
+                    .map(|e| [m.ref_based[e].passed, m.ref_free[e].passed])
+                    .collect()
+            })
+            .collect()
+    };
     for (id, settings, per_type, apart) in [
         ("bertscore-f", &idf, false, true),
         ("moverscore-v1", &idf, false, true),
         ("menli", &combined, true, false),
     ] {
         let specs = settings.specs(&[id]).unwrap();
-        let report = futures::executor::block_on(blindspot::stress::prefer::run_preference(
-            "subset",
-            &cases,
-            &specs,
-            &engine,
-            async |_, _| true,
-        ))
-        .unwrap();
-        assert_eq!(report.error_types, types);
-        let got: Vec<[usize; 2]> = (0..types.len())
-            .map(|e| {
-                let m = &report.metrics[0];
-                [m.ref_based[e].passed, m.ref_free[e].passed]
-            })
-            .collect();
+        let got = run(&specs).remove(0);
         let expected = passes(&specs, per_type, apart);
         assert_eq!(got, expected, "{id}");
         assert_ne!(
@@ -910,23 +917,10 @@ fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
         ..Settings::default()
     };
     let specs = both.specs(&["bertscore-f", "menli"]).unwrap();
-    let report = futures::executor::block_on(blindspot::stress::prefer::run_preference(
-        "subset",
-        &cases,
-        &specs,
-        &engine,
-        async |_, _| true,
-    ))
-    .unwrap();
+    let got = run(&specs);
     for (m, (per_type, apart)) in [(false, true), (true, false)].into_iter().enumerate() {
-        let got: Vec<[usize; 2]> = (0..types.len())
-            .map(|e| {
-                let r = &report.metrics[m];
-                [r.ref_based[e].passed, r.ref_free[e].passed]
-            })
-            .collect();
         assert_eq!(
-            got,
+            got[m],
             passes(&specs[m..=m], per_type, apart),
             "{}",
             specs[m].id()

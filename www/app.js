@@ -870,13 +870,15 @@ async function main() {
     // The texts travel in the address: past about 32 KB chat apps and some
     // browsers cut it, and the link would open other texts.
     const long = url.length > LONG_LINK ? ` It is ${Math.round(url.length / 1024)} KB long: some browsers and chat apps cut addresses past about 32 KB, so share the texts as files instead.` : "";
+    // Said at once: the clipboard may wait for the browser's permission.
+    $("copy-link-status").textContent = long ? `Copying the link…${long}` : "Copying the link…";
+    $("copy-link-status").className = long ? "bad" : "muted";
     try {
       await navigator.clipboard.writeText(url);
       $("copy-link-status").textContent = `Link copied.${long}`;
     } catch {
       $("copy-link-status").textContent = long ? `This link is too long to show here.${long}` : "Copy this link: " + url;
     }
-    $("copy-link-status").className = long ? "bad" : "muted";
   });
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {

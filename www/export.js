@@ -29,7 +29,7 @@ function fileName(name, ext) {
 export function standaloneSvg(svg, decorate) {
   const box = svg.getBoundingClientRect();
   const width = Math.round(box.width) || Number(svg.getAttribute("width")) || 600;
-  const height = Math.round(box.height) || Number(svg.getAttribute("height")) || 300;
+  let height = Math.round(box.height) || Number(svg.getAttribute("height")) || 300;
   const copy = svg.cloneNode(true);
   const from = [svg, ...svg.querySelectorAll("*")];
   const to = [copy, ...copy.querySelectorAll("*")];
@@ -47,7 +47,15 @@ export function standaloneSvg(svg, decorate) {
       if (v && (p === "opacity" ? v !== "1" : v !== parent?.getPropertyValue(p))) to[i].setAttribute(p, v);
     }
   });
+  const before = copy.getAttribute("viewBox");
   decorate?.(copy);
+  // A decoration that grew the viewBox (a heading) grows the file with it, at the chart's scale.
+  const after = copy.getAttribute("viewBox");
+  if (before && after && before !== after) {
+    const [, , w0, h0] = before.split(/[\s,]+/).map(Number);
+    const [, , w1, h1] = after.split(/[\s,]+/).map(Number);
+    if (w0 === w1 && h0 > 0) height = Math.round((height * h1) / h0);
+  }
   copy.setAttribute("xmlns", SVG_NS);
   copy.setAttribute("width", String(width));
   copy.setAttribute("height", String(height));

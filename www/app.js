@@ -130,8 +130,23 @@ function linkedEdits(edits, text) {
   return edits;
 }
 
-/** Undo and redo kept across reloads: the last steps, up to about 200 KB of text each way. */
+/**
+ * Undo and redo kept across reloads: the last steps, up to about 200 KB of
+ * text each way, under a key of their own, written only when they change
+ * (not at every keystroke, as the texts are).
+ */
 const HISTORY_KEPT = { steps: 20, chars: 200_000 };
+const HISTORY_KEY = "blindspot.history.v1";
+
+/** The last visit's undo and redo, sound entries only. */
+function loadHistory() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(HISTORY_KEY));
+    return { undo: savedHistory(saved?.undo), redo: savedHistory(saved?.redo) };
+  } catch {
+    return { undo: [], redo: [] };
+  }
+}
 
 /** The newest entries of a history that fit what is kept. */
 function keptHistory(entries) {
@@ -162,8 +177,6 @@ function save() {
     rougeStemmer: $("rouge-stemmer").checked,
     pinned: state.pinned,
     edits: state.edits,
-    undo: keptHistory(state.undo),
-    redo: keptHistory(state.redo),
     injection: { id: $("injection").value, level: $("level").value, seed: $("seed").value },
     models: models.m,
     cards: models.c,
@@ -428,9 +441,15 @@ function renderDiff() {
   box.hidden = false;
 }
 
+/** Every change of the history ends here: the buttons follow it, and it is kept for the next visit. */
 function updateHistoryButtons() {
   $("undo").disabled = !state.undo.length;
   $("redo").disabled = !state.redo.length;
+  try {
+    localStorage.setItem(HISTORY_KEY, JSON.stringify({ undo: keptHistory(state.undo), redo: keptHistory(state.redo) }));
+  } catch {
+    // Storage full or off: the history lasts this visit.
+  }
 }
 
 /**
@@ -828,8 +847,7 @@ async function main() {
     select.value = saved.example;
     state.pinned = saved.pinned;
     state.edits = linkedEdits(saved.edits, fields.hypothesis.value);
-    state.undo = savedHistory(saved.undo);
-    state.redo = savedHistory(saved.redo);
+    ({ undo: state.undo, redo: state.redo } = loadHistory());
     updateHistoryButtons();
     renderDiff();
     updatePinInfo();

@@ -40,8 +40,8 @@ function restoreSettings() {
   if ([...$("suite-format").options].some((o) => o.value === s.format)) $("suite-format").value = s.format;
   if (Array.isArray(s.families)) for (const f of FAMILIES) $(`suite-family-${f}`).checked = s.families.includes(f);
   // Numbers come back only where the run would take them (a damaged entry keeps the defaults).
-  if (typeof s.seeds === "string" && /^\d+$/.test(s.seeds) && Number(s.seeds) >= 1 && Number(s.seeds) <= 20) $("suite-seeds").value = s.seeds;
-  if (typeof s.limit === "string" && /^(\d*)$/.test(s.limit) && s.limit !== "0") $("suite-limit").value = s.limit;
+  if (typeof s.seeds === "string" && seedsOf(s.seeds) !== null) $("suite-seeds").value = s.seeds;
+  if (typeof s.limit === "string" && limitOf(s.limit) !== undefined) $("suite-limit").value = s.limit;
   if (typeof s.openEnded === "boolean") $("suite-open-ended").checked = s.openEnded;
 }
 
@@ -139,20 +139,34 @@ export function taggerWeights() {
   return taggerWeights.bytes;
 }
 
+/** The seeds a field's text asks for (empty: 5), or null where the run would refuse it. */
+function seedsOf(text) {
+  const t = String(text).trim();
+  const n = t === "" ? 5 : Number(t);
+  return Number.isInteger(n) && n >= 1 && n <= 20 ? n : null;
+}
+
+/** The item limit a field's text asks for (empty: every item, null), or undefined where the run would refuse it. */
+function limitOf(text) {
+  const t = String(text).trim();
+  if (t === "") return null;
+  const n = Number(t);
+  return Number.isInteger(n) && n >= 1 ? n : undefined;
+}
+
 /** "1 item", "3 items". */
 export const count = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 async function run() {
   const injections = selectedInjections();
   if (!injections.length) return setStatus("Choose at least one family of injections.", "bad");
-  const limit = $("suite-limit").value.trim();
-  if (limit && !(Number.isInteger(Number(limit)) && Number(limit) >= 1)) {
-    return setStatus(`"First N items" must be a whole number from 1 (empty: every item), not ${limit}.`, "bad");
+  const limit = limitOf($("suite-limit").value);
+  if (limit === undefined) {
+    return setStatus(`"First N items" must be a whole number from 1 (empty: every item), not ${$("suite-limit").value.trim()}.`, "bad");
   }
-  const seedsText = $("suite-seeds").value.trim();
-  const seeds = seedsText === "" ? 5 : Number(seedsText);
-  if (!(Number.isInteger(seeds) && seeds >= 1 && seeds <= 20)) {
-    return setStatus(`Seeds must be a whole number from 1 to 20 (empty: 5), not ${seedsText}.`, "bad");
+  const seeds = seedsOf($("suite-seeds").value);
+  if (seeds === null) {
+    return setStatus(`Seeds must be a whole number from 1 to 20 (empty: 5), not ${$("suite-seeds").value.trim()}.`, "bad");
   }
   cancel();
   const chosen = suite.injections.filter((i) => injections.includes(i.id));
@@ -162,7 +176,7 @@ async function run() {
     dataset: suite.file.name,
     format: $("suite-format").value,
     text: suite.file.text,
-    limit: Number($("suite-limit").value) || null,
+    limit,
     config: {
       injections,
       metrics: suite.lexicalRegistry.map((m) => m.id),
@@ -421,12 +435,12 @@ function configFromHash() {
   // Numbers the run would refuse stay as they were, and the status says so.
   const seeds = params.get("seeds");
   if (seeds !== null) {
-    if (/^\d+$/.test(seeds) && Number(seeds) >= 1 && Number(seeds) <= 20) $("suite-seeds").value = seeds;
+    if (seedsOf(seeds) !== null) $("suite-seeds").value = seeds;
     else problems.push(`seeds "${seeds}" (1 to 20)`);
   }
   const limit = params.get("limit");
   if (limit !== null) {
-    if (/^\d*$/.test(limit) && limit !== "0") $("suite-limit").value = limit;
+    if (limitOf(limit) !== undefined) $("suite-limit").value = limit;
     else problems.push(`limit "${limit}" (a whole number from 1, or empty for all)`);
   }
   $("suite-open-ended").checked = params.get("open") === "1";

@@ -519,21 +519,15 @@ pub fn run_audit(args: &AuditArgs) -> Result<(), CliError> {
     let dataset = file_name(&args.summeval);
     let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
     let engine = args.plm.engine();
-    // Each summary's GPT-2 perplexity (after `<|endoftext|>`) as a correlate.
-    let perplexity = args
-        .ppl_model
-        .as_ref()
-        .map(|dir| blindspot::metrics::MetricSpec::GptPpl {
-            model: Some(dir.display().to_string()),
-            bos: true,
-        });
+    // Each summary's GPT-2 perplexity as a correlate.
+    let ppl_model = args.ppl_model.as_ref().map(|dir| dir.display().to_string());
     let bar = items_bar(loaded.rows.len());
     let report = block_on(blindspot::stress::audit::run_audit(
         &dataset,
         &loaded.rows,
         &specs,
         &engine,
-        perplexity.as_ref(),
+        ppl_model.as_deref(),
         async |done, _| {
             bar.set_position(done as u64);
             true

@@ -335,28 +335,31 @@ impl Rewrite {
     }
 }
 
+/// A test double: always proposes the same two words ("alpha", "beta").
+#[cfg(test)]
+pub(crate) struct TwoWords;
+
+#[cfg(test)]
+impl MaskedLm for TwoWords {
+    fn name(&self) -> &str {
+        "two-words"
+    }
+    fn top_k<'a>(
+        &'a self,
+        queries: &'a [Query<'a>],
+        _: usize,
+    ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
+        let two = vec![("alpha".to_owned(), 0.75), ("beta".to_owned(), 0.25)];
+        Box::pin(async move { Ok(vec![two; queries.len()]) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
 
     use super::super::{InjectError, Job, apply, apply_many};
     use super::*;
-
-    /// A test double: always proposes the same two words.
-    struct TwoWords;
-    impl MaskedLm for TwoWords {
-        fn name(&self) -> &str {
-            "two-words"
-        }
-        fn top_k<'a>(
-            &'a self,
-            queries: &'a [Query<'a>],
-            _: usize,
-        ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, ModelError>> {
-            let two = vec![("alpha".to_owned(), 0.75), ("beta".to_owned(), 0.25)];
-            Box::pin(async move { Ok(vec![two; queries.len()]) })
-        }
-    }
 
     /// A test double whose candidates depend on the words it sees (so a
     /// rewrite that asked with stale words would differ), and that records

@@ -297,11 +297,14 @@ pub fn create(id: &str) -> Result<&'static dyn Injection, InjectError> {
         .ok_or_else(|| InjectError::Unknown(id.to_string()))
 }
 
+/// The largest count or number of copies a level may ask for.
+pub(crate) const MAX_COUNT: usize = 10_000;
+
 fn check_level(info: &'static InjectionInfo, level: f64) -> Result<(), InjectError> {
     let (ok, expected) = match info.level_kind {
         LevelKind::Portion => (level > 0.0 && level <= 1.0, "a portion in (0, 1]"),
         LevelKind::Count | LevelKind::Copies => (
-            level >= 1.0 && level.fract() == 0.0 && level <= 10_000.0,
+            level >= 1.0 && level.fract() == 0.0 && level <= MAX_COUNT as f64,
             "a whole number from 1",
         ),
         LevelKind::Variant => (

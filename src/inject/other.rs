@@ -220,13 +220,10 @@ pub fn top_ngrams<'a>(corpus: &[&'a str], n: usize, k: usize) -> Vec<Vec<&'a str
 pub struct NgramCorpus {
     /// How many texts were counted.
     pub texts: usize,
-    /// Per order (3, 4): the most frequent n-grams, most frequent first.
+    /// Per order (3, 4): the most frequent n-grams, most frequent first, as
+    /// many as the largest k a level takes ([`super::MAX_COUNT`]).
     ranked: Vec<(usize, Vec<Vec<String>>)>,
 }
-
-/// The most n-grams a level may ask of an [`NgramCorpus`] (the largest k a
-/// level takes).
-const CORPUS_RANKS: usize = 10_000;
 
 impl NgramCorpus {
     /// Counts `texts`' 3-grams and 4-grams.
@@ -234,7 +231,7 @@ impl NgramCorpus {
         let ranked = [FREQUENT_3GRAM.n, FREQUENT_4GRAM.n]
             .into_iter()
             .map(|n| {
-                let table = top_ngrams(texts, n, CORPUS_RANKS)
+                let table = top_ngrams(texts, n, super::MAX_COUNT)
                     .into_iter()
                     .map(|gram| gram.into_iter().map(str::to_owned).collect())
                     .collect();

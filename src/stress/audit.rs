@@ -196,8 +196,10 @@ const CHUNK_DOCS: usize = 4;
 
 /// Runs the audit with any metrics, model-based ones included (the
 /// engine's models). References: the document's gold summary and
-/// references. `perplexity`: a GPT-PPL spec whose perplexity of each
-/// summary is one more correlate, `{model}-ppl`, scored in the same calls.
+/// references. `ppl_model`: a causal LM (GPT-2; a folder natively, a loaded
+/// model's name on the page) whose perplexity of each summary, after
+/// `<|endoftext|>`, is one more correlate, `{model}-ppl`, scored in the
+/// same calls.
 /// Documents are scored a few at a time, idf weights
 /// over every summary (all at once where a metric reads the whole set's
 /// scores: MENLI's combination), with
@@ -208,17 +210,15 @@ pub async fn run_audit(
     docs: &[SummEvalDoc],
     specs: &[MetricSpec],
     engine: &Engine,
-    perplexity: Option<&MetricSpec>,
+    ppl_model: Option<&str>,
     progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
-    if let Some(spec) = perplexity.filter(|s| !matches!(s, MetricSpec::GptPpl { .. })) {
-        return Err(EngineError::Input {
-            metric: spec.id(),
-            message: "the audit's perplexity correlate comes from GPT-PPL".into(),
-        });
-    }
     // The perplexity is scored with the metrics, last, then set apart.
-    let specs: Vec<MetricSpec> = specs.iter().chain(perplexity).cloned().collect();
+    let perplexity = ppl_model.map(|model| MetricSpec::GptPpl {
+        model: Some(model.to_owned()),
+        bos: true,
+    });
+    let specs: Vec<MetricSpec> = specs.iter().cloned().chain(perplexity).collect();
     let specs = specs.as_slice();
     // Batches are scored within the whole set (idf sees every summary),
     // except where a metric reads the set's scores: then all at once.
@@ -285,7 +285,7 @@ pub async fn run_audit(
         }
     }
     // The perplexity column is a correlate: GPT-PPL scores -perplexity.
-    let extra: Vec<(String, Vec<f64>)> = if perplexity.is_some() {
+    let extra: Vec<(String, Vec<f64>)> = if ppl_model.is_some() {
         let (column, values) = columns.pop().expect("the perplexity column");
         let model = column.signature.get("model").unwrap_or("gpt2").to_owned();
         vec![(format!("{model}-ppl"), values.iter().map(|v| -v).collect())]

@@ -319,26 +319,10 @@ mod tests {
 
     #[test]
     fn a_masked_lm_sweep_stops_when_asked() {
-        use crate::inject::masked_lm::{Candidates, MaskedLm, Query};
-        use futures::future::LocalBoxFuture;
-        struct Same;
-        impl MaskedLm for Same {
-            fn name(&self) -> &str {
-                "same"
-            }
-            fn top_k<'a>(
-                &'a self,
-                queries: &'a [Query<'a>],
-                _: usize,
-            ) -> LocalBoxFuture<'a, Result<Vec<Candidates>, crate::models::ModelError>>
-            {
-                Box::pin(async move { Ok(vec![vec![("word".to_owned(), 1.0)]; queries.len()]) })
-            }
-        }
         let metrics = vec![create("chrf", false).unwrap()];
         let text = "one two three four five six seven eight nine ten";
         let ctx = Context {
-            masked_lm: Some(&Same),
+            masked_lm: Some(&crate::inject::masked_lm::TwoWords),
             ..Context::default()
         };
         let bert_diverge = inject::create("bert_diverge").unwrap();

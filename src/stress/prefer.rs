@@ -118,10 +118,17 @@ pub async fn run_preference(
     //
     // Cases go by error type (first-seen order), so that each type is a
     // contiguous run of the sides' lists.
-    let by_type: Vec<&MenliCase> = error_types
+    // Each case with its error type's index.
+    let (type_of, by_type): (Vec<usize>, Vec<&MenliCase>) = error_types
         .iter()
-        .flat_map(|e| cases.iter().filter(move |c| &c.error == e))
-        .collect();
+        .enumerate()
+        .flat_map(|(t, e)| {
+            cases
+                .iter()
+                .filter(move |c| &c.error == e)
+                .map(move |c| (t, c))
+        })
+        .unzip();
     let based: Vec<[&str; 3]> = by_type
         .iter()
         .map(|c| [&c.paraphrase, &c.adversarial_ref_based, &c.reference].map(String::as_str))
@@ -147,16 +154,12 @@ pub async fn run_preference(
             })
         })
         .collect();
-    // The metrics that read the set's scores, and the others with their places.
-    let set_specs: Vec<MetricSpec> = specs
-        .iter()
-        .filter(|s| s.reads_set_scores())
-        .cloned()
-        .collect();
-    let other_order: Vec<usize> = (0..specs.len())
-        .filter(|&i| !specs[i].reads_set_scores())
-        .collect();
-    let other_specs: Vec<MetricSpec> = other_order.iter().map(|&i| specs[i].clone()).collect();
+    // The metrics that read the set's scores and the others, each with their places.
+    let (set_order, other_order): (Vec<usize>, Vec<usize>) =
+        (0..specs.len()).partition(|&i| specs[i].reads_set_scores());
+    let of =
+        |order: &[usize]| -> Vec<MetricSpec> { order.iter().map(|&i| specs[i].clone()).collect() };
+    let (set_specs, other_specs) = (of(&set_order), of(&other_order));
     // The runs of cases scored per step: one error type each where a metric
     // reads the set's scores, else batches of CHUNK.
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
@@ -203,13 +206,7 @@ pub async fn run_preference(
                     .copied()
                     .collect();
                 let all = engine.score(&set_specs, &both).await?;
-                let at = columns
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.is_none())
-                    .map(|(i, _)| i)
-                    .collect::<Vec<_>>();
-                for (i, c) in at.into_iter().zip(all) {
+                for (&i, c) in set_order.iter().zip(all) {
                     let v = c.values();
                     let values = [v[..rows.len()].to_vec(), v[rows.len()..].to_vec()];
                     columns[i] = Some((c, values));
@@ -229,11 +226,7 @@ pub async fn run_preference(
         for (m, r) in results.iter_mut().enumerate() {
             let [bw, ba] = &outcomes[0][m];
             let [fw, fa] = &outcomes[1][m];
-            for (i, c) in by_type[rows.clone()].iter().enumerate() {
-                let e = error_types
-                    .iter()
-                    .position(|t| *t == c.error)
-                    .expect("collected above");
+            for (i, &e) in type_of[rows.clone()].iter().enumerate() {
                 let based = bw[i] > ba[i];
                 r.ref_based[e].add(based);
                 r.ref_based_overall.add(based);

@@ -345,8 +345,7 @@ pub async fn apply_injection(request: JsValue) -> Result<JsValue, JsError> {
             samples: &samples,
             masked_lm: masked_lm.as_ref().map(|m| m as _),
             lm_tokenizer: tokenizer.as_deref(),
-            open_ended: false,
-            ngram_corpus: None,
+            ..Context::default()
         },
     };
     STOP_INJECTION.with(|s| s.set(false));
@@ -412,8 +411,7 @@ pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
         samples: &samples,
         masked_lm: masked_lm.as_ref().map(|m| m as _),
         lm_tokenizer: tokenizer.as_deref(),
-        open_ended: false,
-        ngram_corpus: None,
+        ..Context::default()
     };
     STOP_INJECTION.with(|s| s.set(false));
     let sweep = crate::stress::sweep(
@@ -670,8 +668,7 @@ async fn progress_or_stop(
     stop: &'static StopFlag,
 ) -> bool {
     let told = js_progress(on_progress)(done, total);
-    attack::yield_to_events().await;
-    told && !stop.with(std::cell::Cell::get)
+    until_stopped(stop)().await && told
 }
 
 /// What a preference suite or audit returns: the report, the rows skipped,
@@ -753,16 +750,12 @@ pub async fn audit_suite(
         return Err(JsError::new("no SummEval documents in the file"));
     }
     let summaries = crate::stress::audit::summaries(&loaded.rows).len();
-    let perplexity = r.ppl_model.map(|model| MetricSpec::GptPpl {
-        model: Some(model),
-        bos: true,
-    });
     let report = crate::stress::audit::run_audit(
         &r.dataset,
         &loaded.rows,
         &r.specs,
         &models::batch_engine(),
-        perplexity.as_ref(),
+        r.ppl_model.as_deref(),
         async |done, total| progress_or_stop(&on_progress, done, total, &STOP_ANALYSIS).await,
     )
     .await

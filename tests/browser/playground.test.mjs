@@ -444,7 +444,8 @@ test("a damaged saved state never stops the page, and links pasted into an open 
   const { context, page, errors } = await openPage();
   // Values of the wrong type, as an old version or a hand edit could leave them.
   await page.evaluate(() => {
-    localStorage.setItem("blindspot.playground.v1", JSON.stringify({ pinned: { hypothesis: null }, hypothesis: { x: 1 }, reference: 5, example: "nope", undo: [{ hypothesis: 5 }, null, "x"], redo: "no" }));
+    localStorage.setItem("blindspot.playground.v1", JSON.stringify({ pinned: { hypothesis: null }, hypothesis: { x: 1 }, reference: 5, example: "nope" }));
+    localStorage.setItem("blindspot.history.v1", JSON.stringify({ undo: [{ hypothesis: 5 }, null, "x"], redo: "no" }));
     localStorage.setItem("blindspot.suite.v1", JSON.stringify({ seeds: "0", limit: "-3" }));
     localStorage.setItem("blindspot.attack.v1", JSON.stringify({ budget: -5, workers: 99 }));
     localStorage.setItem("blindspot-mauve-v1", JSON.stringify({ hyps: { a: 1 }, refs: [1] }));

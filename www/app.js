@@ -322,7 +322,7 @@ function scoreNow() {
   document.dispatchEvent(new CustomEvent("blindspot:texts"));
 }
 
-/** A scoring pass longer than this (very long texts: ROUGE-L is quadratic) waits for typing to pause. */
+/** A scoring pass longer than this (texts of tens of thousands of words) waits for typing to pause. */
 const SLOW_PASS_MS = 50;
 
 /**

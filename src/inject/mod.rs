@@ -20,6 +20,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::text::sequences;
 use crate::text::tagger::Tagger;
 use crate::text::words::words;
 
@@ -577,9 +578,8 @@ pub fn diff(before: &str, after: &str) -> (Vec<Edit>, usize) {
     if (n + 1).saturating_mul(m + 1) > FULL_TABLE_CELLS {
         // Too large for a table with a backtrace (a book-length rewrite):
         // the exact distance in linear memory, the changed middle as one span.
-        let a_texts: Vec<&str> = a_mid.iter().map(|w| w.text).collect();
-        let b_texts: Vec<&str> = b_mid.iter().map(|w| w.text).collect();
-        let distance = strsim::generic_levenshtein(&a_texts, &b_texts);
+        let distance =
+            sequences::levenshtein(a_mid.iter().map(|w| w.text), b_mid.iter().map(|w| w.text));
         let edit = match (b_mid.first(), b_mid.last()) {
             (Some(first), Some(last)) => Edit {
                 start: first.start,
@@ -711,6 +711,39 @@ mod tests {
                 end: 12,
                 kind: EditKind::Deleted
             }
+        );
+    }
+
+    #[test]
+    fn diff_of_a_book_length_rewrite_is_one_span_and_the_exact_distance() {
+        // 1600 words, every third replaced (the first and the last among them:
+        // no common prefix or suffix) and one other dropped: past the table's
+        // cells, so the distance comes from the linear-memory path.
+        let before: Vec<String> = (0..1600).map(|i| format!("w{i}")).collect();
+        let mut after: Vec<String> = before
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if i % 3 == 0 {
+                    format!("x{i}")
+                } else {
+                    w.clone()
+                }
+            })
+            .collect();
+        after.remove(800);
+        const { assert!(1601 * 1600 > FULL_TABLE_CELLS) };
+        assert_eq!(after.len(), 1599);
+        let (before, after) = (before.join(" "), after.join(" "));
+        let (edits, d) = diff(&before, &after);
+        assert_eq!(d, 534 + 1, "534 words replaced, one dropped");
+        assert_eq!(
+            edits,
+            [Edit {
+                start: 0,
+                end: after.len(),
+                kind: EditKind::Changed
+            }]
         );
     }
 

@@ -17,7 +17,7 @@ use super::{
     CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
     Signature, require_references, uniform_nrefs,
 };
-use crate::text::porter;
+use crate::text::{porter, sequences};
 
 /// Registry entry for ROUGE-1.
 pub static ROUGE1_INFO: MetricInfo = info(
@@ -115,39 +115,6 @@ pub fn tokenize(text: &str, stemmer: bool) -> Vec<String> {
         .collect()
 }
 
-/// Length of the longest common subsequence of two token lists: the number
-/// rouge-score's `_lcs_table` ends with, computed bit-parallel by rapidfuzz over
-/// token ids. Past 256 distinct tokens the ids go by frequency, so the common
-/// ones stay under 256, which rapidfuzz looks up in an array rather than a map
-/// (`cargo bench --bench lexical`: WMT21's 1000 segments joined, 18k words a
-/// side, take 23 ms; the table rouge-score fills took 630 ms).
-fn lcs_length<'t>(a: &'t [String], b: &'t [String]) -> usize {
-    let mut ids: HashMap<&'t str, u32> = HashMap::default();
-    let mut id_of = |t: &'t String| {
-        let next = ids.len() as u32;
-        *ids.entry(t.as_str()).or_insert(next)
-    };
-    let mut a: Vec<u32> = a.iter().map(&mut id_of).collect();
-    let mut b: Vec<u32> = b.iter().map(&mut id_of).collect();
-    let distinct = ids.len();
-    if distinct > 256 {
-        let mut count = vec![0u32; distinct];
-        for &id in a.iter().chain(&b) {
-            count[id as usize] += 1;
-        }
-        let mut by_count: Vec<u32> = (0..distinct as u32).collect();
-        by_count.sort_by_key(|&id| std::cmp::Reverse(count[id as usize]));
-        let mut rank = vec![0u32; distinct];
-        for (r, &id) in by_count.iter().enumerate() {
-            rank[id as usize] = r as u32;
-        }
-        for id in a.iter_mut().chain(b.iter_mut()) {
-            *id = rank[*id as usize];
-        }
-    }
-    rapidfuzz::distance::lcs_seq::similarity(a, b)
-}
-
 fn ngram_counts(tokens: &[String], n: usize) -> HashMap<&[String], u32> {
     super::count(tokens.windows(n))
 }
@@ -175,7 +142,10 @@ impl Rouge {
                 if t.is_empty() || p.is_empty() {
                     return Prf::default();
                 }
-                let lcs = lcs_length(&t, &p) as f64;
+                let lcs = sequences::lcs_length(
+                    t.iter().map(String::as_str),
+                    p.iter().map(String::as_str),
+                ) as f64;
                 Prf::new(lcs / p.len() as f64, lcs / t.len() as f64)
             }
             RougeKind::N(n) => {
@@ -333,56 +303,5 @@ mod tests {
         let r = Rouge::new(RougeKind::Lcs, false)
             .score_pair("police killed the gunman", "police kill the gunman");
         assert!((r.recall - 0.75).abs() < 1e-12 && (r.precision - 0.75).abs() < 1e-12);
-    }
-
-    /// The textbook table rouge-score fills (`_lcs_table`), as the oracle.
-    fn lcs_table(a: &[String], b: &[String]) -> usize {
-        let mut prev = vec![0usize; b.len() + 1];
-        for x in a {
-            let mut cur = vec![0usize; b.len() + 1];
-            for (j, y) in b.iter().enumerate() {
-                cur[j + 1] = if x == y {
-                    prev[j] + 1
-                } else {
-                    prev[j + 1].max(cur[j])
-                };
-            }
-            prev = cur;
-        }
-        prev[b.len()]
-    }
-
-    #[test]
-    fn bit_parallel_lcs_equals_the_table() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        // Lengths around the 64-bit word and alphabets below and above 256 ids
-        // (rapidfuzz keeps ids under 256 in an array, the rest in a map).
-        for (len, vocab) in [
-            (0, 5),
-            (1, 2),
-            (63, 3),
-            (64, 4),
-            (65, 2),
-            (130, 10),
-            (300, 40),
-            (700, 600),
-        ] {
-            for _ in 0..4 {
-                let mut words = |n: usize| -> Vec<String> {
-                    (0..n)
-                        .map(|_| format!("w{}", rng.random_range(0..vocab)))
-                        .collect()
-                };
-                let a = words(len);
-                let b = words(len + len / 3);
-                assert_eq!(
-                    lcs_length(&a, &b),
-                    lcs_table(&a, &b),
-                    "{len} tokens over {vocab}"
-                );
-                assert_eq!(lcs_length(&b, &a), lcs_table(&b, &a));
-            }
-        }
     }
 }

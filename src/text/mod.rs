@@ -8,6 +8,7 @@ pub mod lexicon;
 pub mod morph;
 pub mod porter;
 pub mod sentences;
+pub mod sequences;
 pub mod tagger;
 pub mod tokens;
 pub mod words;

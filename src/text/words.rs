@@ -1,5 +1,6 @@
-//! Whitespace words with their byte spans. (Word-level edit distance and
-//! alignment live in `inject::diff`, the one place that needs them.)
+//! Whitespace words with their byte spans. (Word-level alignment lives in
+//! `inject::diff`, the one place that needs it; long sequences' distances in
+//! `text::sequences`.)
 //!
 //! Injections work on whitespace-separated words (punctuation stays attached),
 //! as the [BS] paper's noise ratio does.

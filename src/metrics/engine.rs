@@ -220,10 +220,15 @@ pub struct Engine {
     set_moverscore: SetWeights<moverscore::IdfWeights>,
 }
 
-/// Weights counted over the last whole set that batches were scored within
-/// ([`Engine::score_within`]): a suite scores a set's batches one after
-/// another, so each set is counted once, not once per batch.
-type SetWeights<T> = RefCell<Option<(SetKey, Rc<T>)>>;
+/// Weights counted over the last whole sets that batches were scored within
+/// ([`Engine::score_within`]), the most recently used last: a suite scores a
+/// set's batches one after another, so each set is counted once, not once
+/// per batch. The preference suite alternates four sets per batch (two
+/// settings, each side apart), so [`SETS_KEPT`] are kept.
+type SetWeights<T> = RefCell<Vec<(SetKey, Rc<T>)>>;
+
+/// How many sets' weights an engine keeps per metric.
+const SETS_KEPT: usize = 4;
 
 /// What set weights were counted over: the model load and the set's
 /// references, and its hypotheses where the weights read them.
@@ -257,11 +262,15 @@ impl SetKey {
         read_hyps: bool,
         count: impl FnOnce() -> Result<T, E>,
     ) -> Result<Rc<T>, E> {
-        if let Some((key, weights)) = &*slot.borrow()
-            && key.is(load, set)
-            && key.hyps.is_some() == read_hyps
+        let mut kept = slot.borrow_mut();
+        if let Some(i) = kept
+            .iter()
+            .position(|(key, _)| key.is(load, set) && key.hyps.is_some() == read_hyps)
         {
-            return Ok(weights.clone());
+            let entry = kept.remove(i);
+            let weights = entry.1.clone();
+            kept.push(entry);
+            return Ok(weights);
         }
         let weights = Rc::new(count()?);
         let key = SetKey {
@@ -272,7 +281,9 @@ impl SetKey {
                 .map(|s| s.refs.iter().map(|r| (*r).to_owned()).collect())
                 .collect(),
         };
-        *slot.borrow_mut() = Some((key, weights.clone()));
+        kept.push((key, weights.clone()));
+        let excess = kept.len().saturating_sub(SETS_KEPT);
+        kept.drain(..excess);
         Ok(weights)
     }
 }
@@ -326,10 +337,10 @@ impl Engine {
         // A set's weights keep copies of its texts: gone with the model.
         self.set_bertscore
             .borrow_mut()
-            .take_if(|(key, _)| key.load == load);
+            .retain(|(key, _)| key.load != load);
         self.set_moverscore
             .borrow_mut()
-            .take_if(|(key, _)| key.load == load);
+            .retain(|(key, _)| key.load != load);
     }
 
     /// Scores every segment with each spec, in the order given.
@@ -1219,5 +1230,41 @@ mod tests {
         let specs = Settings::default().specs(&["bertscore-f"]).unwrap();
         let err = futures::executor::block_on(Engine::lexical().score(&specs, &segs)).unwrap_err();
         assert!(err.to_string().contains("none is available here"), "{err}");
+    }
+
+    #[test]
+    fn set_weights_are_counted_once_per_set_while_four_alternate() {
+        // The preference suite's batches: two settings, each side apart.
+        let (r1, r2) = (["the cat is on the mat"], ["die Katze"]);
+        let wins = segments(&r1);
+        let mut errs = segments(&r1);
+        errs[0].hyp = "the cat sat not on the mat";
+        let (wins2, errs2) = (segments(&r2), {
+            let mut e = segments(&r2);
+            e[1].hyp = "a dog";
+            e
+        });
+        let slot: SetWeights<usize> = RefCell::default();
+        let counted = std::cell::Cell::new(0);
+        let weights = |set: &[Segment<'_>], read_hyps: bool| {
+            *SetKey::cached(&slot, 1, set, read_hyps, || {
+                counted.set(counted.get() + 1);
+                Ok::<_, ()>(counted.get())
+            })
+            .unwrap()
+        };
+        let sets = [&wins, &errs, &wins2, &errs2];
+        let first: Vec<usize> = sets.iter().map(|s| weights(s, true)).collect();
+        for _ in 0..3 {
+            let again: Vec<usize> = sets.iter().map(|s| weights(s, true)).collect();
+            assert_eq!(again, first);
+        }
+        assert_eq!(counted.get(), 4);
+        // Weights of the references alone are another entry, and the fifth
+        // set pushes out the least recently used (the first side's).
+        weights(&wins, false);
+        assert_eq!(counted.get(), 5);
+        assert_eq!(weights(&errs, true), first[1]);
+        assert_eq!(weights(&wins, true), 6, "counted again");
     }
 }

@@ -3,7 +3,7 @@
 //! `cargo bench --bench lexical`. The playground re-scores one pair per
 //! keystroke, so the per-pair cost of each metric is what matters; a pasted
 //! document makes that pair long, so one group scores WMT21's 1000 segments
-//! joined into a single pair of about 20k words.
+//! joined into a single pair of about 18k words a side.
 
 use blindspot::metrics::{Segment, create, registry};
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -214,9 +214,9 @@ pub struct Engine {
     reference_cache: bool,
     cache: RefCell<EmbeddingCache>,
     sentences: RefCell<SentenceCache>,
-    /// BERTScore's idf weights over the last set scored within.
+    /// BERTScore's idf weights over the last sets scored within.
     set_bertscore: SetWeights<bertscore::Weights>,
-    /// MoverScore's idf weights over the last set scored within.
+    /// MoverScore's idf weights over the last sets scored within.
     set_moverscore: SetWeights<moverscore::IdfWeights>,
 }
 
@@ -252,9 +252,10 @@ impl SetKey {
                 .is_none_or(|hyps| set.iter().zip(hyps).all(|(s, hyp)| s.hyp == hyp))
     }
 
-    /// The weights of `set` from `slot` when they were counted over it last
+    /// The weights of `set` from `slot` when one of the sets kept there is it
     /// (its references, and its hypotheses where `read_hyps`), else
-    /// `count`ed and kept there.
+    /// `count`ed and kept there (the least recently used goes past
+    /// [`SETS_KEPT`]). `slot` is not borrowed while `count` runs.
     fn cached<T, E>(
         slot: &SetWeights<T>,
         load: u64,
@@ -262,15 +263,17 @@ impl SetKey {
         read_hyps: bool,
         count: impl FnOnce() -> Result<T, E>,
     ) -> Result<Rc<T>, E> {
-        let mut kept = slot.borrow_mut();
-        if let Some(i) = kept
-            .iter()
-            .position(|(key, _)| key.is(load, set) && key.hyps.is_some() == read_hyps)
         {
-            let entry = kept.remove(i);
-            let weights = entry.1.clone();
-            kept.push(entry);
-            return Ok(weights);
+            let mut kept = slot.borrow_mut();
+            if let Some(i) = kept
+                .iter()
+                .position(|(key, _)| key.is(load, set) && key.hyps.is_some() == read_hyps)
+            {
+                let entry = kept.remove(i);
+                let weights = entry.1.clone();
+                kept.push(entry);
+                return Ok(weights);
+            }
         }
         let weights = Rc::new(count()?);
         let key = SetKey {
@@ -281,6 +284,7 @@ impl SetKey {
                 .map(|s| s.refs.iter().map(|r| (*r).to_owned()).collect())
                 .collect(),
         };
+        let mut kept = slot.borrow_mut();
         kept.push((key, weights.clone()));
         let excess = kept.len().saturating_sub(SETS_KEPT);
         kept.drain(..excess);

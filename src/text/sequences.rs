@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 /// Two token sequences as ids: equal tokens, equal ids. Past 256 distinct
 /// tokens the ids go by frequency, so the common ones stay under 256, which
-/// rapidfuzz looks up in an array rather than a map (WMT21's 1000 segments
-/// joined, 18k words a side: ROUGE-L in 23 ms rather than 40).
+/// rapidfuzz looks up in an array rather than a map (an 18k-word pair's
+/// ROUGE-L took 40% less time than with ids in order of appearance).
 fn token_ids<'t>(
     a: impl IntoIterator<Item = &'t str>,
     b: impl IntoIterator<Item = &'t str>,
@@ -47,7 +47,7 @@ pub fn lcs_length<'t>(
     b: impl IntoIterator<Item = &'t str>,
 ) -> usize {
     let (a, b) = token_ids(a, b);
-    rapidfuzz::distance::lcs_seq::similarity(a, b)
+    rapidfuzz::distance::lcs_seq::similarity(a.iter().copied(), b.iter().copied())
 }
 
 /// Levenshtein distance (insertions, deletions and substitutions of a token,
@@ -57,7 +57,7 @@ pub fn levenshtein<'t>(
     b: impl IntoIterator<Item = &'t str>,
 ) -> usize {
     let (a, b) = token_ids(a, b);
-    rapidfuzz::distance::levenshtein::distance(a, b)
+    rapidfuzz::distance::levenshtein::distance(a.iter().copied(), b.iter().copied())
 }
 
 #[cfg(test)]
@@ -85,6 +85,12 @@ mod tests {
         prev[b.len()]
     }
 
+    fn words(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| format!("w{}", rng.random_range(0..vocab)))
+            .collect()
+    }
+
     fn strs(v: &[String]) -> impl Iterator<Item = &str> {
         v.iter().map(String::as_str)
     }
@@ -105,24 +111,34 @@ mod tests {
             (700, 600),
         ] {
             for _ in 0..4 {
-                let mut words = |n: usize| -> Vec<String> {
-                    (0..n)
-                        .map(|_| format!("w{}", rng.random_range(0..vocab)))
-                        .collect()
-                };
-                let a = words(len);
-                let b = words(len + len / 3);
-                for (x, y) in [(&a, &b), (&b, &a)] {
-                    assert_eq!(
-                        lcs_length(strs(x), strs(y)),
-                        table(x, y, true),
-                        "{len} tokens over {vocab}"
-                    );
-                    assert_eq!(
-                        levenshtein(strs(x), strs(y)),
-                        table(x, y, false),
-                        "{len} tokens over {vocab}"
-                    );
+                let a = words(&mut rng, len, vocab);
+                // Unrelated texts, one side empty where `len` is 0, and an
+                // edit of `a` (long common stretches, as a typed change).
+                let mut edited = a.clone();
+                for _ in 0..3.min(len) {
+                    let at = rng.random_range(0..edited.len());
+                    match rng.random_range(0..3) {
+                        0 => edited[at] = "new".into(),
+                        1 => drop(edited.remove(at)),
+                        _ => edited.insert(at, "new".into()),
+                    }
+                }
+                for b in [
+                    words(&mut rng, len + len / 3 + 10 * usize::from(len == 0), vocab),
+                    edited,
+                ] {
+                    for (x, y) in [(&a, &b), (&b, &a)] {
+                        assert_eq!(
+                            lcs_length(strs(x), strs(y)),
+                            table(x, y, true),
+                            "{len} tokens over {vocab}"
+                        );
+                        assert_eq!(
+                            levenshtein(strs(x), strs(y)),
+                            table(x, y, false),
+                            "{len} tokens over {vocab}"
+                        );
+                    }
                 }
             }
         }

@@ -458,6 +458,92 @@ fn rten_product(
     out
 }
 
+/// A fixed weight for products outside a burn model (the spaCy tagger's
+/// layers): `x W + b` for rows of `k` values, `W` `[k, n]`. Natively packed
+/// once for rten-gemm; in wasm read in place by [`strips`] (no second copy
+/// of the weights in the page's memory).
+#[derive(Clone)]
+pub struct Matrix {
+    /// `[k, n]` row-major.
+    #[cfg(target_arch = "wasm32")]
+    w: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    k: usize,
+    n: usize,
+    #[cfg(not(target_arch = "wasm32"))]
+    packed: PackedBMatrix<f32>,
+}
+
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matrix")
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .field("bias", &self.bias.is_some())
+            .finish()
+    }
+}
+
+impl Matrix {
+    /// From a PyTorch-style `[n, k]` row-major weight (one row per output)
+    /// and its bias of `n` values, if any.
+    pub fn from_rows(rows: &[f32], n: usize, k: usize, bias: Option<Vec<f32>>) -> Self {
+        assert_eq!(rows.len(), n * k, "a [{n}, {k}] weight");
+        assert!(
+            bias.as_ref().is_none_or(|b| b.len() == n),
+            "a bias of {n} values"
+        );
+        let mut w = vec![0.0; k * n];
+        transpose::transpose(rows, &mut w, k, n);
+        Self {
+            #[cfg(not(target_arch = "wasm32"))]
+            packed: executor().with(|g| g.prepack_b(NdTensorView::from_data([k, n], &w[..]))),
+            #[cfg(target_arch = "wasm32")]
+            w,
+            bias,
+            k,
+            n,
+        }
+    }
+
+    /// Inputs per row.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Outputs per row.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// `x W + b` for the `x.len() / k` rows of `x`, row-major out.
+    pub fn apply(&self, x: &[f32]) -> Vec<f32> {
+        let rows = x.len() / self.k.max(1);
+        assert_eq!(rows * self.k, x.len(), "rows of {} values", self.k);
+        if rows == 0 {
+            return Vec::new();
+        }
+        let bias = self.bias.as_deref();
+        #[cfg(target_arch = "wasm32")]
+        {
+            if self.n.is_multiple_of(LANES * 2) {
+                return strips(x, &self.w, bias, rows, self.k, self.n);
+            }
+            let b = NdTensorView::from_data([self.k, self.n], &self.w[..]);
+            rten_product(x, GemmInputB::Unpacked(b), bias, rows, self.k, self.n)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        rten_product(
+            x,
+            GemmInputB::Packed(&self.packed),
+            bias,
+            rows,
+            self.k,
+            self.n,
+        )
+    }
+}
+
 /// Columns per strip of [`strips`]: two vectors of four.
 const LANES: usize = 4;
 /// Input rows per tile of [`strips`] (8 accumulators, so the tile stays in
@@ -633,6 +719,44 @@ pub(crate) mod tests {
                 (s >> 8) as f32 / 16_777_216.0 - 0.5
             })
             .collect()
+    }
+
+    #[test]
+    fn a_matrix_applies_its_pytorch_rows_to_each_input_row() {
+        // Widths the page reads in place (multiples of 8) and others, one
+        // row (rten-gemm's vector kernel), several, and none.
+        for (n, k, bias) in [
+            (288, 384, true),
+            (50, 96, true),
+            (384, 64, false),
+            (3, 5, true),
+        ] {
+            let rows_w = values(n * k, 1);
+            let b = bias.then(|| values(n, 2));
+            let m = Matrix::from_rows(&rows_w, n, k, b.clone());
+            assert_eq!((m.k(), m.n()), (k, n));
+            for rows in [0, 1, 7] {
+                let x = values(rows * k, 3);
+                let got = m.apply(&x);
+                assert_eq!(got.len(), rows * n);
+                for r in 0..rows {
+                    for o in 0..n {
+                        let want = (0..k)
+                            .map(|i| x[r * k + i] * rows_w[o * k + i])
+                            .sum::<f32>()
+                            + b.as_ref().map_or(0.0, |b| b[o]);
+                        let have = got[r * n + o];
+                        assert!(
+                            (have - want).abs() < 1e-4,
+                            "[{n}, {k}] row {r} out {o}: {have} vs {want}"
+                        );
+                    }
+                }
+            }
+            // A row alone gets the bits it gets among others.
+            let x = values(7 * k, 3);
+            assert_eq!(m.apply(&x[k..2 * k]), m.apply(&x)[n..2 * n]);
+        }
     }
 
     fn tensor<const D: usize>(shape: [usize; D], seed: u32) -> Tensor<D> {

@@ -221,13 +221,10 @@ impl Tagger {
             });
         }
         let vectors = self.tok2vec.forward(&shared);
-        let width = self.tok2vec.width();
-        let mut scores = vec![0.0; self.tags.len()];
+        let all_scores = self.softmax.forward_rows(&vectors);
         let mut tags = Vec::with_capacity(tokens.len());
         let mut upos = Vec::with_capacity(tokens.len());
-        for (i, t) in tokens.iter().enumerate() {
-            self.softmax
-                .forward(&vectors[i * width..(i + 1) * width], &mut scores);
+        for (t, scores) in tokens.iter().zip(all_scores.chunks_exact(self.tags.len())) {
             let best = (0..scores.len()).fold(0, |b, k| if scores[k] > scores[b] { k } else { b });
             let tag = &self.tags[best];
             let key = format!("{} {tag}", t.text.to_lowercase());

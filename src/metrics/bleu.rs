@@ -112,8 +112,33 @@ pub struct BleuValue {
     pub bp: f64,
 }
 
-fn ngrams<'a>(tokens: &'a [&'a str]) -> HashMap<&'a [&'a str], u32> {
-    super::count((1..=MAX_ORDER).flat_map(|n| tokens.windows(n)))
+fn ngrams(ids: &[u32]) -> HashMap<[u32; MAX_ORDER], u32> {
+    super::count((1..=MAX_ORDER).flat_map(|n| {
+        ids.windows(n).map(move |w| {
+            let mut key = [NO_TOKEN; MAX_ORDER];
+            key[..n].copy_from_slice(w);
+            key
+        })
+    }))
+}
+
+/// The ids of `text`'s tokens (whitespace-separated, as sacrebleu splits),
+/// new tokens numbered on.
+fn intern<'t>(vocab: &mut HashMap<&'t str, u32>, text: &'t str) -> Vec<u32> {
+    crate::text::python_split(text)
+        .map(|t| {
+            let next = vocab.len() as u32;
+            *vocab.entry(t).or_insert(next)
+        })
+        .collect()
+}
+
+/// Fills the places of an n-gram key past its order.
+const NO_TOKEN: u32 = u32::MAX;
+
+/// The order of an n-gram key.
+fn order(key: &[u32; MAX_ORDER]) -> usize {
+    key.iter().take_while(|&&id| id != NO_TOKEN).count()
 }
 
 /// sacrebleu's `_get_closest_ref_len`: ties go to the shorter reference.
@@ -142,30 +167,29 @@ impl Bleu {
     /// Statistics of one hypothesis against its references.
     pub fn segment_stats(&self, hyp: &str, refs: &[&str]) -> BleuStats {
         let ref_texts: Vec<String> = refs.iter().map(|r| self.preprocess(r)).collect();
-        let ref_tokens: Vec<Vec<&str>> = ref_texts
-            .iter()
-            .map(|r| crate::text::python_split(r).collect())
-            .collect();
-        let mut ref_max: HashMap<&[&str], u32> = HashMap::default();
-        for tokens in &ref_tokens {
-            for (gram, c) in ngrams(tokens) {
+        let hyp_text = self.preprocess(hyp);
+        // Tokens as ids, so an n-gram is hashed as a few integers rather
+        // than as its strings.
+        let mut vocab: HashMap<&str, u32> = HashMap::default();
+        let ref_ids: Vec<Vec<u32>> = ref_texts.iter().map(|r| intern(&mut vocab, r)).collect();
+        let hyp_ids = intern(&mut vocab, &hyp_text);
+        let mut ref_max: HashMap<[u32; MAX_ORDER], u32> = HashMap::default();
+        for ids in &ref_ids {
+            for (gram, c) in ngrams(ids) {
                 let slot = ref_max.entry(gram).or_insert(0);
                 *slot = (*slot).max(c);
             }
         }
-        let ref_lens: Vec<usize> = ref_tokens.iter().map(Vec::len).collect();
-
-        let hyp_text = self.preprocess(hyp);
-        let hyp_tokens: Vec<&str> = crate::text::python_split(&hyp_text).collect();
+        let ref_lens: Vec<usize> = ref_ids.iter().map(Vec::len).collect();
         let mut stats = BleuStats {
-            sys_len: hyp_tokens.len(),
-            ref_len: closest_ref_len(hyp_tokens.len(), &ref_lens),
+            sys_len: hyp_ids.len(),
+            ref_len: closest_ref_len(hyp_ids.len(), &ref_lens),
             ..Default::default()
         };
-        for (gram, c) in ngrams(&hyp_tokens) {
-            let n = gram.len() - 1;
+        for (gram, c) in ngrams(&hyp_ids) {
+            let n = order(&gram) - 1;
             stats.total[n] += c as usize;
-            stats.correct[n] += c.min(ref_max.get(gram).copied().unwrap_or(0)) as usize;
+            stats.correct[n] += c.min(ref_max.get(&gram).copied().unwrap_or(0)) as usize;
         }
         stats
     }

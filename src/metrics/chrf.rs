@@ -60,19 +60,18 @@ fn strip_whitespace(text: &str) -> String {
     python_split(text).collect()
 }
 
-/// Character n-gram counts per order, borrowing from `text`.
-fn char_ngrams(text: &str) -> Vec<HashMap<&str, u32>> {
-    // Byte offsets of each char boundary, so n-grams are slices of `text`.
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain([text.len()])
-        .collect();
-    let nchars = bounds.len() - 1;
+/// Character n-gram counts per order. An n-gram is keyed by its code
+/// points, 21 bits each, packed into one integer (six fit in 128 bits):
+/// cheaper to hash and compare than the string slice.
+fn char_ngrams(text: &str) -> Vec<HashMap<u128, u32>> {
+    const _: () = assert!(CHAR_ORDER * 21 <= 128);
+    let chars: Vec<u32> = text.chars().map(u32::from).collect();
     (1..=CHAR_ORDER)
         .map(|n| {
             super::count(
-                (0..(nchars + 1).saturating_sub(n)).map(|i| &text[bounds[i]..bounds[i + n]]),
+                chars
+                    .windows(n)
+                    .map(|w| w.iter().fold(0u128, |key, &c| key << 21 | u128::from(c))),
             )
         })
         .collect()

@@ -448,7 +448,12 @@ fn require_references(metric: &'static str, segments: &[Segment]) -> Result<(), 
 fn count<K: std::hash::Hash + Eq>(
     items: impl IntoIterator<Item = K>,
 ) -> rustc_hash::FxHashMap<K, u32> {
-    let mut counts = rustc_hash::FxHashMap::default();
+    let items = items.into_iter();
+    // Room for a sentence's items up front (growing the table rehashes what
+    // it holds); a document's repeat, and a table sized for all of them
+    // would be mostly empty, and slower to fill.
+    let room = items.size_hint().0.min(1024);
+    let mut counts = rustc_hash::FxHashMap::with_capacity_and_hasher(room, Default::default());
     for item in items {
         *counts.entry(item).or_insert(0) += 1;
     }

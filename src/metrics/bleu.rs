@@ -113,13 +113,17 @@ pub struct BleuValue {
 }
 
 fn ngrams(ids: &[u32]) -> HashMap<[u32; MAX_ORDER], u32> {
-    super::count((1..=MAX_ORDER).flat_map(|n| {
-        ids.windows(n).map(move |w| {
+    let mut counts = HashMap::default();
+    // Room for a sentence's n-grams, as `count` makes for others.
+    counts.reserve((MAX_ORDER * ids.len()).min(1024));
+    for n in 1..=MAX_ORDER {
+        for w in ids.windows(n) {
             let mut key = [NO_TOKEN; MAX_ORDER];
             key[..n].copy_from_slice(w);
-            key
-        })
-    }))
+            *counts.entry(key).or_insert(0) += 1;
+        }
+    }
+    counts
 }
 
 /// The ids of `text`'s tokens (whitespace-separated, as sacrebleu splits),

@@ -459,19 +459,21 @@ fn rten_product(
 }
 
 /// A fixed weight for products outside a burn model (the spaCy tagger's
-/// layers): `x W + b` for rows of `k` values, `W` `[k, n]`. Natively packed
-/// once for rten-gemm; in wasm read in place by [`strips`] (no second copy
-/// of the weights in the page's memory).
+/// layers): `x W + b` for rows of `k` values, `W` `[k, n]`, through
+/// [`strips`] on every target. Its sums are the same bits natively and in
+/// wasm, so a text's tags and entities, and the injections drawn from them,
+/// do not depend on where it runs (rten-gemm fuses multiply-adds, with
+/// kernels chosen by the CPU).
 #[derive(Clone)]
 pub struct Matrix {
-    /// `[k, n]` row-major.
-    #[cfg(target_arch = "wasm32")]
+    /// `[k, width]` row-major: the columns past `n` are zero, so `width` is
+    /// a whole number of strips.
     w: Vec<f32>,
+    /// `width` values, zero past `n`.
     bias: Option<Vec<f32>>,
     k: usize,
     n: usize,
-    #[cfg(not(target_arch = "wasm32"))]
-    packed: PackedBMatrix<f32>,
+    width: usize,
 }
 
 impl std::fmt::Debug for Matrix {
@@ -493,16 +495,23 @@ impl Matrix {
             bias.as_ref().is_none_or(|b| b.len() == n),
             "a bias of {n} values"
         );
-        let mut w = vec![0.0; k * n];
-        transpose::transpose(rows, &mut w, k, n);
+        let width = n.next_multiple_of(2 * LANES).max(2 * LANES);
+        let mut w = vec![0.0; k * width];
+        for (o, row) in rows.chunks_exact(k.max(1)).enumerate().take(n) {
+            for (i, &v) in row.iter().enumerate() {
+                w[i * width + o] = v;
+            }
+        }
+        let bias = bias.map(|mut b| {
+            b.resize(width, 0.0);
+            b
+        });
         Self {
-            #[cfg(not(target_arch = "wasm32"))]
-            packed: executor().with(|g| g.prepack_b(NdTensorView::from_data([k, n], &w[..]))),
-            #[cfg(target_arch = "wasm32")]
             w,
             bias,
             k,
             n,
+            width,
         }
     }
 
@@ -523,24 +532,14 @@ impl Matrix {
         if rows == 0 {
             return Vec::new();
         }
-        let bias = self.bias.as_deref();
-        #[cfg(target_arch = "wasm32")]
-        {
-            if self.n.is_multiple_of(LANES * 2) {
-                return strips(x, &self.w, bias, rows, self.k, self.n);
-            }
-            let b = NdTensorView::from_data([self.k, self.n], &self.w[..]);
-            rten_product(x, GemmInputB::Unpacked(b), bias, rows, self.k, self.n)
+        let out = strips(x, &self.w, self.bias.as_deref(), rows, self.k, self.width);
+        if self.width == self.n {
+            return out;
         }
-        #[cfg(not(target_arch = "wasm32"))]
-        rten_product(
-            x,
-            GemmInputB::Packed(&self.packed),
-            bias,
-            rows,
-            self.k,
-            self.n,
-        )
+        out.chunks_exact(self.width)
+            .flat_map(|row| &row[..self.n])
+            .copied()
+            .collect()
     }
 }
 
@@ -616,7 +615,7 @@ unsafe fn tile<const R: usize>(
 ) {
     // SAFETY (every access below): in bounds by the caller's contract.
     unsafe {
-        let mut acc = [[lanes::ZERO; 2]; R];
+        let mut acc = [[lanes::zero(); 2]; R];
         for (r, acc) in acc.iter_mut().enumerate() {
             let at = out.add((i + r) * n + j);
             *acc = [lanes::load(at), lanes::load(at.add(LANES))];
@@ -641,23 +640,41 @@ unsafe fn tile<const R: usize>(
     }
 }
 
-/// Four f32 lanes: simd128 in wasm, plain floats elsewhere (the same
-/// arithmetic, so the native tests check the page's kernel bit for bit).
-/// `load` and `store` take four f32s at a pointer the caller keeps in
-/// bounds.
+/// Four f32 lanes: simd128 in wasm, SSE on x86-64 (every x86-64 CPU has
+/// it), plain floats elsewhere. The same arithmetic on each (a multiply,
+/// then an add, each rounded: no fused multiply-add), so the native tests
+/// check the page's kernel bit for bit, and a product gives the same bits
+/// on every machine. `load` and `store` take four f32s at a pointer the
+/// caller keeps in bounds.
 mod lanes {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     use std::arch::wasm32::{f32x4, f32x4_add, f32x4_mul, f32x4_splat, v128};
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::{__m128, _mm_add_ps, _mm_mul_ps, _mm_set1_ps, _mm_setzero_ps};
 
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub type V = v128;
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[cfg(target_arch = "x86_64")]
+    pub type V = __m128;
+    #[cfg(not(any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "x86_64"
+    )))]
     pub type V = [f32; 4];
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    pub const ZERO: V = f32x4(0.0, 0.0, 0.0, 0.0);
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    pub const ZERO: V = [0.0; 4];
+    #[inline(always)]
+    pub fn zero() -> V {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return f32x4(0.0, 0.0, 0.0, 0.0);
+        // SAFETY: SSE is part of x86-64.
+        #[cfg(target_arch = "x86_64")]
+        return unsafe { _mm_setzero_ps() };
+        #[cfg(not(any(
+            all(target_arch = "wasm32", target_feature = "simd128"),
+            target_arch = "x86_64"
+        )))]
+        return [0.0; 4];
+    }
 
     #[inline(always)]
     pub unsafe fn load(p: *const f32) -> V {
@@ -675,7 +692,13 @@ mod lanes {
     pub fn splat(x: f32) -> V {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         return f32x4_splat(x);
-        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        // SAFETY: SSE is part of x86-64.
+        #[cfg(target_arch = "x86_64")]
+        return unsafe { _mm_set1_ps(x) };
+        #[cfg(not(any(
+            all(target_arch = "wasm32", target_feature = "simd128"),
+            target_arch = "x86_64"
+        )))]
         return [x; 4];
     }
 
@@ -684,7 +707,13 @@ mod lanes {
     pub fn mul_add(acc: V, a: V, b: V) -> V {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         return f32x4_add(acc, f32x4_mul(a, b));
-        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        // SAFETY: SSE is part of x86-64.
+        #[cfg(target_arch = "x86_64")]
+        return unsafe { _mm_add_ps(acc, _mm_mul_ps(a, b)) };
+        #[cfg(not(any(
+            all(target_arch = "wasm32", target_feature = "simd128"),
+            target_arch = "x86_64"
+        )))]
         return std::array::from_fn(|l| acc[l] + a[l] * b[l]);
     }
 }

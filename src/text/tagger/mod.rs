@@ -221,7 +221,7 @@ impl Tagger {
             });
         }
         let vectors = self.tok2vec.forward(&shared);
-        let all_scores = self.softmax.forward_rows(&vectors);
+        let all_scores = self.softmax.forward(&vectors);
         let mut tags = Vec::with_capacity(tokens.len());
         let mut upos = Vec::with_capacity(tokens.len());
         for (t, scores) in tokens.iter().zip(all_scores.chunks_exact(self.tags.len())) {

@@ -9,11 +9,13 @@
 //!   open entity, previous token) with a maxout hidden layer.
 //!
 //! The networks are small (about 1.5 M weights each). Every token's layer
-//! runs as one matrix product over the text's tokens ([`Matrix`]: rten-gemm
-//! natively, in place in wasm), not a dot product per token and output:
-//! `cargo bench --bench inject`'s tagger group took 1.14 s instead of 3.13 s,
-//! and a WMT21 suite 9.0 s instead of 12.5 s. The entity parser's steps
-//! depend on its earlier moves, so its upper layer stays one token at a time.
+//! runs as one matrix product over the text's tokens ([`Matrix`], the same
+//! bits natively and in wasm), not a dot product per token and output:
+//! `cargo bench --bench inject`'s tagger group (release) took 2.48 s instead
+//! of 3.33 s. rten-gemm's kernels took 1.41 s, but they fuse multiply-adds
+//! and the page's cannot, so a near-tie between two tags could go one way in
+//! the CLI and the other in the page. The entity parser's steps depend on
+//! its earlier moves, so its upper layer runs one token at a time.
 
 use std::collections::HashMap;
 
@@ -110,7 +112,7 @@ impl MaxoutNorm {
         // are `pieces` times the output, and a block of them stays in cache
         // (all at once, the kernel spent half of a 20k-word text's tagging
         // handing out fresh pages).
-        for block in x.chunks(ROWS_PER_PRODUCT * self.n_in()) {
+        for block in x.chunks(ROWS_PER_PRODUCT * self.n_in().max(1)) {
             self.maxout_norm(&self.product.apply(block), &mut out);
         }
         out
@@ -140,25 +142,6 @@ impl MaxoutNorm {
 /// Tokens per product of a maxout layer.
 const ROWS_PER_PRODUCT: usize = 256;
 
-/// Dot product with eight independent accumulators, so the compiler can
-/// vectorise it (a single running sum forces sequential adds).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; 8];
-    let chunks = n / 8;
-    for (ca, cb) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        for k in 0..8 {
-            acc[k] += ca[k] * cb[k];
-        }
-    }
-    let mut sum: f32 = acc.iter().sum();
-    for k in chunks * 8..n {
-        sum += a[k] * b[k];
-    }
-    sum
-}
-
 /// Hash embeddings + mix + residual window encoders.
 #[derive(Debug, Clone)]
 pub struct Tok2Vec {
@@ -185,7 +168,9 @@ impl Tok2Vec {
         let bad_table = tables.iter().any(|(_, t)| t.shape[1] != width);
         if bad_table
             || mix.n_in() != width * tables.len()
-            || encoders.iter().any(|e| e.n_in() != 3 * width)
+            || encoders
+                .iter()
+                .any(|e| e.n_in() != 3 * width || e.gain.len() != width)
         {
             return Err(WeightError::Tensor(format!("{prefix} shapes")));
         }
@@ -250,9 +235,6 @@ impl Tok2Vec {
 /// A dense layer: `W` [out, in], `b` [out].
 #[derive(Debug, Clone)]
 pub struct Linear {
-    w: Weight,
-    b: Vec<f32>,
-    /// The same, for many rows at once.
     product: Matrix,
 }
 
@@ -264,30 +246,23 @@ impl Linear {
         if b.len() != w.shape[0] {
             return Err(WeightError::Tensor(name.to_owned()));
         }
-        let product = Matrix::from_rows(&w.data, w.shape[0], w.shape[1], Some(b.clone()));
-        Ok(Self { w, b, product })
+        Ok(Self {
+            product: Matrix::from_rows(&w.data, w.shape[0], w.shape[1], Some(b)),
+        })
     }
 
     /// Output size.
     pub fn n_out(&self) -> usize {
-        self.w.shape[0]
+        self.product.n()
     }
 
     /// Input size.
     pub fn n_in(&self) -> usize {
-        self.w.shape[1]
-    }
-
-    /// `out` = W x + b for one input (the entity parser's step by step).
-    pub fn forward(&self, x: &[f32], out: &mut [f32]) {
-        let n_in = self.n_in();
-        for (o, y) in out.iter_mut().enumerate() {
-            *y = dot(&self.w.data[o * n_in..(o + 1) * n_in], x) + self.b[o];
-        }
+        self.product.k()
     }
 
     /// W x + b for each row of `x` ([rows, in] to [rows, out]).
-    pub fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
+    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
         self.product.apply(x)
     }
 }
@@ -401,12 +376,11 @@ impl Ner {
         let vectors = self.tok2vec.forward(attrs);
         let (f, h, p) = self.lower_shape;
         // Each token's contribution to each feature slot: [n, f, h*p].
-        let cached = self.lower.apply(&self.project.forward_rows(&vectors));
+        let cached = self.lower.apply(&self.project.forward(&vectors));
         let mut out = Vec::new();
         let mut open: Option<(String, usize)> = None;
         let mut unmaxed = vec![0.0; h * p];
         let mut hidden = vec![0.0; h];
-        let mut scores = vec![0.0; self.moves.len()];
         for b0 in 0..n {
             let ids = match &open {
                 Some((_, start)) => [b0 as isize, *start as isize, b0 as isize - 1],
@@ -428,7 +402,7 @@ impl Ner {
                     .copied()
                     .fold(f32::NEG_INFINITY, f32::max);
             }
-            self.upper.forward(&hidden, &mut scores);
+            let scores = self.upper.forward(&hidden);
             let has_next = b0 + 1 < n;
             let next_starts = has_next && tokens[b0 + 1].sent_start;
             let open_label = open.as_ref().map(|(l, _)| l.as_str());

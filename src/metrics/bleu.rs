@@ -115,7 +115,7 @@ pub struct BleuValue {
 fn ngrams(ids: &[u32]) -> HashMap<[u32; MAX_ORDER], u32> {
     let mut counts = HashMap::default();
     // Room for a sentence's n-grams, as `count` makes for others.
-    counts.reserve((MAX_ORDER * ids.len()).min(1024));
+    counts.reserve((MAX_ORDER * ids.len()).min(super::COUNT_ROOM));
     for n in 1..=MAX_ORDER {
         for w in ids.windows(n) {
             let mut key = [NO_TOKEN; MAX_ORDER];

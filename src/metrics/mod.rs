@@ -443,6 +443,9 @@ fn require_references(metric: &'static str, segments: &[Segment]) -> Result<(), 
     }
 }
 
+/// The most items [`count`] makes room for up front.
+const COUNT_ROOM: usize = 1024;
+
 /// Counts items into a map (Python's `collections.Counter`). FxHash: n-gram
 /// keys are short and numerous, and SipHash dominated the profile.
 fn count<K: std::hash::Hash + Eq>(
@@ -452,7 +455,7 @@ fn count<K: std::hash::Hash + Eq>(
     // Room for a sentence's items up front (growing the table rehashes what
     // it holds); a document's repeat, and a table sized for all of them
     // would be mostly empty, and slower to fill.
-    let room = items.size_hint().0.min(1024);
+    let room = items.size_hint().0.min(COUNT_ROOM);
     let mut counts = rustc_hash::FxHashMap::with_capacity_and_hasher(room, Default::default());
     for item in items {
         *counts.entry(item).or_insert(0) += 1;

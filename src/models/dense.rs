@@ -561,8 +561,8 @@ const DEPTH: usize = 512;
 /// page's products (25 rows, MiniLM's widths) and the same at 400 rows
 /// (README, Engine speed). Each output is the bias plus the products added
 /// in order of `k`, one multiply and one add each (no fused multiply-add),
-/// so every target gives the same bits: simd128 in wasm, four plain lanes
-/// elsewhere.
+/// so every target gives the same bits: simd128 in wasm, SSE on x86-64,
+/// four plain lanes elsewhere ([`lanes`]).
 fn strips(x: &[f32], w: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
     assert!(x.len() == m * k && w.len() == k * n && n > 0 && n.is_multiple_of(2 * LANES));
     assert!(bias.is_none_or(|b| b.len() == n), "a bias of {n} values");
@@ -752,8 +752,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_matrix_applies_its_pytorch_rows_to_each_input_row() {
-        // Widths the page reads in place (multiples of 8) and others, one
-        // row (rten-gemm's vector kernel), several, and none.
+        // Widths that are whole strips of 8 and widths padded to them; one
+        // row, several, and none.
         for (n, k, bias) in [
             (288, 384, true),
             (50, 96, true),

@@ -7,9 +7,14 @@
 // (BLINDSPOT_DIST=dist-dev after `make build-web` runs the development build.)
 //
 // Prints the browser time (one Web Worker, wasm) and the native time (all
-// cores), and their ratio.
+// cores), and their ratio, then checks that the page's report is the CLI's
+// (numbers within 1e-9 relative: wasm's libm and glibc's may differ in the
+// last bit), so a fast run is never one that skipped work.
 
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
@@ -31,12 +36,30 @@ await page.click("#suite-run");
 await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null,
   { timeout: 1_800_000, polling: 1000 });
 const browserMs = Number(await page.getAttribute("#suite-result", "data-millis"));
+const [saved] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+const fromPage = JSON.parse(readFileSync(await saved.path(), "utf8"));
 await browser.close();
 server.close();
 
 const t0 = performance.now();
-execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", "5", "--out", "/dev/null"], { stdio: "ignore" });
+const out = join(mkdtempSync(join(tmpdir(), "blindspot-suite-")), "cli.json");
+execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", "5", "--out", out], { stdio: "ignore" });
 const nativeMs = performance.now() - t0;
 console.log(`browser (1 worker, wasm): ${(browserMs / 1000).toFixed(1)} s`);
 console.log(`native CLI (release, all cores): ${(nativeMs / 1000).toFixed(1)} s`);
 console.log(`ratio browser / native: ${(browserMs / nativeMs).toFixed(2)}`);
+const fromCli = JSON.parse(readFileSync(out, "utf8"));
+fromCli.dataset = fromPage.dataset;
+let numbers = 0;
+(function close(a, b, path) {
+  if (typeof a === "number" && typeof b === "number") {
+    numbers += 1;
+    assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b)), `${path}: ${a} vs ${b}`);
+  } else if (a && typeof a === "object") {
+    assert.deepEqual(Object.keys(a), Object.keys(b), `${path}: keys`);
+    for (const k of Object.keys(a)) close(a[k], b[k], `${path}.${k}`);
+  } else {
+    assert.equal(a, b, path);
+  }
+})(fromPage, fromCli, "report");
+console.log(`the page's report is the CLI's: ${fromPage.tests.length} tests over ${fromPage.items} items, ${numbers} numbers`);

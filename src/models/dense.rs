@@ -369,7 +369,7 @@ fn gemm_f32(
     // `strips`; natively rten-gemm's packed kernel is faster.
     if let Some(w) = w
         .as_slice::<f32>()
-        .filter(|_| cfg!(target_arch = "wasm32") && d_out > 0 && d_out.is_multiple_of(LANES * 2))
+        .filter(|_| cfg!(target_arch = "wasm32") && d_out > 0 && d_out.is_multiple_of(STRIP))
     {
         return strips(x, w, bias, rows, d_in, d_out);
     }
@@ -495,7 +495,7 @@ impl Matrix {
             bias.as_ref().is_none_or(|b| b.len() == n),
             "a bias of {n} values"
         );
-        let width = n.next_multiple_of(2 * LANES).max(2 * LANES);
+        let width = n.next_multiple_of(STRIP).max(STRIP);
         let mut w = vec![0.0; k * width];
         for (o, row) in rows.chunks_exact(k.max(1)).enumerate().take(n) {
             for (i, &v) in row.iter().enumerate() {
@@ -543,45 +543,104 @@ impl Matrix {
     }
 }
 
-/// Columns per strip of [`strips`]: two vectors of four.
-const LANES: usize = 4;
-/// Input rows per tile of [`strips`] (8 accumulators, so the tile stays in
-/// V8's sixteen vector registers; 6 rows spilled and ran at 31 GFLOP/s).
+/// Columns per strip of [`strips`]: two vectors of four lanes, or one of
+/// eight.
+const STRIP: usize = 8;
+/// Input rows per tile of [`strips`] with four-lane vectors (8
+/// accumulators, so the tile stays in V8's sixteen vector registers; 6 rows
+/// spilled and ran at 31 GFLOP/s).
 const TILE_ROWS: usize = 4;
+/// Input rows per tile with AVX's eight lanes: 8 accumulators again, now
+/// one vector per row.
+#[cfg(target_arch = "x86_64")]
+const AVX_TILE_ROWS: usize = 8;
 /// Depth of a strip's block: 512 rows of 8 columns of the weight (16 KB)
 /// stay in L1 while every tile of input rows passes over them.
 const DEPTH: usize = 512;
 
 /// `x W + b`, `x` `[m, k]` and `W` `[k, n]` row-major (`n` a multiple of
 /// 8), without packing the weight: each strip of 8 columns is read in place
-/// a block of [`DEPTH`] rows at a time, and every tile of [`TILE_ROWS`]
-/// input rows multiplies it into its accumulators. rten-gemm copies the
-/// weight into panels on every call, about a fifth of a keystroke's pass
-/// in the page; this reached 42–50 GFLOP/s against its 35–40 on the
-/// page's products (25 rows, MiniLM's widths) and the same at 400 rows
-/// (README, Engine speed). Each output is the bias plus the products added
-/// in order of `k`, one multiply and one add each (no fused multiply-add),
-/// so every target gives the same bits: simd128 in wasm, SSE on x86-64,
-/// four plain lanes elsewhere ([`lanes`]).
+/// a block of [`DEPTH`] rows at a time, and every tile of input rows
+/// multiplies it into its accumulators. rten-gemm copies the weight into
+/// panels on every call, about a fifth of a keystroke's pass in the page;
+/// this reached 42–50 GFLOP/s against its 35–40 on the page's products (25
+/// rows, MiniLM's widths) and the same at 400 rows (README, Engine speed).
+/// Each output is the bias plus the products added in order of `k`, one
+/// multiply and one add each (no fused multiply-add), so every target gives
+/// the same bits whatever the width of its vectors: simd128 in wasm, AVX
+/// where an x86-64 CPU has it and SSE where not, four plain lanes elsewhere
+/// ([`Lanes`]).
 fn strips(x: &[f32], w: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
-    assert!(x.len() == m * k && w.len() == k * n && n > 0 && n.is_multiple_of(2 * LANES));
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx) = Avx::detect() {
+        return strips_avx(avx, x, w, bias, m, k, n);
+    }
+    strips_with::<_, 2, TILE_ROWS>(Native::default(), x, w, bias, m, k, n)
+}
+
+/// [`strips`] compiled for AVX, the whole loop nest inlined into it.
+#[cfg(target_arch = "x86_64")]
+fn strips_avx(
+    avx: Avx,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f32> {
+    #[target_feature(enable = "avx")]
+    fn run(
+        avx: Avx,
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<f32> {
+        strips_with::<Avx, 1, AVX_TILE_ROWS>(avx, x, w, b, m, k, n)
+    }
+    // SAFETY: an `Avx` exists only where the CPU has AVX.
+    unsafe { run(avx, x, w, bias, m, k, n) }
+}
+
+/// [`strips`] through the lanes `lanes`: `S` vectors of them per strip of
+/// [`STRIP`] columns, tiles of `R` input rows (then 4, then 3, 2 or 1 for
+/// the rows left).
+#[inline(always)]
+fn strips_with<L: Lanes, const S: usize, const R: usize>(
+    lanes: L,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f32> {
+    const { assert!(S * L::WIDTH == STRIP && R >= 4) };
+    assert!(x.len() == m * k && w.len() == k * n && n > 0 && n.is_multiple_of(STRIP));
     assert!(bias.is_none_or(|b| b.len() == n), "a bias of {n} values");
     let mut out = vec![0.0f32; m * n];
     let (xp, wp, op) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
-    for j in (0..n).step_by(2 * LANES) {
+    for j in (0..n).step_by(STRIP) {
         for start in (0..k).step_by(DEPTH) {
             let depth = start..(start + DEPTH).min(k);
             let mut i = 0;
             // SAFETY: the tiles stay inside the sizes asserted above.
             unsafe {
-                while i + TILE_ROWS <= m {
-                    tile::<TILE_ROWS>(xp, wp, op, [i, j], [k, n], depth.clone());
-                    i += TILE_ROWS;
+                while i + R <= m {
+                    tile::<L, S, R>(lanes, xp, wp, op, [i, j], [k, n], depth.clone());
+                    i += R;
+                }
+                while R > 4 && i + 4 <= m {
+                    tile::<L, S, 4>(lanes, xp, wp, op, [i, j], [k, n], depth.clone());
+                    i += 4;
                 }
                 match m - i {
-                    3 => tile::<3>(xp, wp, op, [i, j], [k, n], depth),
-                    2 => tile::<2>(xp, wp, op, [i, j], [k, n], depth),
-                    1 => tile::<1>(xp, wp, op, [i, j], [k, n], depth),
+                    3 => tile::<L, S, 3>(lanes, xp, wp, op, [i, j], [k, n], depth),
+                    2 => tile::<L, S, 2>(lanes, xp, wp, op, [i, j], [k, n], depth),
+                    1 => tile::<L, S, 1>(lanes, xp, wp, op, [i, j], [k, n], depth),
                     _ => {}
                 }
             }
@@ -599,13 +658,16 @@ fn strips(x: &[f32], w: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usi
 
 /// Rows `i..i + R`, columns `j..j + 8` of `out += x W` over `depth`.
 /// Raw pointers: with indexing, the bounds checks V8 keeps in the inner
-/// loop made the page's pass slower than rten-gemm's.
+/// loop made the page's pass slower than rten-gemm's. The rows' pointers
+/// are set once and stepped with `wrapping_add`, which (unlike `add`) has
+/// no overflow check in builds with debug assertions.
 ///
 /// # Safety
 /// `x` is `[m, k]`, `w` `[k, n]` and `out` `[m, n]` with `i + R <= m`,
-/// `j + 8 <= n` and `depth` within `0..k` (as [`strips`] asserts).
+/// `j + 8 <= n` and `depth` within `0..k` (as [`strips_with`] asserts).
 #[inline(always)]
-unsafe fn tile<const R: usize>(
+unsafe fn tile<L: Lanes, const S: usize, const R: usize>(
+    l: L,
     x: *const f32,
     w: *const f32,
     out: *mut f32,
@@ -613,108 +675,234 @@ unsafe fn tile<const R: usize>(
     [k, n]: [usize; 2],
     depth: std::ops::Range<usize>,
 ) {
+    // Plain loops rather than closures (`array::from_fn`): a closure is
+    // not compiled for AVX unless it is inlined into `strips_avx`.
+    let mut outs = [out; R];
+    let mut xs = [x; R];
+    for r in 0..R {
+        outs[r] = out.wrapping_add((i + r) * n + j);
+        xs[r] = x.wrapping_add((i + r) * k + depth.start);
+    }
     // SAFETY (every access below): in bounds by the caller's contract.
     unsafe {
-        let mut acc = [[lanes::zero(); 2]; R];
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let at = out.add((i + r) * n + j);
-            *acc = [lanes::load(at), lanes::load(at.add(LANES))];
+        let mut acc = [[l.zero(); S]; R];
+        for (acc, &at) in acc.iter_mut().zip(&outs) {
+            for (s, v) in acc.iter_mut().enumerate() {
+                *v = l.load(at.wrapping_add(s * L::WIDTH));
+            }
         }
-        // Stepped with `wrapping_add`: after the last row it points past the
-        // weight (never read there), which `add` would make undefined.
+        // After the last row these point past the weight and the input
+        // rows (never read there), which `add` would make undefined.
         let mut row = w.wrapping_add(depth.start * n + j);
-        for kk in depth {
-            let (b0, b1) = (lanes::load(row), lanes::load(row.add(LANES)));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let a = lanes::splat(*x.add((i + r) * k + kk));
-                acc[0] = lanes::mul_add(acc[0], a, b0);
-                acc[1] = lanes::mul_add(acc[1], a, b1);
+        let mut b = [l.zero(); S];
+        for _ in depth {
+            for (s, b) in b.iter_mut().enumerate() {
+                *b = l.load(row.wrapping_add(s * L::WIDTH));
+            }
+            for (acc, x) in acc.iter_mut().zip(&mut xs) {
+                let a = l.splat(**x);
+                for (v, &b) in acc.iter_mut().zip(&b) {
+                    *v = l.mul_add(*v, a, b);
+                }
+                *x = x.wrapping_add(1);
             }
             row = row.wrapping_add(n);
         }
-        for (r, acc) in acc.iter().enumerate() {
-            let at = out.add((i + r) * n + j);
-            lanes::store(at, acc[0]);
-            lanes::store(at.add(LANES), acc[1]);
+        for (acc, &at) in acc.iter().zip(&outs) {
+            for (s, &v) in acc.iter().enumerate() {
+                l.store(at.wrapping_add(s * L::WIDTH), v);
+            }
         }
     }
 }
 
-/// Four f32 lanes: simd128 in wasm, SSE on x86-64 (every x86-64 CPU has
-/// it), plain floats elsewhere. The same arithmetic on each (a multiply,
-/// then an add, each rounded: no fused multiply-add), so the native tests
-/// check the page's kernel bit for bit, and a product gives the same bits
-/// on every machine. `load` and `store` take four f32s at a pointer the
-/// caller keeps in bounds.
-mod lanes {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    use std::arch::wasm32::{f32x4, f32x4_add, f32x4_mul, f32x4_splat, v128};
-    #[cfg(target_arch = "x86_64")]
-    use std::arch::x86_64::{__m128, _mm_add_ps, _mm_mul_ps, _mm_set1_ps, _mm_setzero_ps};
+/// The f32 lanes [`strips`] computes with. Every implementation does the
+/// same arithmetic (a multiply, then an add, each rounded: no fused
+/// multiply-add), so the native tests check the page's kernel bit for bit,
+/// and a product gives the same bits on every machine. A value of the type
+/// is the proof that the CPU runs its instructions.
+trait Lanes: Copy {
+    /// `WIDTH` f32s.
+    type V: Copy;
+    const WIDTH: usize;
+    fn zero(self) -> Self::V;
+    /// `WIDTH` f32s from `p` (any alignment).
+    ///
+    /// # Safety
+    /// `p` points at `WIDTH` readable f32s.
+    unsafe fn load(self, p: *const f32) -> Self::V;
+    /// # Safety
+    /// `p` points at `WIDTH` writable f32s.
+    unsafe fn store(self, p: *mut f32, v: Self::V);
+    fn splat(self, x: f32) -> Self::V;
+    /// `acc + a * b`, lane by lane, rounded after each step.
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V;
+}
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    pub type V = v128;
-    #[cfg(target_arch = "x86_64")]
-    pub type V = __m128;
-    #[cfg(not(any(
+/// The four lanes every build of this target has: simd128 in wasm, SSE on
+/// x86-64 (part of it), plain floats elsewhere.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+type Native = Simd128;
+#[cfg(target_arch = "x86_64")]
+type Native = Sse;
+#[cfg(not(any(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    target_arch = "x86_64"
+)))]
+type Native = Plain;
+
+/// Four plain f32s.
+#[cfg_attr(
+    any(
         all(target_arch = "wasm32", target_feature = "simd128"),
         target_arch = "x86_64"
-    )))]
-    pub type V = [f32; 4];
+    ),
+    allow(dead_code)
+)]
+#[derive(Clone, Copy, Default)]
+struct Plain;
 
+impl Lanes for Plain {
+    type V = [f32; 4];
+    const WIDTH: usize = 4;
     #[inline(always)]
-    pub fn zero() -> V {
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return f32x4(0.0, 0.0, 0.0, 0.0);
-        // SAFETY: SSE is part of x86-64.
-        #[cfg(target_arch = "x86_64")]
-        return unsafe { _mm_setzero_ps() };
-        #[cfg(not(any(
-            all(target_arch = "wasm32", target_feature = "simd128"),
-            target_arch = "x86_64"
-        )))]
-        return [0.0; 4];
+    fn zero(self) -> Self::V {
+        [0.0; 4]
     }
-
     #[inline(always)]
-    pub unsafe fn load(p: *const f32) -> V {
-        // SAFETY: four f32s in bounds (the caller's contract); no alignment needed.
-        unsafe { p.cast::<V>().read_unaligned() }
+    unsafe fn load(self, p: *const f32) -> Self::V {
+        // SAFETY: the caller's contract; no alignment needed.
+        unsafe { p.cast::<Self::V>().read_unaligned() }
     }
-
     #[inline(always)]
-    pub unsafe fn store(p: *mut f32, v: V) {
+    unsafe fn store(self, p: *mut f32, v: Self::V) {
         // SAFETY: as for `load`.
-        unsafe { p.cast::<V>().write_unaligned(v) }
+        unsafe { p.cast::<Self::V>().write_unaligned(v) }
     }
-
     #[inline(always)]
-    pub fn splat(x: f32) -> V {
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return f32x4_splat(x);
-        // SAFETY: SSE is part of x86-64.
-        #[cfg(target_arch = "x86_64")]
-        return unsafe { _mm_set1_ps(x) };
-        #[cfg(not(any(
-            all(target_arch = "wasm32", target_feature = "simd128"),
-            target_arch = "x86_64"
-        )))]
-        return [x; 4];
+    fn splat(self, x: f32) -> Self::V {
+        [x; 4]
     }
-
-    /// `acc + a * b`, lane by lane, rounded after each step.
     #[inline(always)]
-    pub fn mul_add(acc: V, a: V, b: V) -> V {
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return f32x4_add(acc, f32x4_mul(a, b));
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        std::array::from_fn(|l| acc[l] + a[l] * b[l])
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[derive(Clone, Copy, Default)]
+struct Simd128;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl Lanes for Simd128 {
+    type V = std::arch::wasm32::v128;
+    const WIDTH: usize = 4;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        std::arch::wasm32::f32x4_splat(0.0)
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> Self::V {
+        // SAFETY: the caller's contract; no alignment needed.
+        unsafe { p.cast::<Self::V>().read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: Self::V) {
+        // SAFETY: as for `load`.
+        unsafe { p.cast::<Self::V>().write_unaligned(v) }
+    }
+    #[inline(always)]
+    fn splat(self, x: f32) -> Self::V {
+        std::arch::wasm32::f32x4_splat(x)
+    }
+    #[inline(always)]
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        use std::arch::wasm32::{f32x4_add, f32x4_mul};
+        f32x4_add(acc, f32x4_mul(a, b))
+    }
+}
+
+/// x86-64's baseline: four lanes.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Default)]
+struct Sse;
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Sse {
+    type V = std::arch::x86_64::__m128;
+    const WIDTH: usize = 4;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
         // SAFETY: SSE is part of x86-64.
-        #[cfg(target_arch = "x86_64")]
-        return unsafe { _mm_add_ps(acc, _mm_mul_ps(a, b)) };
-        #[cfg(not(any(
-            all(target_arch = "wasm32", target_feature = "simd128"),
-            target_arch = "x86_64"
-        )))]
-        return std::array::from_fn(|l| acc[l] + a[l] * b[l]);
+        unsafe { std::arch::x86_64::_mm_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> Self::V {
+        // SAFETY: the caller's contract; no alignment needed.
+        unsafe { std::arch::x86_64::_mm_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: Self::V) {
+        // SAFETY: as for `load`.
+        unsafe { std::arch::x86_64::_mm_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    fn splat(self, x: f32) -> Self::V {
+        // SAFETY: SSE is part of x86-64.
+        unsafe { std::arch::x86_64::_mm_set1_ps(x) }
+    }
+    #[inline(always)]
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        use std::arch::x86_64::{_mm_add_ps, _mm_mul_ps};
+        // SAFETY: SSE is part of x86-64.
+        unsafe { _mm_add_ps(acc, _mm_mul_ps(a, b)) }
+    }
+}
+
+/// Eight lanes, for CPUs with AVX (found at run time: made only by
+/// [`Avx::detect`]). Its methods are inlined into [`strips_avx`], which is
+/// compiled for AVX.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Avx(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx {
+    /// The lanes, where this CPU has AVX.
+    fn detect() -> Option<Self> {
+        std::is_x86_feature_detected!("avx").then_some(Self(()))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Avx {
+    type V = std::arch::x86_64::__m256;
+    const WIDTH: usize = 8;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        // SAFETY: an `Avx` exists only where the CPU has AVX.
+        unsafe { std::arch::x86_64::_mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> Self::V {
+        // SAFETY: the caller's contract; as for `zero`.
+        unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: Self::V) {
+        // SAFETY: as for `load`.
+        unsafe { std::arch::x86_64::_mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    fn splat(self, x: f32) -> Self::V {
+        // SAFETY: as for `zero`.
+        unsafe { std::arch::x86_64::_mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        use std::arch::x86_64::{_mm256_add_ps, _mm256_mul_ps};
+        // SAFETY: as for `zero`.
+        unsafe { _mm256_add_ps(acc, _mm256_mul_ps(a, b)) }
     }
 }
 
@@ -937,9 +1125,36 @@ pub(crate) mod tests {
         );
     }
 
+    /// Each set of lanes this machine can run, as [`strips`]'s signature.
+    type Kernel = fn(&[f32], &[f32], Option<&[f32]>, usize, usize, usize) -> Vec<f32>;
+    fn kernels() -> Vec<(&'static str, Kernel)> {
+        let mut all: Vec<(&'static str, Kernel)> = vec![
+            ("strips", strips),
+            ("plain", |x, w, b, m, k, n| {
+                strips_with::<_, 2, TILE_ROWS>(Plain, x, w, b, m, k, n)
+            }),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            all.push(("sse", |x, w, b, m, k, n| {
+                strips_with::<_, 2, TILE_ROWS>(Sse, x, w, b, m, k, n)
+            }));
+            if Avx::detect().is_some() {
+                all.push(("avx", |x, w, b, m, k, n| {
+                    strips_avx(Avx::detect().unwrap(), x, w, b, m, k, n)
+                }));
+            } else {
+                eprintln!("no AVX on this CPU: its kernel is not tested here");
+            }
+        }
+        all
+    }
+
     /// The page's f32 kernel gives every output exactly as the bias plus
-    /// the products added in order of `k`: tiles of 1 to 4 rows, depths
-    /// across its blocks, several strips, with and without a bias.
+    /// the products added in order of `k`, through every set of lanes this
+    /// machine runs (the page's simd128 runs the same code with four lanes):
+    /// tiles of every height, depths across its blocks, several strips, with
+    /// and without a bias.
     #[test]
     fn strips_add_the_products_in_order() {
         for (m, k, n) in [
@@ -952,12 +1167,17 @@ pub(crate) mod tests {
             (9, 520, 24),
             (25, 1100, 8),
             (4, 512, 16),
+            (15, 70, 8),
+            (13, 9, 16),
         ] {
             let x = values(m * k, 20);
             let w = values(k * n, 21);
             let b = values(n, 22);
-            for bias in [None, Some(&b[..])] {
-                let ours = strips(&x, &w, bias, m, k, n);
+            for ((name, kernel), bias) in kernels()
+                .into_iter()
+                .flat_map(|kernel| [(kernel, None), (kernel, Some(&b[..]))])
+            {
+                let ours = kernel(&x, &w, bias, m, k, n);
                 for r in 0..m {
                     for c in 0..n {
                         let mut sum = 0.0f32;
@@ -968,7 +1188,7 @@ pub(crate) mod tests {
                         assert_eq!(
                             ours[r * n + c].to_bits(),
                             want.to_bits(),
-                            "({m}, {k}, {n}) at [{r}, {c}]"
+                            "{name} ({m}, {k}, {n}) at [{r}, {c}]"
                         );
                     }
                 }

@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
@@ -42,13 +42,15 @@ await browser.close();
 server.close();
 
 const t0 = performance.now();
-const out = join(mkdtempSync(join(tmpdir(), "blindspot-suite-")), "cli.json");
+const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-"));
+const out = join(dir, "cli.json");
 execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", "5", "--out", out], { stdio: "ignore" });
 const nativeMs = performance.now() - t0;
 console.log(`browser (1 worker, wasm): ${(browserMs / 1000).toFixed(1)} s`);
 console.log(`native CLI (release, all cores): ${(nativeMs / 1000).toFixed(1)} s`);
 console.log(`ratio browser / native: ${(browserMs / nativeMs).toFixed(2)}`);
 const fromCli = JSON.parse(readFileSync(out, "utf8"));
+rmSync(dir, { recursive: true });
 fromCli.dataset = fromPage.dataset;
 let numbers = 0;
 (function close(a, b, path) {

@@ -859,18 +859,23 @@ impl Lanes for Sse {
     }
 }
 
-/// Eight lanes, for CPUs with AVX (found at run time: made only by
-/// [`Avx::detect`]). Its methods are inlined into [`strips_avx`], which is
-/// compiled for AVX.
 #[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-struct Avx(());
+use avx::Avx;
 
+/// In a module of its own so that [`Avx::detect`] is the only way to
+/// make one.
 #[cfg(target_arch = "x86_64")]
-impl Avx {
-    /// The lanes, where this CPU has AVX.
-    fn detect() -> Option<Self> {
-        std::is_x86_feature_detected!("avx").then_some(Self(()))
+mod avx {
+    /// Eight lanes, for CPUs with AVX (found at run time). Its methods are
+    /// inlined into [`super::strips_avx`], which is compiled for AVX.
+    #[derive(Clone, Copy)]
+    pub(super) struct Avx(());
+
+    impl Avx {
+        /// The lanes, where this CPU has AVX.
+        pub(super) fn detect() -> Option<Self> {
+            std::is_x86_feature_detected!("avx").then_some(Self(()))
+        }
     }
 }
 
@@ -1128,6 +1133,7 @@ pub(crate) mod tests {
     /// Each set of lanes this machine can run, as [`strips`]'s signature.
     type Kernel = fn(&[f32], &[f32], Option<&[f32]>, usize, usize, usize) -> Vec<f32>;
     fn kernels() -> Vec<(&'static str, Kernel)> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut all: Vec<(&'static str, Kernel)> = vec![
             ("strips", strips),
             ("plain", |x, w, b, m, k, n| {
@@ -1169,6 +1175,7 @@ pub(crate) mod tests {
             (4, 512, 16),
             (15, 70, 8),
             (13, 9, 16),
+            (12, 600, 16),
         ] {
             let x = values(m * k, 20);
             let w = values(k * n, 21);

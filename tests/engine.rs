@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use blindspot::data::{self, Item};
 use blindspot::metrics::{Engine, MetricId, Segment, Settings};
 use blindspot::stress::suite::{
-    Shard, SuiteConfig, SuiteModels, SuitePart, merge, run_part, run_suite,
+    Shard, SuiteConfig, SuiteModels, SuitePart, merge, merge_finished, run_part, run_suite,
 };
 use serde_json::Value;
 
@@ -125,6 +125,72 @@ fn sharded_suites_merge_into_exactly_the_unsharded_report() {
     assert_eq!(
         "1/4".parse::<Shard>().unwrap(),
         Shard { index: 1, count: 4 }
+    );
+}
+
+/// The page's workers: each shard streams its tests as it finishes them,
+/// and the tests every shard has finished merge into the unsharded
+/// report's first tests; all of them into the whole report.
+#[test]
+fn streamed_shard_tests_merge_test_by_test_into_the_unsharded_report() {
+    let items = wmt(12);
+    let config = SuiteConfig {
+        injections: ["truncation", "negation", "token_drop"]
+            .map(String::from)
+            .to_vec(),
+        metrics: ["bleu", "chrf"].map(String::from).to_vec(),
+        seeds: 2,
+        rouge_stemmer: false,
+        open_ended: false,
+    };
+    let whole = run_suite("wmt", &items, &config, None, &|_, _| true).unwrap();
+    let streamed = |index| {
+        let sent = std::cell::RefCell::new(Vec::new());
+        let tell = |p: &SuitePart| sent.borrow_mut().push(p.clone());
+        let models = SuiteModels {
+            on_part: Some(&tell),
+            ..SuiteModels::default()
+        };
+        let shard = Some(Shard { index, count: 2 });
+        let part = run_part("wmt", &items, &config, models, shard, &|_, _| true).unwrap();
+        let sent = sent.into_inner();
+        // One message per test, each with the shard's items and that test alone.
+        assert_eq!(sent.len(), 3);
+        for (t, p) in sent.iter().enumerate() {
+            assert_eq!(
+                (&p.indices, &p.base, p.shard),
+                (&part.indices, &part.base, shard)
+            );
+            assert_eq!(p.tests, [part.tests[t].clone()]);
+        }
+        sent
+    };
+    let (a, b) = (streamed(0), streamed(1));
+    let upto = |sent: &[SuitePart], n: usize| SuitePart {
+        tests: sent[..n].iter().map(|p| p.tests[0].clone()).collect(),
+        ..sent[0].clone()
+    };
+    // Shard 0 ahead of shard 1 (by two tests, then one), then level.
+    for (ahead, behind) in [(2, 0), (2, 1), (3, 2), (3, 3)] {
+        let so_far = merge_finished(&[upto(&a, ahead), upto(&b, behind)]).unwrap();
+        assert_eq!(
+            so_far.tests,
+            whole.tests[..behind],
+            "{ahead} and {behind} tests"
+        );
+        assert_eq!(
+            (&so_far.base, &so_far.metrics),
+            (&whole.base, &whole.metrics)
+        );
+    }
+    assert_eq!(merge(vec![upto(&a, 3), upto(&b, 3)]).unwrap(), whole);
+    // A whole merge refuses parts that stop short.
+    let err = merge(vec![upto(&a, 3), upto(&b, 2)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("different tests") || err.contains("one test per injection"),
+        "{err}"
     );
 }
 

@@ -1,8 +1,11 @@
 // Runs stress suites off the main thread. The page posts
-// {glue, wasm, request}; the worker loads its own copy of the engine and runs
-// the whole suite in one call, which reports progress and the report so far
-// each time a test finishes; the worker posts
-// {type: "progress" | "test" | "done" | "error"}. Cancelling terminates it.
+// {glue, wasm, request, shard}; the worker loads its own copy of the engine
+// and runs the whole suite, or with `shard` ({index, count}) that shard of
+// its items, in one call, which reports progress and, each time a test
+// finishes, the report so far (a shard: that test's part, as JSON, which the
+// page merges with the other shards'); the worker posts
+// {type: "progress" | "test" | "part" | "done" | "error"}. Cancelling
+// terminates it.
 
 import { startEngine } from "./worker-rpc.js";
 
@@ -18,12 +21,22 @@ function load(glue, wasm) {
 }
 
 self.onmessage = async ({ data }) => {
-  const { glue, wasm, request, tokenizer, tagger } = data;
+  const { glue, wasm, request, shard, tokenizer, tagger } = data;
   try {
     const bindings = await load(glue, wasm);
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
     const started = performance.now();
+    if (shard) {
+      await bindings.stressSuiteShard(
+        request,
+        shard,
+        (done, total) => self.postMessage({ type: "progress", done, total }),
+        (json) => self.postMessage({ type: "part", json }),
+      );
+      self.postMessage({ type: "done", millis: performance.now() - started });
+      return;
+    }
     const out = await bindings.stressSuite(
       request,
       (done, total) => self.postMessage({ type: "progress", done, total }),

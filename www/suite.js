@@ -87,6 +87,7 @@ function inspect() {
       (summary.problems.length ? `; ${count(summary.problems.length, "row")} skipped: ${skipped}${more}` : ""),
       summary.problems.length ? "bad" : "muted");
     suite.usable = summary.items > 0;
+    suite.items = summary.items;
     // A running suite keeps Run off until it ends (a second run would share the model worker).
     $("suite-run").disabled = !suite.usable || running();
   } catch (err) {
@@ -203,6 +204,11 @@ async function run() {
     await runWithModels(request, models, { needsTokenizer, needsTagger, tests: injections.length });
     return;
   }
+  const shards = shardCount(Math.min(suite.items ?? 0, limit ?? Infinity));
+  if (shards > 1) {
+    await runShards(request, shards, { needsTokenizer, needsTagger, tests: injections.length });
+    return;
+  }
   setStatus("Starting the engine in a worker…");
   const worker = new Worker("suite-worker.js", { type: "module" });
   suite.worker = worker;
@@ -228,6 +234,82 @@ async function run() {
   } catch (err) {
     // A fetch that failed after this run was cancelled (and maybe another begun) ends nothing.
     if (suite.worker === worker) finish(String(err.message ?? err), "bad");
+  }
+}
+
+/** Workers a lexical run takes at most, and the fewest items each gets. */
+const MAX_WORKERS = 4;
+const MIN_SHARD_ITEMS = 16;
+
+/** Workers for a lexical run over `items` items: one per core, up to MAX_WORKERS, each with MIN_SHARD_ITEMS or more. */
+function shardCount(items) {
+  const cores = navigator.hardwareConcurrency || 1;
+  return Math.max(1, Math.min(cores, MAX_WORKERS, Math.floor(items / MIN_SHARD_ITEMS)));
+}
+
+/**
+ * A lexical run in `count` workers side by side, each running one shard of
+ * the items (the core's `--shard`): a SuiteMerger in the engine merges their
+ * tests as every shard finishes one (the card fills as before) and gives at
+ * the end the report the unsharded run gives.
+ */
+async function runShards(request, count, { needsTokenizer, needsTagger, tests }) {
+  setStatus(`Starting the engine in ${count} workers…`);
+  const merger = new suite.wasm.SuiteMerger(count);
+  const workers = Array.from({ length: count }, () => new Worker("suite-worker.js", { type: "module" }));
+  const group = {
+    terminate() {
+      for (const w of workers) w.terminate();
+      merger.free();
+    },
+  };
+  suite.worker = group;
+  const fail = (message) => suite.worker === group && finish(message, "bad");
+  const progress = workers.map(() => ({ done: 0, total: 0 }));
+  let ended = 0;
+  let started;
+  workers.forEach((worker, index) => {
+    worker.onmessage = ({ data }) => {
+      if (suite.worker !== group) return;
+      try {
+        if (data.type === "progress") {
+          progress[index] = { done: data.done, total: data.total };
+          // Every shard's total is known once each has reported.
+          if (progress.every((p) => p.total > 0)) {
+            showProgress(progress.reduce((a, p) => a + p.done, 0), progress.reduce((a, p) => a + p.total, 0), tests);
+          }
+        } else if (data.type === "part") {
+          const report = merger.add(data.json);
+          if (report) {
+            suite.report = report;
+            renderCard();
+          }
+        } else if (data.type === "done") {
+          ended += 1;
+          if (ended === count) {
+            const out = merger.finish();
+            done(out.report, out.csv, performance.now() - started, count);
+          }
+        } else if (data.type === "error") {
+          fail(data.message);
+        }
+      } catch (err) {
+        fail(String(err.message ?? err));
+      }
+    };
+    worker.onerror = (e) => fail(`A worker failed: ${e.message}`);
+  });
+  try {
+    const message = {
+      ...engineUrls(), request,
+      tokenizer: needsTokenizer ? await gpt2Files() : null,
+      tagger: needsTagger ? await taggerWeights() : null,
+    };
+    if (suite.worker !== group) return; // cancelled while the files came
+    started = performance.now();
+    workers.forEach((w, index) => w.postMessage({ ...message, shard: { index, count } }));
+  } catch (err) {
+    fail(String(err.message ?? err));
   }
 }
 
@@ -286,11 +368,12 @@ function showProgress(doneSteps, total, tests) {
     ` · ${elapsed.toFixed(0)} s elapsed${Number.isFinite(eta) ? ` · about ${eta.toFixed(0)} s left` : ""}`);
 }
 
-function done(report, csv, millis) {
+function done(report, csv, millis, workers = 1) {
   suite.report = report;
   suite.csv = csv;
   renderCard();
-  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s.`);
+  const where = workers > 1 ? ` (${workers} workers side by side)` : "";
+  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.`);
   $("suite-export").hidden = false;
   $("suite-result").dataset.millis = String(millis);
 }

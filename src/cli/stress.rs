@@ -220,6 +220,7 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         scorer: Some(&mut scorer),
         settings: args.plm.settings(args.rouge_stemmer),
         on_test: None,
+        on_part: None,
         specs: None,
     };
     let progress = |done: usize, total: usize| {

@@ -371,6 +371,11 @@ pub struct SuiteModels<'a> {
     pub settings: Settings,
     /// Told the report so far each time a test finishes (whole runs only).
     pub on_test: Option<&'a dyn Fn(&SuiteReport)>,
+    /// Told, in a shard, each test as it finishes: a part with the shard's
+    /// items, their base scores and that one test, so parts of shards
+    /// running side by side can be merged test by test (the page's
+    /// workers).
+    pub on_part: Option<&'a dyn Fn(&SuitePart)>,
     /// The metrics with their options, one per `config.metrics` id, where
     /// the caller has them as specs (the page's cards); `None`: from
     /// `settings`.
@@ -887,7 +892,7 @@ pub fn run_part(
 }
 
 /// [`run_part`] with [`run_suite_async`]'s `breathe`.
-async fn run_part_async(
+pub async fn run_part_async(
     dataset: &str,
     items: &[Item],
     config: &SuiteConfig,
@@ -980,8 +985,10 @@ async fn run_part_async(
             },
         })
         .collect();
-    // A whole run streams its report, test by test, to `on_test`.
+    // A whole run streams its report, test by test, to `on_test`; a shard
+    // its tests to `on_part`.
     let stream = models.on_test.filter(|_| shard.is_none());
+    let stream_parts = models.on_part.filter(|_| shard.is_some());
     let base_mean = base_means(&base, metric_count);
     let mut streamed = SuiteReport {
         tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
@@ -997,6 +1004,19 @@ async fn run_part_async(
         streamed.metrics.clone_from(&metrics);
     }
     let mut emit = |test: &TestPart| -> Result<(), SuiteError> {
+        if let Some(f) = stream_parts {
+            f(&SuitePart {
+                tool: streamed.tool.clone(),
+                dataset: dataset.to_owned(),
+                items: items.len(),
+                shard,
+                config: config.clone(),
+                metrics: metrics.clone(),
+                indices: indices.clone(),
+                base: base.clone(),
+                tests: vec![test.clone()],
+            });
+        }
         if let Some(f) = stream {
             streamed
                 .tests
@@ -1225,7 +1245,28 @@ async fn run_part_async(
 
 /// Combines the parts of a sharded run into the report the unsharded run
 /// gives: every item exactly once, folded in item order.
-pub fn merge(mut parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
+pub fn merge(parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
+    merge_parts(parts, true)
+}
+
+/// The report so far of shards still running side by side (the page's
+/// workers): the tests every part has finished, a prefix of the run's,
+/// merged as [`merge`] merges whole parts.
+pub fn merge_finished(parts: &[SuitePart]) -> Result<SuiteReport, SuiteError> {
+    let finished = parts.iter().map(|p| p.tests.len()).min().unwrap_or(0);
+    let parts = parts
+        .iter()
+        .map(|p| SuitePart {
+            tests: p.tests[..finished].to_vec(),
+            ..p.clone()
+        })
+        .collect();
+    merge_parts(parts, false)
+}
+
+/// [`merge`], or with `complete` false [`merge_finished`]: parts whose
+/// tests may stop short of the run's.
+fn merge_parts(mut parts: Vec<SuitePart>, complete: bool) -> Result<SuiteReport, SuiteError> {
     let Some(first) = parts.first() else {
         return Err(SuiteError::Merge("no parts given".into()));
     };
@@ -1311,7 +1352,7 @@ pub fn merge(mut parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
         )));
     }
     whole.shard = None;
-    aggregate(&whole)
+    aggregate_part(&whole, complete)
 }
 
 /// Mean over items, summed in item order (the unsharded run's order,
@@ -1388,7 +1429,7 @@ fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestRes
 
 /// Checks that a part's per-item arrays have the sizes its configuration
 /// implies (a truncated or edited file is refused, not indexed).
-fn check_shape(part: &SuitePart) -> Result<(), SuiteError> {
+fn check_shape(part: &SuitePart, complete: bool) -> Result<(), SuiteError> {
     let metrics = part.metrics.len();
     let seeds = usize::try_from(part.config.seeds).unwrap_or(usize::MAX);
     let bad = |what: String| Err(SuiteError::Merge(format!("a part is damaged: {what}")));
@@ -1398,7 +1439,9 @@ fn check_shape(part: &SuitePart) -> Result<(), SuiteError> {
     if part.base.len() != part.indices.len() || part.base.iter().any(|b| b.len() != metrics) {
         return bad("its base scores do not match its items and metrics".into());
     }
-    if part.tests.len() != part.config.injections.len() {
+    if complete && part.tests.len() != part.config.injections.len()
+        || part.tests.len() > part.config.injections.len()
+    {
         return bad("it does not have one test per injection".into());
     }
     for test in &part.tests {
@@ -1426,6 +1469,12 @@ fn check_shape(part: &SuitePart) -> Result<(), SuiteError> {
 
 /// The report of a whole run's per-item outcomes.
 pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
+    aggregate_part(part, true)
+}
+
+/// [`aggregate`]; with `complete` false, of a part whose tests may stop
+/// short of the run's.
+fn aggregate_part(part: &SuitePart, complete: bool) -> Result<SuiteReport, SuiteError> {
     if part.indices.len() != part.items {
         return Err(SuiteError::Merge(format!(
             "a shard ({} of {} items) is not a report: merge every shard",
@@ -1433,7 +1482,7 @@ pub fn aggregate(part: &SuitePart) -> Result<SuiteReport, SuiteError> {
             part.items
         )));
     }
-    check_shape(part)?;
+    check_shape(part, complete)?;
     let base = base_means(&part.base, part.metrics.len());
     let tests = part
         .tests

@@ -498,6 +498,135 @@ pub async fn stress_suite(
     run_stress_suite(r, None, None, &progress, &tell, async || {}).await
 }
 
+/// One shard of [`stress_suite`]'s run (`shard`: `{index, count}`), for the
+/// page's workers running side by side: `on_progress(done, total)` as its
+/// items finish, and `on_part(json)` with each test as it ends (a part with
+/// the shard's items, their base scores and that test, as JSON: a
+/// [`SuiteMerger`] in the page merges those of every shard test by test).
+/// Returns the shard's whole part as JSON (the format of `blindspot stress
+/// --shard`; JSON also crosses threads faster than objects).
+#[wasm_bindgen(js_name = stressSuiteShard)]
+pub async fn stress_suite_shard(
+    request: JsValue,
+    shard: JsValue,
+    on_progress: js_sys::Function,
+    on_part: js_sys::Function,
+) -> Result<String, JsError> {
+    use crate::stress::suite::{Shard, SuiteModels, SuitePart, run_part_async};
+    let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    let shard: Shard = serde_wasm_bindgen::from_value(shard)
+        .map_err(|e| JsError::new(&format!("invalid shard: {e}")))?;
+    if shard.count == 0 || shard.index >= shard.count {
+        return Err(JsError::new(&format!(
+            "invalid shard {} of {}",
+            shard.index, shard.count
+        )));
+    }
+    let mut items = load_items(&r.format, &r.text)?.rows;
+    if let Some(n) = r.limit {
+        items.truncate(n);
+    }
+    let tell = |part: &SuitePart| {
+        // A failing listener only loses the live view; the part still comes.
+        if let Ok(json) = serde_json::to_string(part) {
+            let _ = on_part.call1(&JsValue::NULL, &JsValue::from(json));
+        }
+    };
+    let tokenizer = lm_tokenizer();
+    let models = SuiteModels {
+        lm_tokenizer: tokenizer.as_deref(),
+        on_part: Some(&tell),
+        ..Default::default()
+    };
+    let progress = js_progress(&on_progress);
+    let part = run_part_async(
+        &r.dataset,
+        &items,
+        &r.config,
+        models,
+        Some(shard),
+        &progress,
+        async || {},
+    )
+    .await
+    .map_err(|e| JsError::new(&e.to_string()))?;
+    serde_json::to_string(&part).map_err(|e| JsError::new(&e.to_string()))
+}
+
+/// Merges the parts of a suite run's shards as their workers send them
+/// ([`stress_suite_shard`]): the report so far after each test every shard
+/// has finished, and at the end the report the unsharded run gives.
+#[wasm_bindgen]
+pub struct SuiteMerger {
+    /// Per shard: its items and base scores, with the tests it has finished.
+    shards: Vec<Option<crate::stress::suite::SuitePart>>,
+    /// Tests in the last report given.
+    reported: usize,
+}
+
+#[wasm_bindgen]
+impl SuiteMerger {
+    /// For a run in `count` shards.
+    #[wasm_bindgen(constructor)]
+    pub fn new(count: usize) -> SuiteMerger {
+        SuiteMerger {
+            shards: vec![None; count],
+            reported: 0,
+        }
+    }
+
+    /// Adds a test a shard finished (`json`, from `stressSuiteShard`'s
+    /// `on_part`). Returns the report so far when every shard has now
+    /// finished one more test, else `null`.
+    pub fn add(&mut self, json: &str) -> Result<JsValue, JsError> {
+        use crate::stress::suite::{SuitePart, merge_finished};
+        let part: SuitePart = serde_json::from_str(json)
+            .map_err(|e| JsError::new(&format!("invalid suite part: {e}")))?;
+        let index = part
+            .shard
+            .map(|s| s.index)
+            .filter(|&i| i < self.shards.len())
+            .ok_or_else(|| JsError::new("a suite part from no shard of this run"))?;
+        match &mut self.shards[index] {
+            Some(have) => have.tests.extend(part.tests),
+            slot => *slot = Some(part),
+        }
+        let Some(parts) = self.shards.iter().cloned().collect::<Option<Vec<_>>>() else {
+            return Ok(JsValue::NULL);
+        };
+        let finished = parts.iter().map(|p| p.tests.len()).min().unwrap_or(0);
+        if finished <= self.reported {
+            return Ok(JsValue::NULL);
+        }
+        self.reported = finished;
+        let report = merge_finished(&parts).map_err(|e| JsError::new(&e.to_string()))?;
+        to_js(&report)
+    }
+
+    /// `{report, csv}` once every shard has sent every test: the report
+    /// the unsharded run gives.
+    pub fn finish(&self) -> Result<JsValue, JsError> {
+        use crate::stress::suite::merge;
+        let parts = self
+            .shards
+            .iter()
+            .cloned()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| JsError::new("a shard of the suite sent no test"))?;
+        let report = merge(parts).map_err(|e| JsError::new(&e.to_string()))?;
+        #[derive(Serialize)]
+        struct Out<'a> {
+            report: &'a crate::stress::suite::SuiteReport,
+            csv: String,
+        }
+        to_js(&Out {
+            csv: report.to_csv(),
+            report: &report,
+        })
+    }
+}
+
 /// What the page asks of a suite with model-based metrics: the suite
 /// request, and every metric as a spec (model-based ones name a loaded model).
 #[derive(Deserialize)]

@@ -417,6 +417,42 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await context.close();
 });
 
+test("a larger suite runs in a worker per core, and the merged report equals the CLI's unsharded one", async () => {
+  // Three cores whatever the machine: three workers, shards of 20, 20 and 24 items.
+  const { context, page, errors } = await openPlayground({
+    viewport: { width: 1280, height: 900 },
+    clearStorage: true,
+    beforeLoad: (p) => p.addInitScript(() => Object.defineProperty(navigator, "hardwareConcurrency", { get: () => 3 })),
+  });
+  const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 64).join("\n") + "\n";
+  const file = join(ARTIFACTS, "suite-wmt64.jsonl");
+  writeFileSync(file, lines);
+  await page.setInputFiles("#suite-file", file);
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("64 items"));
+  await page.selectOption("#suite-format", "wmt");
+  await page.uncheck("#suite-family-consistency");
+  await page.fill("#suite-seeds", "2");
+  // Cancelled at once: every worker ends, and the panel is ready again.
+  await page.click("#suite-run");
+  assert.equal(await page.textContent("#suite-status"), "Starting the engine in 3 workers…");
+  await page.click("#suite-cancel");
+  assert.equal(await page.textContent("#suite-status"), "Cancelled.");
+  assert.equal(await page.isDisabled("#suite-run"), false);
+  await page.click("#suite-run");
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 180000 });
+  assert.match(await page.textContent("#suite-status"), /^Done: 10 tests over 64 items in [\d.]+ s \(3 workers side by side\)\.$/);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
+  const out = join(ARTIFACTS, "suite-cli-64.json");
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "2", "--out", out]);
+  const fromCli = JSON.parse(readFileSync(out, "utf8"));
+  fromCli.dataset = fromPage.dataset;
+  assertClose(fromPage, fromCli, "report");
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("a link carries the suite configuration and the dataset, and runs it once the user confirms", async () => {
   const { context, page, errors } = await openPage();
   const lines = readFileSync(join(DATA, "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 5).join("\n") + "\n";

@@ -6,6 +6,13 @@
 // page merges with the other shards'); the worker posts
 // {type: "progress" | "test" | "part" | "done" | "error"}. Cancelling
 // terminates it.
+//
+// A run in shards has one more worker, the merger: the page posts it
+// {glue, wasm, merge: count}, then each shard's parts as they come ({part})
+// and {finish} once every shard is done; it posts the report so far
+// ({type: "test"}) each time every shard has finished one more test, and
+// {type: "done", report, csv} at the end. Merging reads every item's
+// outcomes, too long a task for the page's own thread.
 
 import { startEngine } from "./worker-rpc.js";
 
@@ -20,10 +27,26 @@ function load(glue, wasm) {
   return engine;
 }
 
+let merger = null;
+
 self.onmessage = async ({ data }) => {
   const { glue, wasm, request, shard, tokenizer, tagger } = data;
   try {
     const bindings = await load(glue, wasm);
+    if (data.merge) {
+      merger = new bindings.SuiteMerger(data.merge);
+      return;
+    }
+    if (data.part !== undefined) {
+      const report = merger.add(data.part);
+      if (report) self.postMessage({ type: "test", report });
+      return;
+    }
+    if (data.finish) {
+      const out = merger.finish();
+      self.postMessage({ type: "done", report: out.report, csv: out.csv });
+      return;
+    }
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
     const started = performance.now();

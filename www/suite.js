@@ -249,18 +249,17 @@ function shardCount(items) {
 
 /**
  * A lexical run in `count` workers side by side, each running one shard of
- * the items (the core's `--shard`): a SuiteMerger in the engine merges their
- * tests as every shard finishes one (the card fills as before) and gives at
- * the end the report the unsharded run gives.
+ * the items (the core's `--shard`), and one more worker that merges their
+ * tests (a SuiteMerger) as every shard finishes one, so the card fills as
+ * before, and gives at the end the report the unsharded run gives.
  */
 async function runShards(request, count, { needsTokenizer, needsTagger, tests }) {
   setStatus(`Starting the engine in ${count} workers…`);
-  const merger = new suite.wasm.SuiteMerger(count);
   const workers = Array.from({ length: count }, () => new Worker("suite-worker.js", { type: "module" }));
+  const merger = new Worker("suite-worker.js", { type: "module" });
   const group = {
     terminate() {
-      for (const w of workers) w.terminate();
-      merger.free();
+      for (const w of [...workers, merger]) w.terminate();
     },
   };
   suite.worker = group;
@@ -271,34 +270,36 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
   workers.forEach((worker, index) => {
     worker.onmessage = ({ data }) => {
       if (suite.worker !== group) return;
-      try {
-        if (data.type === "progress") {
-          progress[index] = { done: data.done, total: data.total };
-          // Every shard's total is known once each has reported.
-          if (progress.every((p) => p.total > 0)) {
-            showProgress(progress.reduce((a, p) => a + p.done, 0), progress.reduce((a, p) => a + p.total, 0), tests);
-          }
-        } else if (data.type === "part") {
-          const report = merger.add(data.json);
-          if (report) {
-            suite.report = report;
-            renderCard();
-          }
-        } else if (data.type === "done") {
-          ended += 1;
-          if (ended === count) {
-            const out = merger.finish();
-            done(out.report, out.csv, performance.now() - started, count);
-          }
-        } else if (data.type === "error") {
-          fail(data.message);
+      if (data.type === "progress") {
+        progress[index] = { done: data.done, total: data.total };
+        // Every shard's total is known once each has reported.
+        if (progress.every((p) => p.total > 0)) {
+          showProgress(progress.reduce((a, p) => a + p.done, 0), progress.reduce((a, p) => a + p.total, 0), tests);
         }
-      } catch (err) {
-        fail(String(err.message ?? err));
+      } else if (data.type === "part") {
+        merger.postMessage({ part: data.json });
+      } else if (data.type === "done") {
+        ended += 1;
+        if (ended === count) merger.postMessage({ finish: true });
+      } else if (data.type === "error") {
+        fail(data.message);
       }
     };
     worker.onerror = (e) => fail(`A worker failed: ${e.message}`);
   });
+  merger.onmessage = ({ data }) => {
+    if (suite.worker !== group) return;
+    if (data.type === "test") {
+      suite.report = data.report;
+      renderCard();
+    } else if (data.type === "done") {
+      done(data.report, data.csv, performance.now() - started, count);
+    } else if (data.type === "error") {
+      fail(data.message);
+    }
+  };
+  merger.onerror = (e) => fail(`A worker failed: ${e.message}`);
+  merger.postMessage({ ...engineUrls(), merge: count });
   try {
     const message = {
       ...engineUrls(), request,

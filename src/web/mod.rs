@@ -561,8 +561,8 @@ pub async fn stress_suite_shard(
 pub struct SuiteMerger {
     /// Per shard: its items and base scores, with the tests it has finished.
     shards: Vec<Option<crate::stress::suite::SuitePart>>,
-    /// Tests in the last report given.
-    reported: usize,
+    /// The report so far: the tests every shard has finished.
+    so_far: Option<crate::stress::suite::SuiteReport>,
 }
 
 #[wasm_bindgen]
@@ -572,7 +572,7 @@ impl SuiteMerger {
     pub fn new(count: usize) -> SuiteMerger {
         SuiteMerger {
             shards: vec![None; count],
-            reported: 0,
+            so_far: None,
         }
     }
 
@@ -592,16 +592,44 @@ impl SuiteMerger {
             Some(have) => have.tests.extend(part.tests),
             slot => *slot = Some(part),
         }
-        let Some(parts) = self.shards.iter().cloned().collect::<Option<Vec<_>>>() else {
+        let Some(shards) = self
+            .shards
+            .iter()
+            .map(Option::as_ref)
+            .collect::<Option<Vec<_>>>()
+        else {
             return Ok(JsValue::NULL);
         };
-        let finished = parts.iter().map(|p| p.tests.len()).min().unwrap_or(0);
-        if finished <= self.reported {
+        let finished = shards.iter().map(|p| p.tests.len()).min().unwrap_or(0);
+        let reported = self.so_far.as_ref().map_or(0, |r| r.tests.len());
+        if finished <= reported {
             return Ok(JsValue::NULL);
         }
-        self.reported = finished;
-        let report = merge_finished(&parts).map_err(|e| JsError::new(&e.to_string()))?;
-        to_js(&report)
+        // Only the tests new since the last report are merged (merging
+        // reads every item's outcomes).
+        let new: Vec<SuitePart> = shards
+            .iter()
+            .map(|p| SuitePart {
+                tool: p.tool.clone(),
+                dataset: p.dataset.clone(),
+                items: p.items,
+                shard: p.shard,
+                config: p.config.clone(),
+                metrics: p.metrics.clone(),
+                indices: p.indices.clone(),
+                base: p.base.clone(),
+                tests: p.tests[reported..finished].to_vec(),
+            })
+            .collect();
+        let report = merge_finished(&new).map_err(|e| JsError::new(&e.to_string()))?;
+        let so_far = match &mut self.so_far {
+            Some(so_far) => {
+                so_far.tests.extend(report.tests);
+                so_far
+            }
+            slot => slot.insert(report),
+        };
+        to_js(so_far)
     }
 
     /// `{report, csv}` once every shard has sent every test: the report

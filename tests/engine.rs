@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 use blindspot::data::{self, Item};
 use blindspot::metrics::{Engine, MetricId, Segment, Settings};
 use blindspot::stress::suite::{
-    Shard, SuiteConfig, SuiteModels, SuitePart, merge, merge_finished, run_part, run_suite,
+    PartMerger, Shard, SuiteConfig, SuiteModels, SuitePart, merge, merge_finished, run_part,
+    run_suite,
 };
 use serde_json::Value;
 
@@ -130,12 +131,13 @@ fn sharded_suites_merge_into_exactly_the_unsharded_report() {
 
 /// The page's workers: each shard streams its tests as it finishes them,
 /// and the tests every shard has finished merge into the unsharded
-/// report's first tests; all of them into the whole report.
+/// report's first tests; all of them into the whole report. A test skipped
+/// (no LM tokenizer for positioned_random) is skipped alike.
 #[test]
 fn streamed_shard_tests_merge_test_by_test_into_the_unsharded_report() {
     let items = wmt(12);
     let config = SuiteConfig {
-        injections: ["truncation", "negation", "token_drop"]
+        injections: ["truncation", "positioned_random", "negation", "token_drop"]
             .map(String::from)
             .to_vec(),
         metrics: ["bleu", "chrf"].map(String::from).to_vec(),
@@ -155,7 +157,7 @@ fn streamed_shard_tests_merge_test_by_test_into_the_unsharded_report() {
         let part = run_part("wmt", &items, &config, models, shard, &|_, _| true).unwrap();
         let sent = sent.into_inner();
         // One message per test, each with the shard's items and that test alone.
-        assert_eq!(sent.len(), 3);
+        assert_eq!(sent.len(), 4);
         for (t, p) in sent.iter().enumerate() {
             assert_eq!(
                 (&p.indices, &p.base, p.shard),
@@ -170,8 +172,9 @@ fn streamed_shard_tests_merge_test_by_test_into_the_unsharded_report() {
         tests: sent[..n].iter().map(|p| p.tests[0].clone()).collect(),
         ..sent[0].clone()
     };
+    assert!(whole.tests[1].skipped.is_some());
     // Shard 0 ahead of shard 1 (by two tests, then one), then level.
-    for (ahead, behind) in [(2, 0), (2, 1), (3, 2), (3, 3)] {
+    for (ahead, behind) in [(2, 0), (2, 1), (3, 2), (4, 3), (4, 4)] {
         let so_far = merge_finished(&[upto(&a, ahead), upto(&b, behind)]).unwrap();
         assert_eq!(
             so_far.tests,
@@ -183,15 +186,48 @@ fn streamed_shard_tests_merge_test_by_test_into_the_unsharded_report() {
             (&whole.base, &whole.metrics)
         );
     }
-    assert_eq!(merge(vec![upto(&a, 3), upto(&b, 3)]).unwrap(), whole);
+    assert_eq!(merge(vec![upto(&a, 4), upto(&b, 4)]).unwrap(), whole);
     // A whole merge refuses parts that stop short.
-    let err = merge(vec![upto(&a, 3), upto(&b, 2)])
+    let err = merge(vec![upto(&a, 4), upto(&b, 2)])
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("different tests") || err.contains("one test per injection"),
         "{err}"
     );
+
+    // The merger worker's merger, fed as the workers' messages come: a
+    // report each time both shards have finished one more test.
+    let mut merger = PartMerger::new(2);
+    let order = [
+        (&a, 0),
+        (&a, 1),
+        (&b, 0),
+        (&a, 2),
+        (&b, 1),
+        (&b, 2),
+        (&a, 3),
+        (&b, 3),
+    ];
+    let mut reports = Vec::new();
+    for (sent, t) in order {
+        if let Some(report) = merger.add(sent[t].clone()).unwrap() {
+            reports.push(report.clone());
+        }
+    }
+    assert_eq!(reports.len(), 4);
+    for (n, report) in reports.iter().enumerate() {
+        assert_eq!(report.tests, whole.tests[..=n], "after {} tests", n + 1);
+        assert_eq!(
+            (&report.base, &report.metrics),
+            (&whole.base, &whole.metrics)
+        );
+    }
+    assert_eq!(merger.finish().unwrap(), whole);
+    // A part of another run's sharding is refused.
+    let mut stranger = a[0].clone();
+    stranger.shard = Some(Shard { index: 0, count: 3 });
+    assert!(PartMerger::new(2).add(stranger).is_err());
 }
 
 #[test]

@@ -2,8 +2,8 @@
 // {glue, wasm, request, shard}; the worker loads its own copy of the engine
 // and runs the whole suite, or with `shard` ({index, count}) that shard of
 // its items, in one call, which reports progress and, each time a test
-// finishes, the report so far (a shard: that test's part, as JSON, which the
-// page merges with the other shards'); the worker posts
+// finishes, the report so far (a shard: that test's part, as JSON, for the
+// merger below); the worker posts
 // {type: "progress" | "test" | "part" | "done" | "error"}. Cancelling
 // terminates it.
 //

@@ -285,7 +285,7 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
         fail(data.message);
       }
     };
-    worker.onerror = (e) => fail(`A worker failed: ${e.message}`);
+    worker.onerror = (e) => fail(`A worker failed: ${e.message ?? "it could not start"}`);
   });
   merger.onmessage = ({ data }) => {
     if (suite.worker !== group) return;
@@ -298,7 +298,7 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
       fail(data.message);
     }
   };
-  merger.onerror = (e) => fail(`A worker failed: ${e.message}`);
+  merger.onerror = (e) => fail(`The merging worker failed: ${e.message ?? "it could not start"}`);
   merger.postMessage({ ...engineUrls(), merge: count });
   try {
     const message = {

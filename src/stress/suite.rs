@@ -1264,6 +1264,89 @@ pub fn merge_finished(parts: &[SuitePart]) -> Result<SuiteReport, SuiteError> {
     merge_parts(parts, false)
 }
 
+/// Merges the parts of shards running side by side as they send them (each
+/// test as it finishes, from [`SuiteModels::on_part`]): the report so far
+/// after each test every shard has finished, and at the end [`merge`]'s.
+/// The page's merger worker holds one.
+#[derive(Debug, Default)]
+pub struct PartMerger {
+    /// Per shard: its items and base scores, with the tests it has sent.
+    shards: Vec<Option<SuitePart>>,
+    /// The report so far: the tests every shard has finished.
+    so_far: Option<SuiteReport>,
+}
+
+impl PartMerger {
+    /// For a run in `count` shards.
+    pub fn new(count: usize) -> Self {
+        Self {
+            shards: vec![None; count],
+            so_far: None,
+        }
+    }
+
+    /// Adds the tests a shard sent. Returns the report so far when every
+    /// shard has now finished one more test, else `None`.
+    pub fn add(&mut self, part: SuitePart) -> Result<Option<&SuiteReport>, SuiteError> {
+        let index = part
+            .shard
+            .filter(|s| s.count == self.shards.len())
+            .map(|s| s.index)
+            .ok_or_else(|| SuiteError::Merge("a part from no shard of this run".into()))?;
+        match &mut self.shards[index] {
+            Some(have) => have.tests.extend(part.tests),
+            slot => *slot = Some(part),
+        }
+        let Some(shards) = self
+            .shards
+            .iter()
+            .map(Option::as_ref)
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let finished = shards.iter().map(|p| p.tests.len()).min().unwrap_or(0);
+        let reported = self.so_far.as_ref().map_or(0, |r| r.tests.len());
+        if finished <= reported {
+            return Ok(None);
+        }
+        // Only the tests new since the last report are merged (each test
+        // is aggregated on its own, against the whole base).
+        let new: Vec<SuitePart> = shards
+            .iter()
+            .map(|p| SuitePart {
+                tool: p.tool.clone(),
+                dataset: p.dataset.clone(),
+                items: p.items,
+                shard: p.shard,
+                config: p.config.clone(),
+                metrics: p.metrics.clone(),
+                indices: p.indices.clone(),
+                base: p.base.clone(),
+                tests: p.tests[reported..finished].to_vec(),
+            })
+            .collect();
+        let report = merge_finished(&new)?;
+        Ok(Some(match &mut self.so_far {
+            Some(so_far) => {
+                so_far.tests.extend(report.tests);
+                so_far
+            }
+            slot => slot.insert(report),
+        }))
+    }
+
+    /// [`merge`] of everything the shards sent, once each has sent every
+    /// test: the report the unsharded run gives.
+    pub fn finish(&mut self) -> Result<SuiteReport, SuiteError> {
+        let parts = std::mem::take(&mut self.shards)
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| SuiteError::Merge("a shard sent no test".into()))?;
+        merge(parts)
+    }
+}
+
 /// [`merge`], or with `complete` false [`merge_finished`]: parts whose
 /// tests may stop short of the run's.
 fn merge_parts(mut parts: Vec<SuitePart>, complete: bool) -> Result<SuiteReport, SuiteError> {

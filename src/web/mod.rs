@@ -501,17 +501,17 @@ pub async fn stress_suite(
 /// One shard of [`stress_suite`]'s run (`shard`: `{index, count}`), for the
 /// page's workers running side by side: `on_progress(done, total)` as its
 /// items finish, and `on_part(json)` with each test as it ends (a part with
-/// the shard's items, their base scores and that test, as JSON: a
-/// [`SuiteMerger`] in the page merges those of every shard test by test).
-/// Returns the shard's whole part as JSON (the format of `blindspot stress
-/// --shard`; JSON also crosses threads faster than objects).
+/// the shard's items, their base scores and that test, as JSON, the format
+/// of `blindspot stress --shard`, which crosses threads faster than
+/// objects: the merger worker's [`SuiteMerger`] merges those of every
+/// shard test by test).
 #[wasm_bindgen(js_name = stressSuiteShard)]
 pub async fn stress_suite_shard(
     request: JsValue,
     shard: JsValue,
     on_progress: js_sys::Function,
     on_part: js_sys::Function,
-) -> Result<String, JsError> {
+) -> Result<(), JsError> {
     use crate::stress::suite::{Shard, SuiteModels, SuitePart, run_part_async};
     let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
@@ -540,7 +540,8 @@ pub async fn stress_suite_shard(
         ..Default::default()
     };
     let progress = js_progress(&on_progress);
-    let part = run_part_async(
+    // Every test went to `on_part`: the part itself is not needed.
+    run_part_async(
         &r.dataset,
         &items,
         &r.config,
@@ -550,99 +551,41 @@ pub async fn stress_suite_shard(
         async || {},
     )
     .await
-    .map_err(|e| JsError::new(&e.to_string()))?;
-    serde_json::to_string(&part).map_err(|e| JsError::new(&e.to_string()))
+    .map(drop)
+    .map_err(|e| JsError::new(&e.to_string()))
 }
 
-/// Merges the parts of a suite run's shards as their workers send them
-/// ([`stress_suite_shard`]): the report so far after each test every shard
+/// The page's merger worker's [`crate::stress::suite::PartMerger`]: the
+/// parts of a suite run's shards as their workers send them
+/// ([`stress_suite_shard`]), the report so far after each test every shard
 /// has finished, and at the end the report the unsharded run gives.
 #[wasm_bindgen]
-pub struct SuiteMerger {
-    /// Per shard: its items and base scores, with the tests it has finished.
-    shards: Vec<Option<crate::stress::suite::SuitePart>>,
-    /// The report so far: the tests every shard has finished.
-    so_far: Option<crate::stress::suite::SuiteReport>,
-}
+pub struct SuiteMerger(crate::stress::suite::PartMerger);
 
 #[wasm_bindgen]
 impl SuiteMerger {
     /// For a run in `count` shards.
     #[wasm_bindgen(constructor)]
     pub fn new(count: usize) -> SuiteMerger {
-        SuiteMerger {
-            shards: vec![None; count],
-            so_far: None,
-        }
+        SuiteMerger(crate::stress::suite::PartMerger::new(count))
     }
 
     /// Adds a test a shard finished (`json`, from `stressSuiteShard`'s
     /// `on_part`). Returns the report so far when every shard has now
     /// finished one more test, else `null`.
     pub fn add(&mut self, json: &str) -> Result<JsValue, JsError> {
-        use crate::stress::suite::{SuitePart, merge_finished};
-        let part: SuitePart = serde_json::from_str(json)
+        let part = serde_json::from_str(json)
             .map_err(|e| JsError::new(&format!("invalid suite part: {e}")))?;
-        let index = part
-            .shard
-            .map(|s| s.index)
-            .filter(|&i| i < self.shards.len())
-            .ok_or_else(|| JsError::new("a suite part from no shard of this run"))?;
-        match &mut self.shards[index] {
-            Some(have) => have.tests.extend(part.tests),
-            slot => *slot = Some(part),
+        match self.0.add(part).map_err(|e| JsError::new(&e.to_string()))? {
+            Some(report) => to_js(report),
+            None => Ok(JsValue::NULL),
         }
-        let Some(shards) = self
-            .shards
-            .iter()
-            .map(Option::as_ref)
-            .collect::<Option<Vec<_>>>()
-        else {
-            return Ok(JsValue::NULL);
-        };
-        let finished = shards.iter().map(|p| p.tests.len()).min().unwrap_or(0);
-        let reported = self.so_far.as_ref().map_or(0, |r| r.tests.len());
-        if finished <= reported {
-            return Ok(JsValue::NULL);
-        }
-        // Only the tests new since the last report are merged (merging
-        // reads every item's outcomes).
-        let new: Vec<SuitePart> = shards
-            .iter()
-            .map(|p| SuitePart {
-                tool: p.tool.clone(),
-                dataset: p.dataset.clone(),
-                items: p.items,
-                shard: p.shard,
-                config: p.config.clone(),
-                metrics: p.metrics.clone(),
-                indices: p.indices.clone(),
-                base: p.base.clone(),
-                tests: p.tests[reported..finished].to_vec(),
-            })
-            .collect();
-        let report = merge_finished(&new).map_err(|e| JsError::new(&e.to_string()))?;
-        let so_far = match &mut self.so_far {
-            Some(so_far) => {
-                so_far.tests.extend(report.tests);
-                so_far
-            }
-            slot => slot.insert(report),
-        };
-        to_js(so_far)
     }
 
     /// `{report, csv}` once every shard has sent every test: the report
     /// the unsharded run gives.
-    pub fn finish(&self) -> Result<JsValue, JsError> {
-        use crate::stress::suite::merge;
-        let parts = self
-            .shards
-            .iter()
-            .cloned()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| JsError::new("a shard of the suite sent no test"))?;
-        let report = merge(parts).map_err(|e| JsError::new(&e.to_string()))?;
+    pub fn finish(&mut self) -> Result<JsValue, JsError> {
+        let report = self.0.finish().map_err(|e| JsError::new(&e.to_string()))?;
         #[derive(Serialize)]
         struct Out<'a> {
             report: &'a crate::stress::suite::SuiteReport,

@@ -435,9 +435,14 @@ test("a larger suite runs in a worker per core, and the merged report equals the
   // Cancelled at once: every worker ends, and the panel is ready again.
   await page.click("#suite-run");
   assert.equal(await page.textContent("#suite-status"), "Starting the engine in 3 workers…");
+  const suiteWorkers = () => page.workers().filter((w) => w.url().endsWith("suite-worker.js")).length;
+  for (let i = 0; i < 50 && suiteWorkers() < 4; i++) await page.waitForTimeout(100);
+  assert.equal(suiteWorkers(), 4, "3 shards and the merger");
   await page.click("#suite-cancel");
   assert.equal(await page.textContent("#suite-status"), "Cancelled.");
   assert.equal(await page.isDisabled("#suite-run"), false);
+  for (let i = 0; i < 50 && suiteWorkers() > 0; i++) await page.waitForTimeout(100);
+  assert.equal(suiteWorkers(), 0, "every worker ended");
   await page.click("#suite-run");
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 180000 });
   assert.match(await page.textContent("#suite-status"), /^Done: 10 tests over 64 items in [\d.]+ s \(3 workers side by side\)\.$/);

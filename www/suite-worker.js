@@ -49,7 +49,6 @@ self.onmessage = async ({ data }) => {
     }
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
-    const started = performance.now();
     if (shard) {
       await bindings.stressSuiteShard(
         request,
@@ -57,9 +56,10 @@ self.onmessage = async ({ data }) => {
         (done, total) => self.postMessage({ type: "progress", done, total }),
         (json) => self.postMessage({ type: "part", json }),
       );
-      self.postMessage({ type: "done", millis: performance.now() - started });
+      self.postMessage({ type: "done" });
       return;
     }
+    const started = performance.now();
     const out = await bindings.stressSuite(
       request,
       (done, total) => self.postMessage({ type: "progress", done, total }),

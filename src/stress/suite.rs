@@ -417,6 +417,11 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// Whether `index` is one of `count` shards (`count` at least 1).
+    pub fn is_valid(self) -> bool {
+        self.index < self.count
+    }
+
     /// The items of this shard among `n`: contiguous, starting on a
     /// multiple of the model scorer's chunk, so a shard batches its texts
     /// for the model exactly as the unsharded run does.
@@ -441,10 +446,11 @@ impl std::str::FromStr for Shard {
             i.trim().parse().map_err(|_| bad())?,
             n.trim().parse().map_err(|_| bad())?,
         );
-        if count == 0 || index >= count {
+        let shard = Shard { index, count };
+        if !shard.is_valid() {
             return Err(bad());
         }
-        Ok(Shard { index, count })
+        Ok(shard)
     }
 }
 
@@ -1249,21 +1255,6 @@ pub fn merge(parts: Vec<SuitePart>) -> Result<SuiteReport, SuiteError> {
     merge_parts(parts, true)
 }
 
-/// The report so far of shards still running side by side (the page's
-/// workers): the tests every part has finished, a prefix of the run's,
-/// merged as [`merge`] merges whole parts.
-pub fn merge_finished(parts: &[SuitePart]) -> Result<SuiteReport, SuiteError> {
-    let finished = parts.iter().map(|p| p.tests.len()).min().unwrap_or(0);
-    let parts = parts
-        .iter()
-        .map(|p| SuitePart {
-            tests: p.tests[..finished].to_vec(),
-            ..p.clone()
-        })
-        .collect();
-    merge_parts(parts, false)
-}
-
 /// Merges the parts of shards running side by side as they send them (each
 /// test as it finishes, from [`SuiteModels::on_part`]): the report so far
 /// after each test every shard has finished, and at the end [`merge`]'s.
@@ -1290,7 +1281,7 @@ impl PartMerger {
     pub fn add(&mut self, part: SuitePart) -> Result<Option<&SuiteReport>, SuiteError> {
         let index = part
             .shard
-            .filter(|s| s.count == self.shards.len())
+            .filter(|s| s.is_valid() && s.count == self.shards.len())
             .map(|s| s.index)
             .ok_or_else(|| SuiteError::Merge("a part from no shard of this run".into()))?;
         match &mut self.shards[index] {
@@ -1326,7 +1317,7 @@ impl PartMerger {
                 tests: p.tests[reported..finished].to_vec(),
             })
             .collect();
-        let report = merge_finished(&new)?;
+        let report = merge_parts(new, false)?;
         Ok(Some(match &mut self.so_far {
             Some(so_far) => {
                 so_far.tests.extend(report.tests);
@@ -1347,8 +1338,8 @@ impl PartMerger {
     }
 }
 
-/// [`merge`], or with `complete` false [`merge_finished`]: parts whose
-/// tests may stop short of the run's.
+/// [`merge`], or with `complete` false the same tests of every part where
+/// those stop short of the run's ([`PartMerger`]).
 fn merge_parts(mut parts: Vec<SuitePart>, complete: bool) -> Result<SuiteReport, SuiteError> {
     let Some(first) = parts.first() else {
         return Err(SuiteError::Merge("no parts given".into()));

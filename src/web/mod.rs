@@ -457,6 +457,22 @@ struct SuiteRequest {
     config: crate::stress::suite::SuiteConfig,
 }
 
+impl SuiteRequest {
+    fn from_js(request: JsValue) -> Result<Self, JsError> {
+        serde_wasm_bindgen::from_value(request)
+            .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))
+    }
+
+    /// The dataset's items, the first `limit` where it has one.
+    fn items(&self) -> Result<Vec<crate::data::Item>, JsError> {
+        let mut items = load_items(&self.format, &self.text)?.rows;
+        if let Some(n) = self.limit {
+            items.truncate(n);
+        }
+        Ok(items)
+    }
+}
+
 /// Parses a dataset file with [`crate::data::load_items`].
 fn load_items(format: &str, text: &str) -> Result<crate::data::Loaded<crate::data::Item>, JsError> {
     let format: crate::data::DatasetFormat = format.parse().map_err(js_err)?;
@@ -489,8 +505,7 @@ pub async fn stress_suite(
     on_progress: js_sys::Function,
     on_test: js_sys::Function,
 ) -> Result<JsValue, JsError> {
-    let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
-        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    let r = SuiteRequest::from_js(request)?;
     let progress = js_progress(&on_progress);
     let tell = |report: &JsValue| {
         let _ = on_test.call1(&JsValue::NULL, report);
@@ -513,20 +528,16 @@ pub async fn stress_suite_shard(
     on_part: js_sys::Function,
 ) -> Result<(), JsError> {
     use crate::stress::suite::{Shard, SuiteModels, SuitePart, run_part_async};
-    let r: SuiteRequest = serde_wasm_bindgen::from_value(request)
-        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
+    let r = SuiteRequest::from_js(request)?;
     let shard: Shard = serde_wasm_bindgen::from_value(shard)
         .map_err(|e| JsError::new(&format!("invalid shard: {e}")))?;
-    if shard.count == 0 || shard.index >= shard.count {
+    if !shard.is_valid() {
         return Err(JsError::new(&format!(
             "invalid shard {} of {}",
             shard.index, shard.count
         )));
     }
-    let mut items = load_items(&r.format, &r.text)?.rows;
-    if let Some(n) = r.limit {
-        items.truncate(n);
-    }
+    let items = r.items()?;
     let tell = |part: &SuitePart| {
         // A failing listener only loses the live view; the part still comes.
         if let Ok(json) = serde_json::to_string(part) {
@@ -664,10 +675,7 @@ async fn run_stress_suite(
     breathe: impl AsyncFn(),
 ) -> Result<JsValue, JsError> {
     use crate::stress::suite::{ModelScorer, SuiteModels, SuiteReport, run_suite_async};
-    let mut items = load_items(&r.format, &r.text)?.rows;
-    if let Some(n) = r.limit {
-        items.truncate(n);
-    }
+    let items = r.items()?;
     let tell = |so_far: &SuiteReport| {
         // A failing listener only loses the live view; the report still comes.
         if let Ok(value) = to_js(so_far) {

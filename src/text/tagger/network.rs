@@ -11,10 +11,10 @@
 //! The networks are small (about 1.5 M weights each). Every token's layer
 //! runs as one matrix product over the text's tokens ([`Matrix`], the same
 //! bits natively and in wasm), not a dot product per token and output:
-//! `cargo bench --bench inject`'s tagger group (release) took 2.48 s instead
-//! of 3.33 s. rten-gemm's kernels took 1.41 s, but they fuse multiply-adds
-//! and the page's cannot, so a near-tie between two tags could go one way in
-//! the CLI and the other in the page. The entity parser's steps depend on
+//! `cargo bench --bench inject`'s tagger group (release) took 1.32 s with
+//! the kernel's AVX lanes instead of 3.33 s. rten-gemm's kernels (1.41 s)
+//! fuse multiply-adds and the page's cannot, so a near-tie between two tags
+//! could go one way in the CLI and the other in the page. The entity parser's steps depend on
 //! its earlier moves, so its upper layer runs one token at a time.
 
 use std::collections::HashMap;

@@ -312,8 +312,9 @@ function scoreNow() {
   }
   render();
   state.passMs = performance.now() - started;
+  state.slowPasses = state.passMs > SLOW_PASS_MS ? (state.slowPasses ?? 0) + 1 : 0;
   $("timing").textContent = `scored in ${state.passMs.toFixed(1)} ms` +
-    (state.passMs > SLOW_PASS_MS ? " (texts this long are scored when typing pauses)" : "");
+    (waitsForPause() ? " (texts this long are scored when typing pauses)" : "");
   for (const [name, el] of Object.entries(fields)) $(`${name}-count`).textContent = words(el.value);
   const references = state.wasm.splitReferences(fields.reference.value).length;
   if (references > 1) $("reference-count").textContent = `${references} references · ${words(fields.reference.value)}`;
@@ -326,14 +327,21 @@ function scoreNow() {
 const SLOW_PASS_MS = 50;
 
 /**
+ * Whether the next pass waits for typing to pause: after two slow passes in
+ * a row (texts that long), not after one (a garbage collection or the
+ * engine's first passes, which would make short texts wait for no reason).
+ */
+const waitsForPause = () => (state.slowPasses ?? 0) >= 2;
+
+/**
  * Coalesces edits: at most one scoring pass per animation frame. When the
- * last pass was slow, the next one waits until typing pauses (for as long
- * as a pass takes, within 0.2 to 1 s), so keystrokes are not held up behind
- * a pass each.
+ * last passes were slow, the next one waits until typing pauses (for as
+ * long as a pass takes, within 0.2 to 1 s), so keystrokes are not held up
+ * behind a pass each.
  */
 function schedule() {
   if (state.frame) return;
-  if ((state.passMs ?? 0) > SLOW_PASS_MS) {
+  if (waitsForPause()) {
     clearTimeout(state.pause);
     state.pause = setTimeout(scoreNow, Math.min(1000, Math.max(200, state.passMs)));
     save(); // kept on reload before the pass, as the texts are at every frame otherwise

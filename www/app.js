@@ -674,7 +674,12 @@ function loadExample(id) {
   if (ex) startFrom(ex);
 }
 
-async function checkWebGpu(wasm) {
+/**
+ * The WebGPU pill: a small matrix product on WebGPU against the CPU, in the
+ * model worker (`models`), where model passes run. On the page's own thread
+ * its shader compilation blocked typing for 200 ms just after load.
+ */
+async function checkWebGpu(models) {
   const el = $("gpu-status");
   if (!navigator.gpu) {
     el.textContent = "WebGPU: not available in this browser (lexical metrics need none)";
@@ -682,7 +687,7 @@ async function checkWebGpu(wasm) {
     return;
   }
   try {
-    const report = await wasm.webgpuSelfTest();
+    const report = await models.webgpuSelfTest();
     el.textContent = report.ok ? "WebGPU: ready" : "WebGPU: self-test mismatch";
     el.className = `pill ${report.ok ? "pill-ok" : "pill-bad"}`;
     el.title = `burn-wgpu matmul ${report.shape.join("×")} vs CPU: max |diff| ${report.maxAbsDiff.toExponential(2)}`;
@@ -920,7 +925,7 @@ async function main() {
   $("score-cards").addEventListener("change", save);
   $("restore").addEventListener("click", restore);
   document.body.dataset.ready = "true";
-  checkWebGpu(wasm);
+  checkWebGpu(models);
 }
 
 main().catch((err) => {

@@ -1,18 +1,20 @@
 // Runs stress suites off the main thread. The page posts
-// {glue, wasm, request, shard}; the worker loads its own copy of the engine
-// and runs the whole suite, or with `shard` ({index, count}) that shard of
-// its items, in one call, which reports progress and, each time a test
-// finishes, the report so far (a shard: that test's part, as JSON, for the
-// merger below); the worker posts
-// {type: "progress" | "test" | "part" | "done" | "error"}. Cancelling
-// terminates it.
+// {glue, wasm, request, dataset, tokenizer, tagger, shard, port}; the worker
+// loads its own copy of the engine and runs the whole suite, or with `shard`
+// ({index, count}) that shard of its items, in one call, which reports
+// progress and, each time a test finishes, the report so far (a shard: that
+// test's part, as JSON, sent on `port` to the merger below); the worker posts
+// {type: "progress" | "test" | "done" | "error"}. Cancelling terminates it.
+// The dataset's text and the tagger's weights come as Blobs, which the page
+// hands over without copying them on its own thread.
 //
 // A run in shards has one more worker, the merger: the page posts it
-// {glue, wasm, merge: count}, then each shard's parts as they come ({part})
-// and {finish} once every shard is done; it posts the report so far
-// ({type: "test"}) each time every shard has finished one more test, and
-// {type: "done", report, csv} at the end. Merging reads every item's
-// outcomes, too long a task for the page's own thread.
+// {glue, wasm, merge: ports}, one MessagePort per shard, on which each shard
+// sends its parts ({part}) and then {done}: the parts never pass through the
+// page's thread. The merger posts the report so far ({type: "test"}) each
+// time every shard has finished one more test, and {type: "done", report,
+// csv} once every shard is done. Merging reads every item's outcomes, too
+// long a task for the page's own thread.
 
 import { startEngine } from "./worker-rpc.js";
 
@@ -27,46 +29,47 @@ function load(glue, wasm) {
   return engine;
 }
 
-let merger = null;
+const fail = (err) => self.postMessage({ type: "error", message: String(err?.message ?? err) });
+
+/** Merges what the shards send on `ports`, in the order each sends it. */
+function merge(bindings, ports) {
+  const merger = new bindings.SuiteMerger(ports.length);
+  let ended = 0;
+  for (const port of ports) {
+    port.onmessage = ({ data }) => {
+      try {
+        if (data.part !== undefined) {
+          const report = merger.add(data.part);
+          if (report) self.postMessage({ type: "test", report });
+        } else if (data.done && ++ended === ports.length) {
+          const out = merger.finish();
+          self.postMessage({ type: "done", report: out.report, csv: out.csv });
+        }
+      } catch (err) {
+        fail(err);
+      }
+    };
+  }
+}
 
 self.onmessage = async ({ data }) => {
-  const { glue, wasm, request, shard, tokenizer, tagger } = data;
+  const { glue, wasm, dataset, shard, port, tokenizer, tagger } = data;
   try {
     const bindings = await load(glue, wasm);
-    if (data.merge) {
-      merger = new bindings.SuiteMerger(data.merge);
-      return;
-    }
-    if (data.part !== undefined) {
-      const report = merger.add(data.part);
-      if (report) self.postMessage({ type: "test", report });
-      return;
-    }
-    if (data.finish) {
-      const out = merger.finish();
-      self.postMessage({ type: "done", report: out.report, csv: out.csv });
-      return;
-    }
+    if (data.merge) return merge(bindings, data.merge);
+    const request = { ...data.request, text: await dataset.text() };
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
-    if (tagger && !bindings.hasTagger()) bindings.loadTagger(tagger);
+    if (tagger && !bindings.hasTagger()) bindings.loadTagger(new Uint8Array(await tagger.arrayBuffer()));
+    const progress = (done, total) => self.postMessage({ type: "progress", done, total });
     if (shard) {
-      await bindings.stressSuiteShard(
-        request,
-        shard,
-        (done, total) => self.postMessage({ type: "progress", done, total }),
-        (json) => self.postMessage({ type: "part", json }),
-      );
-      self.postMessage({ type: "done" });
+      await bindings.stressSuiteShard(request, shard, progress, (json) => port.postMessage({ part: json }));
+      port.postMessage({ done: true });
       return;
     }
     const started = performance.now();
-    const out = await bindings.stressSuite(
-      request,
-      (done, total) => self.postMessage({ type: "progress", done, total }),
-      (report) => self.postMessage({ type: "test", report }),
-    );
+    const out = await bindings.stressSuite(request, progress, (report) => self.postMessage({ type: "test", report }));
     self.postMessage({ type: "done", report: out.report, csv: out.csv, millis: performance.now() - started });
   } catch (err) {
-    self.postMessage({ type: "error", message: String(err?.message ?? err) });
+    fail(err);
   }
 };

@@ -130,14 +130,39 @@ export async function loadInjectionNeeds(engine, { tokenizer = false, tagger = f
   }
 }
 
-/** The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB), fetched once; the browser caches the file. */
-export function taggerWeights() {
-  taggerWeights.bytes ??= fetch("tagger/en_core_web_sm.safetensors").then(async (response) => {
+/**
+ * The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB) as a
+ * Blob, fetched once; the browser caches the file. A Blob goes to a worker
+ * without being copied on this thread.
+ */
+function taggerFile() {
+  taggerFile.blob ??= fetch("tagger/en_core_web_sm.safetensors").then(async (response) => {
     if (!response.ok) throw new Error(`could not load the tagger's weights (HTTP ${response.status})`);
-    return new Uint8Array(await response.arrayBuffer());
+    return response.blob();
   });
-  taggerWeights.bytes.catch(() => { taggerWeights.bytes = null; }); // a failed fetch is retried next time
-  return taggerWeights.bytes;
+  taggerFile.blob.catch(() => { taggerFile.blob = null; }); // a failed fetch is retried next time
+  return taggerFile.blob;
+}
+
+/** The tagger's weights as bytes. */
+async function taggerWeights() {
+  return new Uint8Array(await (await taggerFile()).arrayBuffer());
+}
+
+/**
+ * The start message of a suite worker, less its shard: the engine's files,
+ * the request without its text, and the dataset's text and the tagger's
+ * weights as Blobs, which reach the worker without a copy on this thread
+ * (posted as they are, 9 MB for WMT21 made main-thread tasks of 30 ms and
+ * more per worker).
+ */
+async function workerStart(request, { needsTokenizer, needsTagger }) {
+  const { text, ...rest } = request;
+  return {
+    ...engineUrls(), request: rest, dataset: new Blob([text]),
+    tokenizer: needsTokenizer ? await gpt2Files() : null,
+    tagger: needsTagger ? await taggerFile() : null,
+  };
 }
 
 /** The seeds a field's text asks for (empty: 5), or null where the run would refuse it. */
@@ -226,11 +251,7 @@ async function run() {
   };
   worker.onerror = (e) => finish(`The worker failed: ${e.message}`, "bad");
   try {
-    worker.postMessage({
-      ...engineUrls(), request,
-      tokenizer: needsTokenizer ? await gpt2Files() : null,
-      tagger: needsTagger ? await taggerWeights() : null,
-    });
+    worker.postMessage(await workerStart(request, { needsTokenizer, needsTagger }));
   } catch (err) {
     // A fetch that failed after this run was cancelled (and maybe another begun) ends nothing.
     if (suite.worker === worker) finish(String(err.message ?? err), "bad");
@@ -251,7 +272,9 @@ function shardCount(items) {
  * A lexical run in `count` workers side by side, each running one shard of
  * the items (the core's `--shard`), and one more worker that merges their
  * tests (a SuiteMerger) as every shard finishes one, so the card fills as
- * before, and gives at the end the report the unsharded run gives.
+ * before, and gives at the end the report the unsharded run gives. Each
+ * shard sends its tests to the merger on a MessageChannel of its own, past
+ * this thread.
  */
 async function runShards(request, count, { needsTokenizer, needsTagger, tests }) {
   setStatus(`Starting the engine in ${count} workers…`);
@@ -265,7 +288,6 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
   suite.worker = group;
   const fail = (message) => suite.worker === group && finish(message, "bad");
   const progress = workers.map(() => ({ done: 0, total: 0 }));
-  let ended = 0;
   let started;
   workers.forEach((worker, index) => {
     worker.onmessage = ({ data }) => {
@@ -276,11 +298,6 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
         if (progress.every((p) => p.total > 0)) {
           showProgress(progress.reduce((a, p) => a + p.done, 0), progress.reduce((a, p) => a + p.total, 0), tests);
         }
-      } else if (data.type === "part") {
-        merger.postMessage({ part: data.json });
-      } else if (data.type === "done") {
-        ended += 1;
-        if (ended === count) merger.postMessage({ finish: true });
       } else if (data.type === "error") {
         fail(data.message);
       }
@@ -299,16 +316,17 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
     }
   };
   merger.onerror = (e) => fail(`The merging worker failed: ${e.message ?? "it could not start"}`);
-  merger.postMessage({ ...engineUrls(), merge: count });
+  const channels = workers.map(() => new MessageChannel());
+  const ports = channels.map((c) => c.port2);
+  merger.postMessage({ ...engineUrls(), merge: ports }, ports);
   try {
-    const message = {
-      ...engineUrls(), request,
-      tokenizer: needsTokenizer ? await gpt2Files() : null,
-      tagger: needsTagger ? await taggerWeights() : null,
-    };
+    const message = await workerStart(request, { needsTokenizer, needsTagger });
     if (suite.worker !== group) return; // cancelled while the files came
     started = performance.now();
-    workers.forEach((w, index) => w.postMessage({ ...message, shard: { index, count } }));
+    workers.forEach((w, index) => {
+      const port = channels[index].port1;
+      w.postMessage({ ...message, shard: { index, count }, port }, [port]);
+    });
   } catch (err) {
     fail(String(err.message ?? err));
   }

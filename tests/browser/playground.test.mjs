@@ -152,8 +152,8 @@ test("burn-wgpu runs a matmul on WebGPU and matches the CPU", async () => {
   const { context, page } = await openPage();
   const hasGpu = await page.evaluate(() => Boolean(navigator.gpu));
   assert.ok(hasGpu, "navigator.gpu missing: Chromium was not started with WebGPU");
-  // Concurrent callers (the page's own check is also in flight) share one
-  // device initialisation instead of racing to initialise twice.
+  // Concurrent callers share one device initialisation instead of racing to
+  // initialise twice. (The page's own check runs in the model worker.)
   const [report, again] = await page.evaluate(() =>
     Promise.all([window.wasmBindings.webgpuSelfTest(), window.wasmBindings.webgpuSelfTest()]));
   assert.equal(report.ok, true, JSON.stringify(report));

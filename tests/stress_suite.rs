@@ -914,3 +914,62 @@ fn a_level_that_changes_no_item_is_left_out_of_the_suite_verdict() {
         test.verdicts
     );
 }
+
+#[test]
+fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
+    // positioned_random needs GPT-2's tokenizer: skipped here, with no levels.
+    let report = run_suite(
+        "wmt21",
+        &wmt(6),
+        &config(&["truncation", "positioned_random"], 2),
+        None,
+        &|_, _| true,
+    )
+    .unwrap();
+    assert!(report.tests[1].skipped.is_some() && report.tests[1].levels.is_empty());
+    let json = serde_json::to_string(&report).unwrap();
+    assert_eq!(SuiteReport::from_json(&json).unwrap(), report);
+    // A test skipped after it ran (it changed no text) keeps its levels.
+    let mut unchanged = report.clone();
+    unchanged.tests[0].skipped = Some("did not apply to any item".into());
+    unchanged.tests[0].verdicts.clear();
+    let json = serde_json::to_string(&unchanged).unwrap();
+    assert_eq!(SuiteReport::from_json(&json).unwrap(), unchanged);
+
+    let refused = |edit: &dyn Fn(&mut SuiteReport)| {
+        let mut damaged = report.clone();
+        edit(&mut damaged);
+        let json = serde_json::to_string(&damaged).unwrap();
+        match SuiteReport::from_json(&json) {
+            Err(SuiteError::Invalid(why)) => why,
+            other => panic!("a damaged report was read: {other:?}"),
+        }
+    };
+    assert!(
+        refused(&|r| {
+            r.tests[0].verdicts.pop();
+        })
+        .contains("truncation")
+    );
+    assert!(
+        refused(&|r| {
+            r.tests[0].levels[1].scores.pop();
+        })
+        .contains("truncation")
+    );
+    assert!(
+        refused(&|r| {
+            r.base.pop();
+        })
+        .contains("base scores")
+    );
+    let skipped_with_verdicts = refused(&|r| r.tests[1].verdicts = r.tests[0].verdicts.clone());
+    assert!(skipped_with_verdicts.contains("positioned_random"));
+    let cut = serde_json::to_string(&report).unwrap();
+    match SuiteReport::from_json(&cut[..cut.len() / 2]) {
+        Err(SuiteError::Invalid(why)) => {
+            assert!(why.starts_with("not a stress suite report"), "{why}")
+        }
+        other => panic!("half a report was read: {other:?}"),
+    }
+}

@@ -29,6 +29,57 @@ function saveSettings() {
   }
 }
 
+/** Where the last finished run's report is kept across visits. */
+const REPORT_KEY = "blindspot.suite-report.v1";
+/** Reports longer than this (characters of JSON) are not kept: localStorage holds a few MB for the whole page. */
+const REPORT_LIMIT = 2_000_000;
+
+/**
+ * Keeps a finished run's report for the next visit; returns a note for the
+ * status line where it could not be kept. The report it replaces goes
+ * either way: a reload must never bring back an older run than the last.
+ */
+function keepReport(report) {
+  try {
+    localStorage.removeItem(REPORT_KEY);
+    const json = JSON.stringify({ finished: Date.now(), report });
+    if (json.length > REPORT_LIMIT) return " It is too large to keep for your next visit.";
+    localStorage.setItem(REPORT_KEY, json);
+    return "";
+  } catch {
+    return " It could not be kept for your next visit (storage full or disabled).";
+  }
+}
+
+/** Shows the report the last visit kept, read and checked by the core as `blindspot` reads one. */
+function restoreReport() {
+  let kept;
+  try {
+    kept = JSON.parse(localStorage.getItem(REPORT_KEY));
+  } catch {
+    kept = { damaged: true };
+  }
+  if (!kept) return;
+  try {
+    const { report, csv } = suite.wasm.readSuiteReport(JSON.stringify(kept.report));
+    suite.report = report;
+    suite.csv = csv;
+    renderCard();
+    $("suite-export").hidden = false;
+    const when = Number.isFinite(kept.finished) ? ` on ${new Date(kept.finished).toLocaleString()}` : "";
+    const older = report.tool === `blindspot ${suite.wasm.version()}` ? "" : ` by ${report.tool}`;
+    setStatus(`The last run's report (finished${when}${older}): ${count(report.tests.length, "test")} over ` +
+      `${count(report.items, "item")} of ${report.dataset}. Choose a dataset file to run again.`);
+  } catch (err) {
+    try {
+      localStorage.removeItem(REPORT_KEY);
+    } catch {
+      // Storage disabled: nothing was kept.
+    }
+    setStatus(`The last run's report could not be read back, and was dropped (${err.message ?? err}). Choose a dataset file.`, "bad");
+  }
+}
+
 function restoreSettings() {
   let s;
   try {
@@ -392,7 +443,7 @@ function done(report, csv, millis, workers = 1) {
   suite.csv = csv;
   renderCard();
   const where = workers > 1 ? ` (${workers} workers side by side)` : "";
-  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.`);
+  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.${keepReport(report)}`);
   $("suite-export").hidden = false;
   $("suite-result").dataset.millis = String(millis);
 }
@@ -633,6 +684,7 @@ export function initSuite(wasm, registry, injections, engine) {
     }
   });
   restoreSettings();
+  restoreReport();
   for (const id of ["suite-format", "suite-seeds", "suite-limit", "suite-open-ended", ...FAMILIES.map((f) => `suite-family-${f}`)]) {
     $(id).addEventListener("change", saveSettings);
   }

@@ -162,6 +162,47 @@ impl SuiteReport {
         Ok(())
     }
 
+    /// Reads a report written as JSON (`blindspot stress --out`, the page's
+    /// download or the copy it keeps across reloads). A damaged or edited
+    /// one is refused, not indexed: every test that ran must have a verdict
+    /// per metric and a score per metric at every level.
+    pub fn from_json(json: &str) -> Result<Self, SuiteError> {
+        let report: Self = serde_json::from_str(json)
+            .map_err(|e| SuiteError::Invalid(format!("not a stress suite report: {e}")))?;
+        report.check()?;
+        Ok(report)
+    }
+
+    /// Checks that the report's per-metric arrays have one entry per metric.
+    pub fn check(&self) -> Result<(), SuiteError> {
+        let metrics = self.metrics.len();
+        let bad = |what: String| {
+            Err(SuiteError::Invalid(format!(
+                "the report is damaged: {what}"
+            )))
+        };
+        if self.base.len() != metrics {
+            return bad(format!(
+                "{} base scores for {metrics} metrics",
+                self.base.len()
+            ));
+        }
+        for test in &self.tests {
+            // A skipped test has no verdicts; its levels, where it has any
+            // (it changed no text), have their scores.
+            let verdicts = if test.skipped.is_none() { metrics } else { 0 };
+            if test.verdicts.len() != verdicts
+                || test.levels.iter().any(|l| l.scores.len() != metrics)
+            {
+                return bad(format!(
+                    "{}'s verdicts or scores do not match its {metrics} metrics",
+                    test.injection
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// One row per (test, level, metric), with the verdict repeated per test.
     pub fn to_csv(&self) -> String {
         let report = self;

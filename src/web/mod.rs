@@ -597,15 +597,7 @@ impl SuiteMerger {
     /// the unsharded run gives.
     pub fn finish(&mut self) -> Result<JsValue, JsError> {
         let report = self.0.finish().map_err(|e| JsError::new(&e.to_string()))?;
-        #[derive(Serialize)]
-        struct Out<'a> {
-            report: &'a crate::stress::suite::SuiteReport,
-            csv: String,
-        }
-        to_js(&Out {
-            csv: report.to_csv(),
-            report: &report,
-        })
+        report_and_csv(&report)
     }
 }
 
@@ -705,15 +697,28 @@ async fn run_stress_suite(
     )
     .await
     .map_err(|e| JsError::new(&e.to_string()))?;
+    report_and_csv(&report)
+}
+
+/// `{report, csv}`: what the page holds of a finished suite.
+fn report_and_csv(report: &crate::stress::suite::SuiteReport) -> Result<JsValue, JsError> {
     #[derive(Serialize)]
     struct Out<'a> {
-        report: &'a SuiteReport,
+        report: &'a crate::stress::suite::SuiteReport,
         csv: String,
     }
     to_js(&Out {
         csv: report.to_csv(),
-        report: &report,
+        report,
     })
+}
+
+/// A suite report the page kept as JSON (across a reload), read and checked
+/// as `blindspot` reads one: `{report, csv}`, or an error for a damaged one.
+#[wasm_bindgen(js_name = readSuiteReport)]
+pub fn read_suite_report(json: &str) -> Result<JsValue, JsError> {
+    let report = crate::stress::suite::SuiteReport::from_json(json).map_err(js_err)?;
+    report_and_csv(&report)
 }
 
 /// What the page asks of the preference suite or the audit.
@@ -893,6 +898,7 @@ pub fn stop_mauve() {
 pub fn suite_html(report: JsValue) -> Result<String, JsError> {
     let report: crate::stress::suite::SuiteReport = serde_wasm_bindgen::from_value(report)
         .map_err(|e| JsError::new(&format!("invalid suite report: {e}")))?;
+    report.check().map_err(js_err)?;
     Ok(crate::stress::html::suite_html(&report))
 }
 

@@ -413,6 +413,32 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   const report = readFileSync(await html.path(), "utf8");
   assert.equal((report.match(/<figure/g) ?? []).length, 10 * 5, "one chart per fluency test and metric");
   console.log(`# browser suite time: ${await page.getAttribute("#suite-result", "data-millis")} ms (12 items, fluency, 2 seeds)`);
+  const [csvBefore] = await Promise.all([page.waitForEvent("download"), page.click("#suite-csv")]);
+  const csvText = readFileSync(await csvBefore.path(), "utf8");
+  // The report is kept across a reload: the card, its curves and its downloads come back.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.textContent("#suite-status"),
+    /^The last run's report \(finished on .+\): 10 tests over 12 items of suite-wmt12\.jsonl\. Choose a dataset file to run again\.$/);
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  await cell.click();
+  assert.equal(await page.locator("#suite-curves figure").count(), 1);
+  const [again] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  assert.deepEqual(JSON.parse(readFileSync(await again.path(), "utf8")), fromPage);
+  const [csv] = await Promise.all([page.waitForEvent("download"), page.click("#suite-csv")]);
+  assert.equal(readFileSync(await csv.path(), "utf8"), csvText);
+  // A damaged copy (a verdict missing) is refused by the core and dropped, not drawn.
+  await page.evaluate(() => {
+    const kept = JSON.parse(localStorage.getItem("blindspot.suite-report.v1"));
+    kept.report.tests[2].verdicts.pop();
+    localStorage.setItem("blindspot.suite-report.v1", JSON.stringify(kept));
+  });
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.textContent("#suite-status"), /^The last run's report could not be read back, and was dropped \(.*preposition_removal's verdicts/);
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 0);
+  assert.ok(await page.locator("#suite-export").isHidden());
+  assert.equal(await page.evaluate(() => localStorage.getItem("blindspot.suite-report.v1")), null);
   assert.deepEqual(errors, []);
   await context.close();
 });

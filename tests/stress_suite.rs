@@ -968,8 +968,76 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     let cut = serde_json::to_string(&report).unwrap();
     match SuiteReport::from_json(&cut[..cut.len() / 2]) {
         Err(SuiteError::Invalid(why)) => {
-            assert!(why.starts_with("not a stress suite report"), "{why}")
+            assert!(why.starts_with("not a valid stress suite report"), "{why}")
         }
         other => panic!("half a report was read: {other:?}"),
     }
+}
+
+#[test]
+fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused() {
+    use blindspot::stress::{audit::AuditReport, prefer::PreferenceReport};
+    let sample = |kind| data::bundled_sample(kind).unwrap().text;
+    let cases = data::load_menli_csv(sample("preference")).unwrap().rows;
+    let report = run_preference("blindspot-preference.csv", &cases, &["bleu", "chrf"]);
+    let json = serde_json::to_string(&report).unwrap();
+    assert_eq!(PreferenceReport::from_json(&json).unwrap(), report);
+    let refused = |edit: &dyn Fn(&mut PreferenceReport)| {
+        let mut damaged = report.clone();
+        edit(&mut damaged);
+        PreferenceReport::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+    };
+    let why = refused(&|r| {
+        r.metrics[1].ref_free.pop();
+    });
+    assert!(
+        why.contains("chrf has no accuracy for every error type"),
+        "{why}"
+    );
+    let why = refused(&|r| r.metrics[0].ref_based[2].passed = 3);
+    assert!(
+        why.contains("bleu passes more cases than it scored"),
+        "{why}"
+    );
+    assert!(PreferenceReport::from_json(&json[..json.len() - 1]).is_err());
+
+    let docs = data::load_summeval(sample("audit")).rows;
+    let specs = Settings::default().specs(LEXICAL).unwrap();
+    let mut report = futures::executor::block_on(blindspot::stress::audit::run_audit(
+        "blindspot-audit.jsonl",
+        &docs,
+        &specs,
+        &Engine::lexical(),
+        None,
+        async |_, _| true,
+    ))
+    .unwrap();
+    // Undefined correlations and accuracies (NaN) are written as null and read back as NaN.
+    report.metrics[0].human[1].kendall = f64::NAN;
+    report.metrics[2].system_accuracy[3] = f64::NAN;
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(json.contains("\"kendall\":null"));
+    let read = AuditReport::from_json(&json).unwrap();
+    assert!(
+        read.metrics[0].human[1].kendall.is_nan() && read.metrics[2].system_accuracy[3].is_nan()
+    );
+    assert_eq!(serde_json::to_string(&read).unwrap(), json);
+    let refused = |edit: &dyn Fn(&mut AuditReport)| {
+        let mut damaged = report.clone();
+        edit(&mut damaged);
+        AuditReport::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+    };
+    let why = refused(&|r| {
+        r.metrics[3].human.pop();
+    });
+    assert!(
+        why.contains("rouge2 does not have a value per dimension"),
+        "{why}"
+    );
+    let why = refused(&|r| r.metrics[1].flags = vec![("shoe size".into(), "fluency".into())]);
+    assert!(why.contains("chrf is flagged for a correlate"), "{why}");
+    let why = refused(&|r| {
+        r.human_vs_correlates.pop();
+    });
+    assert!(why.contains("the humans' correlations"), "{why}");
 }

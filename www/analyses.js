@@ -8,11 +8,14 @@ import { download } from "./export.js";
 import { loadedCausalLm } from "./models.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { count } from "./suite.js";
+import { finishedOn, keptReport } from "./kept-report.js";
 
 const $ = (id) => document.getElementById(id);
 /** The analysis chosen, kept across reloads (the file is not: it may be large). */
 const STORAGE_KEY = "blindspot.analysis.v1";
 const view = { file: null, running: false, stopping: false, engine: null, wasm: null, registry: [], report: null };
+/** The results shown, kept across visits: `{kind, stopped, report}`. */
+const kept = keptReport("blindspot.analysis-report.v1");
 
 function status(text, kind = "muted") {
   $("analysis-status").textContent = text;
@@ -91,6 +94,39 @@ function renderAudit(report) {
   $("analysis-result").replaceChildren(note, t);
 }
 
+/** "12 cases", "24 summaries": what a report scored. */
+function scored(kind, report) {
+  return kind === "prefer" ? count(report.cases, "case") : `${report.examples} ${report.examples === 1 ? "summary" : "summaries"}`;
+}
+
+/** Draws a report and offers its download. */
+function show(kind, report) {
+  (kind === "prefer" ? renderPreference : renderAudit)(report);
+  view.report = { kind, report };
+  $("analysis-json").disabled = false;
+}
+
+/** Shows the results the last visit kept, read and checked by the core as `blindspot` reads a report. */
+function restoreResult() {
+  let entry;
+  try {
+    entry = kept.read();
+    if (!entry) return;
+    if (![...$("analysis-kind").options].some((o) => o.value === entry.kind)) throw new Error(`unknown analysis ${entry.kind}`);
+    const report = view.wasm.readAnalysisReport(entry.kind, JSON.stringify(entry.report));
+    $("analysis-kind").value = entry.kind;
+    show(entry.kind, report);
+  } catch (err) {
+    clearResult();
+    status(`The last run's results could not be read back, and were dropped (${err.message ?? err}). Choose a file.`, "bad");
+    return;
+  }
+  const analysis = entry.kind === "prefer" ? "preference suite" : "audit";
+  const older = view.report.report.tool === `blindspot ${view.wasm.version()}` ? "" : ` by ${view.report.report.tool}`;
+  status(`The last ${analysis}'s results (finished${finishedOn(entry)}${older}): ${scored(entry.kind, view.report.report)} of ` +
+    `${view.report.report.dataset}${entry.stopped ? ", stopped early" : ""}. Choose a file to run again.`);
+}
+
 async function run() {
   if (!view.file) return status("Choose a file first.", "bad");
   if (view.running) return;
@@ -116,14 +152,12 @@ async function run() {
     const out = kind === "prefer"
       ? await view.engine.preferenceSuite(request, (done, total) => view.stopping || status(`${done} / ${total} cases`))
       : await view.engine.auditSuite(request, (done, total) => view.stopping || status(`${done} / ${total} documents`));
-    (kind === "prefer" ? renderPreference : renderAudit)(out.report);
-    view.report = { kind, report: out.report };
-    $("analysis-json").disabled = false;
+    show(kind, out.report);
     const millis = performance.now() - started;
     const skipped = out.problems.length ? `; ${count(out.problems.length, "row")} skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
-    const what = kind === "prefer" ? count(out.report.cases, "case") : `${out.report.examples} ${out.report.examples === 1 ? "summary" : "summaries"}`;
-    const stopped = out.stopped ? `Stopped after ${(millis / 1000).toFixed(1)} s: the results cover the first ${what} only` : "";
-    status(`${stopped || `Done in ${(millis / 1000).toFixed(1)} s`}${skipped}.`, out.problems.length || out.stopped ? "bad" : "muted");
+    const stopped = out.stopped ? `Stopped after ${(millis / 1000).toFixed(1)} s: the results cover the first ${scored(kind, out.report)} only` : "";
+    const note = kept.keep({ kind, stopped: out.stopped, report: out.report });
+    status(`${stopped || `Done in ${(millis / 1000).toFixed(1)} s`}${skipped}.${note}`, out.problems.length || out.stopped ? "bad" : "muted");
   } catch (err) {
     status(String(err.message ?? err), "bad");
   } finally {
@@ -134,10 +168,11 @@ async function run() {
   }
 }
 
-/** Forgets the report shown (another analysis or file is chosen, or a run starts). */
+/** Forgets the report shown and its kept copy (another analysis or file is chosen, or a run starts). */
 function clearResult() {
   $("analysis-result").replaceChildren();
   view.report = null;
+  kept.forget();
   $("analysis-json").disabled = true;
 }
 
@@ -212,6 +247,7 @@ export function initAnalyses(wasm, engine, registry) {
   });
   $("analysis-run").addEventListener("click", run);
   $("analysis-stop").addEventListener("click", stop);
+  restoreResult();
   $("analysis-json").addEventListener("click", () => {
     if (!view.report) return;
     const name = view.report.kind === "prefer" ? "blindspot-preference.json" : "blindspot-audit.json";

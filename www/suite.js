@@ -4,6 +4,7 @@
 // runner as `blindspot stress`.
 
 import { sweepChart } from "./sweep.js";
+import { finishedOn, keptReport } from "./kept-report.js";
 import { download as save } from "./export.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { loadedMaskedLm } from "./models.js";
@@ -29,53 +30,27 @@ function saveSettings() {
   }
 }
 
-/** Where the last finished run's report is kept across visits. */
-const REPORT_KEY = "blindspot.suite-report.v1";
-/** Reports longer than this (characters of JSON) are not kept: localStorage holds a few MB for the whole page. */
-const REPORT_LIMIT = 2_000_000;
-
-/**
- * Keeps a finished run's report for the next visit; returns a note for the
- * status line where it could not be kept. The report it replaces goes
- * either way: a reload must never bring back an older run than the last.
- */
-function keepReport(report) {
-  try {
-    localStorage.removeItem(REPORT_KEY);
-    const json = JSON.stringify({ finished: Date.now(), report });
-    if (json.length > REPORT_LIMIT) return " It is too large to keep for your next visit.";
-    localStorage.setItem(REPORT_KEY, json);
-    return "";
-  } catch {
-    return " It could not be kept for your next visit (storage full or disabled).";
-  }
-}
+/** The last finished run's report, kept across visits. */
+const kept = keptReport("blindspot.suite-report.v1");
 
 /** Shows the report the last visit kept, read and checked by the core as `blindspot` reads one. */
 function restoreReport() {
-  let kept;
   try {
-    kept = JSON.parse(localStorage.getItem(REPORT_KEY));
-  } catch {
-    kept = { damaged: true };
-  }
-  if (!kept) return;
-  try {
-    const { report, csv } = suite.wasm.readSuiteReport(JSON.stringify(kept.report));
+    const entry = kept.read();
+    if (!entry) return;
+    const { report, csv } = suite.wasm.readSuiteReport(JSON.stringify(entry.report));
     suite.report = report;
     suite.csv = csv;
     renderCard();
     $("suite-export").hidden = false;
-    const when = Number.isFinite(kept.finished) ? ` on ${new Date(kept.finished).toLocaleString()}` : "";
     const older = report.tool === `blindspot ${suite.wasm.version()}` ? "" : ` by ${report.tool}`;
-    setStatus(`The last run's report (finished${when}${older}): ${count(report.tests.length, "test")} over ` +
+    setStatus(`The last run's report (finished${finishedOn(entry)}${older}): ${count(report.tests.length, "test")} over ` +
       `${count(report.items, "item")} of ${report.dataset}. Choose a dataset file to run again.`);
   } catch (err) {
-    try {
-      localStorage.removeItem(REPORT_KEY);
-    } catch {
-      // Storage disabled: nothing was kept.
-    }
+    kept.forget();
+    suite.report = null;
+    suite.csv = null;
+    $("suite-card").replaceChildren();
     setStatus(`The last run's report could not be read back, and was dropped (${err.message ?? err}). Choose a dataset file.`, "bad");
   }
 }
@@ -264,6 +239,7 @@ async function run() {
   };
   suite.report = null;
   suite.csv = null;
+  kept.forget();
   $("suite-card").replaceChildren();
   $("suite-curves").replaceChildren();
   $("suite-export").hidden = true;
@@ -443,7 +419,7 @@ function done(report, csv, millis, workers = 1) {
   suite.csv = csv;
   renderCard();
   const where = workers > 1 ? ` (${workers} workers side by side)` : "";
-  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.${keepReport(report)}`);
+  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.${kept.keep({ report })}`);
   $("suite-export").hidden = false;
   $("suite-result").dataset.millis = String(millis);
 }

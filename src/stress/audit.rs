@@ -11,7 +11,7 @@
 //! summary's GPT-2 perplexity as one more correlate (`blindspot audit
 //! --ppl-model`, the page with a GPT-2 loaded).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
@@ -20,13 +20,17 @@ use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment, uniform_nr
 use crate::text::words::words;
 
 /// Pearson, Spearman and Kendall tau-b of two series.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+/// NaN where undefined (a constant series), written to JSON as `null`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Correlation {
     /// Pearson's r.
+    #[serde(deserialize_with = "super::nan_from_null")]
     pub pearson: f64,
     /// Spearman's rho (Pearson on average ranks).
+    #[serde(deserialize_with = "super::nan_from_null")]
     pub spearman: f64,
     /// Kendall's tau-b (ties corrected).
+    #[serde(deserialize_with = "super::nan_from_null")]
     pub kendall: f64,
 }
 
@@ -132,7 +136,7 @@ pub fn coverage_density(summary: &str, source: &str) -> (f64, f64) {
 }
 
 /// One metric's audit.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricAudit {
     /// The metric.
     pub metric: MetricEntry,
@@ -140,7 +144,9 @@ pub struct MetricAudit {
     pub human: Vec<Correlation>,
     /// Example-level correlation with each correlate (report order).
     pub correlates: Vec<Correlation>,
-    /// System-level pairwise accuracy against each human dimension.
+    /// System-level pairwise accuracy against each human dimension (NaN
+    /// where undefined: one system).
+    #[serde(deserialize_with = "super::nans_from_nulls")]
     pub system_accuracy: Vec<f64>,
     /// (correlate, dimension) pairs where |Kendall with the correlate| exceeds
     /// |Kendall with the humans|.
@@ -148,7 +154,7 @@ pub struct MetricAudit {
 }
 
 /// The audit's results.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditReport {
     /// `blindspot X.Y.Z`.
     pub tool: String,
@@ -167,6 +173,47 @@ pub struct AuditReport {
     pub human_vs_correlates: Vec<Vec<Correlation>>,
     /// One entry per metric.
     pub metrics: Vec<MetricAudit>,
+}
+
+impl AuditReport {
+    /// Reads a report written as JSON (`blindspot audit --out`, the page's
+    /// download or its kept copy; undefined correlations come back as NaN);
+    /// a damaged one (a correlation per dimension or correlate missing, a
+    /// flag naming neither) is refused.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        super::read_report(json, "audit report", |r: &Self| {
+            let (dims, cors) = (r.dimensions.len(), r.correlates.len());
+            if r.human_vs_correlates.len() != dims
+                || r.human_vs_correlates.iter().any(|row| row.len() != cors)
+            {
+                return Err(
+                    "the humans' correlations do not match the dimensions and correlates".into(),
+                );
+            }
+            for m in &r.metrics {
+                if m.human.len() != dims
+                    || m.correlates.len() != cors
+                    || m.system_accuracy.len() != dims
+                {
+                    return Err(format!(
+                        "{} does not have a value per dimension and correlate",
+                        m.metric.id
+                    ));
+                }
+                if !m
+                    .flags
+                    .iter()
+                    .all(|(c, d)| r.correlates.contains(c) && r.dimensions.contains(d))
+                {
+                    return Err(format!(
+                        "{} is flagged for a correlate or dimension the report lacks",
+                        m.metric.id
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Every system summary, in the order the audit visits them (documents in

@@ -10,7 +10,7 @@ pub mod lessons;
 pub mod prefer;
 pub mod suite;
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::inject::{self, Context, InjectError, Injection, InjectionInfo};
 use crate::metrics::{Metric, MetricError, Segment};
@@ -251,6 +251,31 @@ pub async fn sweep(
         verdicts,
         seeds,
     })
+}
+
+/// A report file read back (`--out`, the page's download or the copy it
+/// keeps across visits): parsed, then held to `check`, so a damaged or
+/// edited one is refused rather than indexed.
+pub(crate) fn read_report<T: serde::de::DeserializeOwned>(
+    json: &str,
+    what: &str,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, String> {
+    let report: T = serde_json::from_str(json).map_err(|e| format!("not a valid {what}: {e}"))?;
+    check(&report).map_err(|e| format!("the {what} is damaged: {e}"))?;
+    Ok(report)
+}
+
+/// Reads back an `f64` that JSON wrote as `null`: serde_json and the page
+/// write NaN (an undefined correlation) so.
+pub(crate) fn nan_from_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// [`nan_from_null`] for every value of a list.
+pub(crate) fn nans_from_nulls<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let values = Vec::<Option<f64>>::deserialize(d)?;
+    Ok(values.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
 #[cfg(test)]

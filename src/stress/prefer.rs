@@ -12,7 +12,7 @@
 //! out, as MENLI's), and our MENLI attacks applied to the reference give the
 //! adversarial texts.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::suite::MetricEntry;
 use crate::data::{Item, MenliCase};
@@ -20,7 +20,7 @@ use crate::inject::{self, Context, Family, InjectError};
 use crate::metrics::{Column, Engine, EngineError, MetricSpec, Segment};
 
 /// Passing cases out of all cases.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 pub struct Accuracy {
     /// Cases that passed.
     pub passed: usize,
@@ -39,7 +39,7 @@ impl Accuracy {
 }
 
 /// One metric's accuracies.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricPreference {
     /// The metric.
     pub metric: MetricEntry,
@@ -54,7 +54,7 @@ pub struct MetricPreference {
 }
 
 /// The preference suite's results.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PreferenceReport {
     /// `blindspot X.Y.Z`.
     pub tool: String,
@@ -66,6 +66,31 @@ pub struct PreferenceReport {
     pub error_types: Vec<String>,
     /// One entry per metric.
     pub metrics: Vec<MetricPreference>,
+}
+
+impl PreferenceReport {
+    /// Reads a report written as JSON (`blindspot prefer --out`, the page's
+    /// download or its kept copy); a damaged one (an accuracy per error type
+    /// missing, more passes than cases) is refused.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        super::read_report(json, "preference report", |r: &Self| {
+            let types = r.error_types.len();
+            for m in &r.metrics {
+                let all = m.ref_based.iter().chain(&m.ref_free);
+                let overall = [m.ref_based_overall, m.ref_free_overall];
+                if m.ref_based.len() != types || m.ref_free.len() != types {
+                    return Err(format!(
+                        "{} has no accuracy for every error type",
+                        m.metric.id
+                    ));
+                }
+                if all.chain(&overall).any(|a| a.passed > a.total) {
+                    return Err(format!("{} passes more cases than it scored", m.metric.id));
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Cases scored per engine call when no metric needs the whole set.

@@ -167,22 +167,19 @@ impl SuiteReport {
     /// one is refused, not indexed: every test that ran must have a verdict
     /// per metric and a score per metric at every level.
     pub fn from_json(json: &str) -> Result<Self, SuiteError> {
-        let report: Self = serde_json::from_str(json)
-            .map_err(|e| SuiteError::Invalid(format!("not a stress suite report: {e}")))?;
-        report.check()?;
-        Ok(report)
+        super::read_report(json, "stress suite report", Self::shape).map_err(SuiteError::Invalid)
     }
 
     /// Checks that the report's per-metric arrays have one entry per metric.
     pub fn check(&self) -> Result<(), SuiteError> {
+        self.shape()
+            .map_err(|e| SuiteError::Invalid(format!("the stress suite report is damaged: {e}")))
+    }
+
+    fn shape(&self) -> Result<(), String> {
         let metrics = self.metrics.len();
-        let bad = |what: String| {
-            Err(SuiteError::Invalid(format!(
-                "the report is damaged: {what}"
-            )))
-        };
         if self.base.len() != metrics {
-            return bad(format!(
+            return Err(format!(
                 "{} base scores for {metrics} metrics",
                 self.base.len()
             ));
@@ -194,7 +191,7 @@ impl SuiteReport {
             if test.verdicts.len() != verdicts
                 || test.levels.iter().any(|l| l.scores.len() != metrics)
             {
-                return bad(format!(
+                return Err(format!(
                     "{}'s verdicts or scores do not match its {metrics} metrics",
                     test.injection
                 ));

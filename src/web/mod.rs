@@ -880,6 +880,21 @@ pub async fn audit_suite(
     })
 }
 
+/// A preference (`kind` "prefer") or audit ("audit") report the page kept as
+/// JSON (across a reload), read and checked as the core reads a report file;
+/// an error for a damaged one.
+#[wasm_bindgen(js_name = readAnalysisReport)]
+pub fn read_analysis_report(kind: &str, json: &str) -> Result<JsValue, JsError> {
+    use crate::stress::{audit::AuditReport, prefer::PreferenceReport};
+    match kind {
+        "prefer" => to_js(&PreferenceReport::from_json(json).map_err(js_err)?),
+        "audit" => to_js(&AuditReport::from_json(json).map_err(js_err)?),
+        _ => Err(JsError::new(&format!(
+            "unknown analysis {kind:?} (prefer or audit)"
+        ))),
+    }
+}
+
 /// Ends the running preference suite or audit after its current batch.
 #[wasm_bindgen(js_name = stopAnalysis)]
 pub fn stop_analysis() {

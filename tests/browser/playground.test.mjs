@@ -697,10 +697,39 @@ test("the preference suite and the audit run on bundled samples, with the CLI's 
     const cells = await page.locator(`#analysis-result tr[data-metric="${m.metric.id}"] td`).allTextContents();
     assert.deepEqual(cells.slice(1, 1 + m.human.length), m.human.map((h) => h.kendall.toFixed(3)), m.metric.id);
   }
-  // The analysis chosen survives a reload.
+  const shown = await page.locator("#analysis-result").innerHTML();
+  const [auditSaved] = await Promise.all([page.waitForEvent("download"), page.click("#analysis-json")]);
+  const auditJson = readFileSync(await auditSaved.path(), "utf8");
+  // The analysis chosen and its results survive a reload, read back through the core.
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   assert.equal(await page.inputValue("#analysis-kind"), "audit");
+  assert.match(await page.textContent("#analysis-status"),
+    /^The last audit's results \(finished on .+\): 24 summaries of blindspot-audit\.jsonl\. Choose a file to run again\.$/);
+  assert.equal(await page.locator("#analysis-result").innerHTML(), shown);
+  const [again] = await Promise.all([page.waitForEvent("download"), page.click("#analysis-json")]);
+  assert.equal(readFileSync(await again.path(), "utf8"), auditJson);
+  // A damaged copy (a metric's correlations cut short) is dropped with a message, not drawn.
+  await page.evaluate(() => {
+    const kept = JSON.parse(localStorage.getItem("blindspot.analysis-report.v1"));
+    kept.report.metrics[0].human.pop();
+    localStorage.setItem("blindspot.analysis-report.v1", JSON.stringify(kept));
+  });
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.textContent("#analysis-status"),
+    /^The last run's results could not be read back, and were dropped \(the audit report is damaged: bleu does not have a value per dimension/);
+  assert.equal(await page.locator("#analysis-result table").count(), 0);
+  assert.ok(await page.isDisabled("#analysis-json"));
+  // A new choice of analysis forgets the results shown, across reloads too.
+  await page.click("#analysis-sample");
+  await page.click("#analysis-run");
+  await done();
+  await page.selectOption("#analysis-kind", "prefer");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.locator("#analysis-result table").count(), 0);
+  assert.equal(await page.inputValue("#analysis-kind"), "prefer");
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -748,6 +777,9 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
     attempt("inspectDataset", () => w.inspectDataset("wmt", "{\"ref_a\": \"unclosed"));
     attempt("inspectDataset format", () => w.inspectDataset("xml", "<a/>"));
     attempt("suiteHtml", () => w.suiteHtml({ tool: "blindspot", tests: [{ injection: "truncation" }] }));
+    attempt("readSuiteReport", () => w.readSuiteReport('{"tool": "blindspot", "tests": ['));
+    attempt("readAnalysisReport kind", () => w.readAnalysisReport("survey", "{}"));
+    attempt("readAnalysisReport audit", () => w.readAnalysisReport("audit", '{"tool": 3}'));
     const request = {
       dataset: "x.jsonl", format: "jsonl", text: '{"hyp": "a b c d", "ref": "a b c e"}\n',
       config: { injections: ["truncation"], metrics: [], seeds: 1 },
@@ -759,6 +791,9 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
   });
   for (const [what, r] of results) assert.ok(r === "ok" || (r.startsWith("error: ") && r.length > 8), `${what}: ${r}`);
   assert.match(results.find(([what]) => what === "suiteHtml")[1], /^error: invalid suite report: .*missing field `family`/);
+  assert.match(results.find(([what]) => what === "readSuiteReport")[1], /^error: not a valid stress suite report: EOF/);
+  assert.match(results.find(([what]) => what === "readAnalysisReport kind")[1], /^error: unknown analysis "survey"/);
+  assert.match(results.find(([what]) => what === "readAnalysisReport audit")[1], /^error: not a valid audit report: invalid type/);
   assert.match(results.find(([what]) => what === "bert_diverge without a masked LM")[1], /^error: bert_diverge needs a masked language model/);
   assert.match(results.find(([what]) => what === "bert_diverge unknown model")[1], /^error: .*nope/);
   assert.match(results.find(([what]) => what === "sweep unknown model")[1], /^error: .*nope/);

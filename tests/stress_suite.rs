@@ -936,6 +936,15 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     let json = serde_json::to_string(&unchanged).unwrap();
     assert_eq!(SuiteReport::from_json(&json).unwrap(), unchanged);
 
+    // A NaN score (written as null) reads back as NaN, not as a damaged report.
+    let mut undefined = report.clone();
+    undefined.base[1] = f64::NAN;
+    undefined.tests[0].levels[0].scores[2].mean = f64::NAN;
+    let json = serde_json::to_string(&undefined).unwrap();
+    let read = SuiteReport::from_json(&json).unwrap();
+    assert!(read.base[1].is_nan() && read.tests[0].levels[0].scores[2].mean.is_nan());
+    assert_eq!(serde_json::to_string(&read).unwrap(), json);
+
     let refused = |edit: &dyn Fn(&mut SuiteReport)| {
         let mut damaged = report.clone();
         edit(&mut damaged);
@@ -994,11 +1003,13 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
         why.contains("chrf has no accuracy for every error type"),
         "{why}"
     );
-    let why = refused(&|r| r.metrics[0].ref_based[2].passed = 3);
-    assert!(
-        why.contains("bleu passes more cases than it scored"),
-        "{why}"
-    );
+    for edit in [
+        |r: &mut PreferenceReport| r.metrics[0].ref_based[2].passed = 3,
+        |r: &mut PreferenceReport| r.metrics[0].ref_free_overall.accuracy = 0.875,
+    ] {
+        let why = refused(&edit);
+        assert!(why.contains("bleu's accuracies do not match"), "{why}");
+    }
     assert!(PreferenceReport::from_json(&json[..json.len() - 1]).is_err());
 
     let docs = data::load_summeval(sample("audit")).rows;

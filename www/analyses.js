@@ -8,7 +8,7 @@ import { download } from "./export.js";
 import { loadedCausalLm } from "./models.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { count } from "./suite.js";
-import { finishedOn, keptReport } from "./kept-report.js";
+import { finished, keptReport } from "./kept-report.js";
 
 const $ = (id) => document.getElementById(id);
 /** The analysis chosen, kept across reloads (the file is not: it may be large). */
@@ -106,25 +106,24 @@ function show(kind, report) {
   $("analysis-json").disabled = false;
 }
 
-/** Shows the results the last visit kept, read and checked by the core as `blindspot` reads a report. */
+/** Shows the results the last visit kept, read and checked by the core (`PreferenceReport::from_json`, `AuditReport::from_json`). */
 function restoreResult() {
-  let entry;
-  try {
-    entry = kept.read();
-    if (!entry) return;
-    if (![...$("analysis-kind").options].some((o) => o.value === entry.kind)) throw new Error(`unknown analysis ${entry.kind}`);
-    const report = view.wasm.readAnalysisReport(entry.kind, JSON.stringify(entry.report));
-    $("analysis-kind").value = entry.kind;
-    show(entry.kind, report);
-  } catch (err) {
-    clearResult();
-    status(`The last run's results could not be read back, and were dropped (${err.message ?? err}). Choose a file.`, "bad");
-    return;
-  }
-  const analysis = entry.kind === "prefer" ? "preference suite" : "audit";
-  const older = view.report.report.tool === `blindspot ${view.wasm.version()}` ? "" : ` by ${view.report.report.tool}`;
-  status(`The last ${analysis}'s results (finished${finishedOn(entry)}${older}): ${scored(entry.kind, view.report.report)} of ` +
-    `${view.report.report.dataset}${entry.stopped ? ", stopped early" : ""}. Choose a file to run again.`);
+  kept.restore(
+    (json, entry) => view.wasm.readAnalysisReport(entry.kind, json),
+    (report, entry) => {
+      $("analysis-kind").value = entry.kind;
+      show(entry.kind, report);
+      const analysis = entry.kind === "prefer" ? "preference suite" : "audit";
+      const stopped = entry.stopped ? ", stopped early" : "";
+      const skipped = entry.skipped ? `; ${entry.skipped}` : "";
+      status(`The last ${analysis}'s results ${finished(entry, report, view.wasm.version())}: ${scored(entry.kind, report)} of ` +
+        `${report.dataset}${stopped}${skipped}. Choose a file to run again.`, stopped || skipped ? "bad" : "muted");
+    },
+    (why) => {
+      clearResult();
+      status(`The last run's results could not be read back, and were dropped (${why}). Choose a file.`, "bad");
+    },
+  );
 }
 
 async function run() {
@@ -156,7 +155,7 @@ async function run() {
     const millis = performance.now() - started;
     const skipped = out.problems.length ? `; ${count(out.problems.length, "row")} skipped (first: line ${out.problems[0].line}: ${out.problems[0].message})` : "";
     const stopped = out.stopped ? `Stopped after ${(millis / 1000).toFixed(1)} s: the results cover the first ${scored(kind, out.report)} only` : "";
-    const note = kept.keep({ kind, stopped: out.stopped, report: out.report });
+    const note = kept.keep(out.report, { kind, stopped: out.stopped, skipped: skipped.slice(2) });
     status(`${stopped || `Done in ${(millis / 1000).toFixed(1)} s`}${skipped}.${note}`, out.problems.length || out.stopped ? "bad" : "muted");
   } catch (err) {
     status(String(err.message ?? err), "bad");

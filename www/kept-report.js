@@ -1,12 +1,16 @@
 // A finished run's results, kept across visits in localStorage so that a
 // reload shows what the page showed. The page reads a kept report back
-// through the core (readSuiteReport, readAnalysisReport), which refuses a
-// damaged one.
+// through the core (readSuiteReport, readAnalysisReport: the core's
+// from_json), which refuses a damaged one.
 
-/** Reports longer than this (characters of JSON) are not kept: localStorage holds a few MB for the whole page. */
-const LIMIT = 2_000_000;
+/**
+ * Reports longer than this (characters of JSON) are not kept: localStorage
+ * holds about 5 M characters for the whole site, and the page's texts,
+ * history and panels need room too (WMT21's full suite report is 52 K).
+ */
+const LIMIT = 1_000_000;
 
-/** The kept report under `key`: `forget()`, `keep(entry)`, `read()`. */
+/** The kept report under `key`: `keep(report, extra)`, `restore(...)`, `forget()`. */
 export function keptReport(key) {
   const forget = () => {
     try {
@@ -18,13 +22,14 @@ export function keptReport(key) {
   return {
     forget,
     /**
-     * Keeps `entry` ({report, ...}) with the time it finished, in place of
-     * the one before; returns a note for the status line where it could not.
+     * Keeps `report` (as JSON, the core's input) and `extra` with the time
+     * it finished, in place of the one before; returns a note for the
+     * status line where it could not.
      */
-    keep(entry) {
+    keep(report, extra = {}) {
       forget();
       try {
-        const json = JSON.stringify({ finished: Date.now(), ...entry });
+        const json = JSON.stringify({ ...extra, finished: Date.now(), report: JSON.stringify(report) });
         if (json.length > LIMIT) return " It is too large to keep for your next visit.";
         localStorage.setItem(key, json);
         return "";
@@ -32,18 +37,38 @@ export function keptReport(key) {
         return " It could not be kept for your next visit (storage full or disabled).";
       }
     },
-    /** The kept entry, or null; throws for one that is not JSON. */
-    read() {
+    /**
+     * Reads the kept report back with `read(json, entry)` (a core reader) and
+     * hands it to `show(value, entry)`; a copy that cannot be read (damaged,
+     * or from a version the core no longer reads) is dropped, and
+     * `dropped(message)` says why. Nothing kept: nothing happens.
+     */
+    restore(read, show, dropped) {
       let text;
       try {
         text = localStorage.getItem(key);
       } catch {
-        return null; // storage disabled
+        return; // storage disabled
       }
-      return JSON.parse(text);
+      if (text === null) return;
+      try {
+        const entry = JSON.parse(text);
+        if (typeof entry?.report !== "string") throw new Error("no report in the kept copy");
+        show(read(entry.report, entry), entry);
+      } catch (err) {
+        forget();
+        dropped(String(err?.message ?? err));
+      }
     },
   };
 }
 
-/** " on <date, time>" for a kept entry, or "" where it has no time. */
-export const finishedOn = (entry) => (Number.isFinite(entry?.finished) ? ` on ${new Date(entry.finished).toLocaleString()}` : "");
+/**
+ * How a restored report's status line starts: "(finished on <date, time>"
+ * and, for a report an older version wrote, "by blindspot X.Y.Z".
+ */
+export function finished(entry, report, version) {
+  const when = Number.isFinite(entry?.finished) ? ` on ${new Date(entry.finished).toLocaleString()}` : "";
+  const older = report.tool === `blindspot ${version}` ? "" : ` by ${report.tool}`;
+  return `(finished${when}${older})`;
+}

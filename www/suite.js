@@ -4,7 +4,7 @@
 // runner as `blindspot stress`.
 
 import { sweepChart } from "./sweep.js";
-import { finishedOn, keptReport } from "./kept-report.js";
+import { finished, keptReport } from "./kept-report.js";
 import { download as save } from "./export.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { loadedMaskedLm } from "./models.js";
@@ -33,26 +33,26 @@ function saveSettings() {
 /** The last finished run's report, kept across visits. */
 const kept = keptReport("blindspot.suite-report.v1");
 
-/** Shows the report the last visit kept, read and checked by the core as `blindspot` reads one. */
+/** Shows the report the last visit kept, read and checked by the core (`SuiteReport::from_json`). */
 function restoreReport() {
-  try {
-    const entry = kept.read();
-    if (!entry) return;
-    const { report, csv } = suite.wasm.readSuiteReport(JSON.stringify(entry.report));
-    suite.report = report;
-    suite.csv = csv;
-    renderCard();
-    $("suite-export").hidden = false;
-    const older = report.tool === `blindspot ${suite.wasm.version()}` ? "" : ` by ${report.tool}`;
-    setStatus(`The last run's report (finished${finishedOn(entry)}${older}): ${count(report.tests.length, "test")} over ` +
-      `${count(report.items, "item")} of ${report.dataset}. Choose a dataset file to run again.`);
-  } catch (err) {
-    kept.forget();
-    suite.report = null;
-    suite.csv = null;
-    $("suite-card").replaceChildren();
-    setStatus(`The last run's report could not be read back, and was dropped (${err.message ?? err}). Choose a dataset file.`, "bad");
-  }
+  kept.restore(
+    (json) => suite.wasm.readSuiteReport(json),
+    ({ report, csv }, entry) => {
+      suite.report = report;
+      suite.csv = csv;
+      renderCard();
+      $("suite-export").hidden = false;
+      setStatus(`The last run's report ${finished(entry, report, suite.wasm.version())}: ${count(report.tests.length, "test")} over ` +
+        `${count(report.items, "item")} of ${report.dataset}. Choose a dataset file to run again.`);
+    },
+    (why) => {
+      suite.report = null;
+      suite.csv = null;
+      $("suite-card").replaceChildren();
+      $("suite-export").hidden = true;
+      setStatus(`The last run's report could not be read back, and was dropped (${why}). Choose a dataset file.`, "bad");
+    },
+  );
 }
 
 function restoreSettings() {
@@ -175,17 +175,23 @@ async function taggerWeights() {
   return new Uint8Array(await (await taggerFile()).arrayBuffer());
 }
 
+/** A dataset's text as a Blob, made once per dataset (a UTF-8 copy of it). */
+function datasetBlob(text) {
+  if (datasetBlob.text !== text) Object.assign(datasetBlob, { text, blob: new Blob([text]) });
+  return datasetBlob.blob;
+}
+
 /**
  * The start message of a suite worker, less its shard: the engine's files,
- * the request without its text, and the dataset's text and the tagger's
- * weights as Blobs, which reach the worker without a copy on this thread
- * (posted as they are, 9 MB for WMT21 made main-thread tasks of 30 ms and
- * more per worker).
+ * the request without its text, and the dataset's text (a Blob made once
+ * per dataset) and the tagger's weights as Blobs, which reach a worker
+ * without a copy on this thread (posted as a string and an array, 9 MB for
+ * WMT21, they took about 30 ms of this thread for two workers).
  */
 async function workerStart(request, { needsTokenizer, needsTagger }) {
   const { text, ...rest } = request;
   return {
-    ...engineUrls(), request: rest, dataset: new Blob([text]),
+    ...engineUrls(), request: rest, dataset: datasetBlob(text),
     tokenizer: needsTokenizer ? await gpt2Files() : null,
     tagger: needsTagger ? await taggerFile() : null,
   };
@@ -419,7 +425,7 @@ function done(report, csv, millis, workers = 1) {
   suite.csv = csv;
   renderCard();
   const where = workers > 1 ? ` (${workers} workers side by side)` : "";
-  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.${kept.keep({ report })}`);
+  finish(`Done: ${count(report.tests.length, "test")} over ${count(report.items, "item")} in ${(millis / 1000).toFixed(1)} s${where}.${kept.keep(report)}`);
   $("suite-export").hidden = false;
   $("suite-result").dataset.millis = String(millis);
 }

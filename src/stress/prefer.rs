@@ -84,8 +84,19 @@ impl PreferenceReport {
                         m.metric.id
                     ));
                 }
-                if all.chain(&overall).any(|a| a.passed > a.total) {
-                    return Err(format!("{} passes more cases than it scored", m.metric.id));
+                let consistent = |a: &Accuracy| {
+                    let share = if a.total == 0 {
+                        0.0
+                    } else {
+                        a.passed as f64 / a.total as f64
+                    };
+                    a.passed <= a.total && a.accuracy == share
+                };
+                if !all.chain(&overall).all(consistent) {
+                    return Err(format!(
+                        "{}'s accuracies do not match its passed and scored cases",
+                        m.metric.id
+                    ));
                 }
             }
             Ok(())

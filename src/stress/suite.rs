@@ -55,12 +55,15 @@ pub struct SuiteConfig {
     pub open_ended: bool,
 }
 
-/// Mean and population standard deviation over seeds.
+/// Mean and population standard deviation over seeds (NaN, written to JSON
+/// as `null`, where a metric gave one).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Stat {
     /// Mean.
+    #[serde(deserialize_with = "super::nan_from_null")]
     pub mean: f64,
     /// Population standard deviation.
+    #[serde(deserialize_with = "super::nan_from_null")]
     pub std: f64,
 }
 
@@ -129,6 +132,7 @@ pub struct SuiteReport {
     /// Metrics, in report order.
     pub metrics: Vec<MetricEntry>,
     /// Base score (mean over gold hypotheses) per metric.
+    #[serde(deserialize_with = "super::nans_from_nulls")]
     pub base: Vec<f64>,
     /// One test per injection.
     pub tests: Vec<TestResult>,

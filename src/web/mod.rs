@@ -714,7 +714,8 @@ fn report_and_csv(report: &crate::stress::suite::SuiteReport) -> Result<JsValue,
 }
 
 /// A suite report the page kept as JSON (across a reload), read and checked
-/// as `blindspot` reads one: `{report, csv}`, or an error for a damaged one.
+/// by [`SuiteReport::from_json`](crate::stress::suite::SuiteReport::from_json):
+/// `{report, csv}`, or an error for a damaged one.
 #[wasm_bindgen(js_name = readSuiteReport)]
 pub fn read_suite_report(json: &str) -> Result<JsValue, JsError> {
     let report = crate::stress::suite::SuiteReport::from_json(json).map_err(js_err)?;
@@ -881,8 +882,8 @@ pub async fn audit_suite(
 }
 
 /// A preference (`kind` "prefer") or audit ("audit") report the page kept as
-/// JSON (across a reload), read and checked as the core reads a report file;
-/// an error for a damaged one.
+/// JSON (across a reload), read and checked by the report's `from_json`; an
+/// error for a damaged one.
 #[wasm_bindgen(js_name = readAnalysisReport)]
 pub fn read_analysis_report(kind: &str, json: &str) -> Result<JsValue, JsError> {
     use crate::stress::{audit::AuditReport, prefer::PreferenceReport};

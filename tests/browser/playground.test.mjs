@@ -430,8 +430,9 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   // A damaged copy (a verdict missing) is refused by the core and dropped, not drawn.
   await page.evaluate(() => {
     const kept = JSON.parse(localStorage.getItem("blindspot.suite-report.v1"));
-    kept.report.tests[2].verdicts.pop();
-    localStorage.setItem("blindspot.suite-report.v1", JSON.stringify(kept));
+    const report = JSON.parse(kept.report);
+    report.tests[2].verdicts.pop();
+    localStorage.setItem("blindspot.suite-report.v1", JSON.stringify({ ...kept, report: JSON.stringify(report) }));
   });
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
@@ -480,6 +481,12 @@ test("a larger suite runs in a worker per core, and the merged report equals the
   fromCli.dataset = fromPage.dataset;
   assertClose(fromPage, fromCli, "report");
   assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  // The merged report is the one kept for the next visit.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.textContent("#suite-status"), /^The last run's report \(finished on .+\): 10 tests over 64 items of suite-wmt64\.jsonl\./);
+  const [kept] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
+  assert.deepEqual(JSON.parse(readFileSync(await kept.path(), "utf8")), fromPage);
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -651,6 +658,11 @@ test("Stop ends the preference suite and the audit after a batch, with the resul
   const [, summaries] = audit.match(/^Stopped after [\d.]+ s: the results cover the first (\d+) summaries only\.$/) ?? [];
   assert.ok(summaries && Number(summaries) < 1600 && Number(summaries) % 64 === 0, audit);
   assert.match(await page.textContent("#analysis-result p"), new RegExp(`^${summaries} summaries from 16 systems`));
+  // Results kept from a stopped run say so after a reload.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.textContent("#analysis-status"), new RegExp(`^The last audit's results \\(finished on .+\\): ${summaries} summaries of summeval\\.jsonl, stopped early\\.`));
+  assert.equal(await page.getAttribute("#analysis-status", "class"), "bad");
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -712,8 +724,9 @@ test("the preference suite and the audit run on bundled samples, with the CLI's 
   // A damaged copy (a metric's correlations cut short) is dropped with a message, not drawn.
   await page.evaluate(() => {
     const kept = JSON.parse(localStorage.getItem("blindspot.analysis-report.v1"));
-    kept.report.metrics[0].human.pop();
-    localStorage.setItem("blindspot.analysis-report.v1", JSON.stringify(kept));
+    const report = JSON.parse(kept.report);
+    report.metrics[0].human.pop();
+    localStorage.setItem("blindspot.analysis-report.v1", JSON.stringify({ ...kept, report: JSON.stringify(report) }));
   });
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");

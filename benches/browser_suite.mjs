@@ -12,6 +12,13 @@
 // cores), and their ratio, then checks that the page's report is the CLI's
 // (numbers within 1e-9 relative: wasm's libm and glibc's may differ in the
 // last bit), so a fast run is never one that skipped work.
+//
+// MODEL=1 loads the site's MiniLM on the CPU first, so BERTScore and
+// MoverScore join the suite (in the model worker, or with 2 cores or more
+// in a shard per core, each with its own copy of MiniLM); LIMIT=N (first N
+// items), SEEDS=N and FAMILIES=a,b (default fluency,consistency) size the
+// run. Model scores are compared within 1e-5 (the page's CPU kernels and
+// the CLI's are not the same code).
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -35,9 +42,21 @@ if (process.env.WORKERS) {
 }
 await page.goto(url);
 await page.waitForSelector("body[data-ready=true]", { timeout: 120_000 });
+const MODEL = process.env.MODEL === "1";
+const SEEDS = process.env.SEEDS ?? "5";
+const LIMIT = process.env.LIMIT ?? "";
+const FAMILIES = (process.env.FAMILIES ?? "fluency,consistency").split(",");
+if (MODEL) {
+  await page.selectOption("#model-pick", "sentence-transformers/all-MiniLM-L6-v2");
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 300_000 });
+}
 await page.setInputFiles("#suite-file", DATA);
 await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("1000 items"));
-await page.fill("#suite-seeds", "5");
+await page.fill("#suite-seeds", SEEDS);
+await page.fill("#suite-limit", LIMIT);
+for (const f of ["fluency", "consistency", "menli", "character", "other"]) await page.setChecked(`#suite-family-${f}`, FAMILIES.includes(f));
 // The page's main thread while the suite runs: its tasks over 50 ms.
 await page.evaluate(() => {
   window.longTasks = [];
@@ -62,7 +81,12 @@ server.close();
 const t0 = performance.now();
 const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-"));
 const out = join(dir, "cli.json");
-execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", "5", "--out", out], { stdio: "ignore" });
+const ids = fromPage.metrics.map((m) => m.id);
+const minilm = join(ROOT, "models", "all-MiniLM-L6-v2");
+execFileSync(CLI, ["stress", "--data", DATA, "--format", "wmt", "--seeds", SEEDS, "--injections", FAMILIES.join(","),
+  ...(LIMIT ? ["--limit", LIMIT] : []),
+  ...(MODEL ? ["--metrics", ids.join(","), "--model-dir", minilm, "--model", `moverscore=${minilm}`] : []),
+  "--out", out], { stdio: "ignore" });
 const nativeMs = performance.now() - t0;
 const workers = Number(/\((\d+) workers side by side\)/.exec(status)?.[1] ?? 1);
 console.log(`browser (${workers} worker${workers > 1 ? "s" : ""}, wasm): ${(browserMs / 1000).toFixed(1)} s (from the click: ${(wallMs / 1000).toFixed(1)} s)`);
@@ -73,11 +97,17 @@ console.log(`ratio browser / native: ${(browserMs / nativeMs).toFixed(2)}`);
 const fromCli = JSON.parse(readFileSync(out, "utf8"));
 rmSync(dir, { recursive: true });
 fromCli.dataset = fromPage.dataset;
+if (MODEL) {
+  // The model's name in the signatures: the hub id on the page, a folder for the CLI.
+  assert.deepEqual(fromCli.metrics.map((m) => m.id), ids);
+  fromCli.metrics = fromPage.metrics;
+}
 let numbers = 0;
 (function close(a, b, path) {
   if (typeof a === "number" && typeof b === "number") {
     numbers += 1;
-    assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b)), `${path}: ${a} vs ${b}`);
+    const tolerance = MODEL ? 1e-5 : 1e-9 * Math.max(1, Math.abs(a), Math.abs(b));
+    assert.ok(Math.abs(a - b) <= tolerance, `${path}: ${a} vs ${b}`);
   } else if (a && typeof a === "object") {
     assert.deepEqual(Object.keys(a), Object.keys(b), `${path}: keys`);
     for (const k of Object.keys(a)) close(a[k], b[k], `${path}.${k}`);

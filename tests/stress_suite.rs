@@ -9,7 +9,7 @@ use blindspot::stress::Verdict;
 use blindspot::stress::prefer::PreferenceReport;
 use blindspot::stress::suite::{
     ModelColumns, ModelRows, ModelScorer, Scored, SuiteConfig, SuiteError, SuiteModels,
-    SuiteReport, run_suite, run_suite_with_models,
+    SuiteReport, run_suite, run_suite_with_models, shard_refusal,
 };
 
 /// The preference suite with model-free metrics.
@@ -470,9 +470,20 @@ fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
     // cells included.
     let total = 10 * (1 + 2) + 10 * (1 + 20 + 4);
     assert_eq!(calls.last(), Some(&(total, total)));
-    // A shard sees part of each set: refused.
+    // A shard sees part of each set: refused, as the page learns before it
+    // shards (shard_refusal), while BERTScore's idf, over references, shards.
     let (err, _, _) = idf_suite("moverscore", Some("1/2"));
-    assert!(err.unwrap_err().to_string().contains("without shards"));
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("without shards"));
+    let idf = Settings {
+        idf: true,
+        ..Settings::default()
+    };
+    let refusal = |ids: &[&str]| shard_refusal(&idf.specs(ids).unwrap()).map(|e| e.to_string());
+    assert_eq!(refusal(&["chrf", "moverscore"]), Some(err));
+    assert_eq!(refusal(&["chrf", "bertscore-f"]), None);
+    let plain = Settings::default().specs(&["moverscore"]).unwrap();
+    assert!(shard_refusal(&plain).is_none());
 }
 
 #[test]

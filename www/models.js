@@ -310,6 +310,11 @@ export function loadedModels() {
   return [...panel.asked.entries()].map(([id, a]) => ({ id, ...a }));
 }
 
+/** The loaded model named `name` (its info: backend, precision, parameters...), or null. */
+export function loadedModel(name) {
+  return [...panel.loaded.values()].reverse().find((m) => m.name === name) ?? null;
+}
+
 /** The newest loaded model with a masked-LM head (BERT-diverge's and the attacks'), or null. */
 export function loadedMaskedLm() {
   return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;

@@ -1,5 +1,7 @@
 // Runs stress suites off the main thread. The page posts
-// {glue, wasm, request, dataset, tokenizer, tagger, shard, port}; the worker
+// {glue, wasm, request, dataset, tokenizer, tagger, shard, port, models}
+// (models: [{name, precision}] a shard loads on the CPU for the request's
+// specs, model-based metrics included); the worker
 // loads its own copy of the engine and runs the whole suite, or with `shard`
 // ({index, count}) that shard of its items, in one call, which reports
 // progress and, each time a test finishes, the report so far (a shard: that
@@ -16,6 +18,7 @@
 // csv} once every shard is done. Merging reads every item's outcomes, too
 // long a task for the page's own thread.
 
+import { loadModel } from "./models.js";
 import { startEngine } from "./worker-rpc.js";
 
 let engine = null;
@@ -53,13 +56,15 @@ function merge(bindings, ports) {
 }
 
 self.onmessage = async ({ data }) => {
-  const { glue, wasm, dataset, shard, port, tokenizer, tagger } = data;
+  const { glue, wasm, dataset, shard, port, tokenizer, tagger, models = [] } = data;
   try {
     const bindings = await load(glue, wasm);
     if (data.merge) return merge(bindings, data.merge);
     const request = { ...data.request, text: await dataset.text() };
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(new Uint8Array(await tagger.arrayBuffer()));
+    // A shard with model-based metrics: its own CPU copy of each model (from the browser's model cache).
+    for (const m of models) await loadModel(bindings, m.name, { backend: "cpu", precision: m.precision });
     const progress = (done, total) => self.postMessage({ type: "progress", done, total });
     if (shard) {
       await bindings.stressSuiteShard(request, shard, progress, (json) => port.postMessage({ part: json }));

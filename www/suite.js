@@ -7,7 +7,7 @@ import { sweepChart } from "./sweep.js";
 import { finished, keptReport } from "./kept-report.js";
 import { download as save } from "./export.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
-import { loadedMaskedLm } from "./models.js";
+import { loadedMaskedLm, loadedModel } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
@@ -258,11 +258,18 @@ async function run() {
   // BERT-diverge asks the newest loaded masked LM, in the model worker (without one it is skipped, as the card says).
   const mlm = chosen.some((i) => i.needs_masked_lm) ? loadedMaskedLm() : null;
   if (mlm) request.maskedLm = mlm.name;
+  const items = Math.min(suite.items ?? 0, limit ?? Infinity);
   if (models.length || mlm) {
+    const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
+    const onCpu = mlm ? null : cpuShards(specs, models, items);
+    if (onCpu) {
+      await runShards({ ...request, specs }, onCpu.count, { needsTokenizer, needsTagger, tests: injections.length, models: onCpu.models });
+      return;
+    }
     await runWithModels(request, models, { needsTokenizer, needsTagger, tests: injections.length });
     return;
   }
-  const shards = shardCount(Math.min(suite.items ?? 0, limit ?? Infinity));
+  const shards = shardCount(items);
   if (shards > 1) {
     await runShards(request, shards, { needsTokenizer, needsTagger, tests: injections.length });
     return;
@@ -301,16 +308,41 @@ function shardCount(items) {
   return Math.max(1, Math.min(cores, MAX_WORKERS, Math.floor(items / MIN_SHARD_ITEMS)));
 }
 
+/** The model copies of a suite's shards stay within this many bytes in all. */
+const SHARD_MODEL_BYTES = 1.5e9;
+
 /**
- * A lexical run in `count` workers side by side, each running one shard of
- * the items (the core's `--shard`), and one more worker that merges their
- * tests (a SuiteMerger) as every shard finishes one, so the card fills as
- * before, and gives at the end the report the unsharded run gives. Each
- * shard sends its tests to the merger on a MessageChannel of its own, past
- * this thread.
+ * Shards for a run with model-based metrics over `items` items: where every
+ * model its `models` specs name runs on the CPU (the model worker's copy, so
+ * each shard's copy gives the same numbers), the core lets these `specs`
+ * shard (MoverScore's idf weights read the whole set), and the copies fit
+ * in SHARD_MODEL_BYTES: `{count, models: [{name, precision}]}`, else null
+ * (the run goes to the model worker). WebGPU runs stay in the model worker,
+ * which keeps the GPU busy alone.
  */
-async function runShards(request, count, { needsTokenizer, needsTagger, tests }) {
-  setStatus(`Starting the engine in ${count} workers…`);
+function cpuShards(specs, models, items) {
+  const names = [...new Set(models.map((m) => m.model))];
+  const loaded = names.map(loadedModel);
+  if (!loaded.length || loaded.some((m) => m?.backend !== "cpu")) return null;
+  if (suite.wasm.suiteShardRefusal(specs)) return null;
+  const bytes = loaded.reduce((sum, m) => sum + m.parameters * (m.precision === "int8" ? 1 : 4), 0);
+  const count = Math.min(shardCount(items), Math.floor(SHARD_MODEL_BYTES / bytes));
+  return count > 1 ? { count, models: loaded.map((m) => ({ name: m.name, precision: m.precision })) } : null;
+}
+
+/**
+ * A run in `count` workers side by side, each running one shard of the
+ * items (the core's `--shard`), and one more worker that merges their tests
+ * (a SuiteMerger) as every shard finishes one, so the card fills as before,
+ * and gives at the end the report the unsharded run gives. Each shard sends
+ * its tests to the merger on a MessageChannel of its own, past this thread.
+ * With `models` ({name, precision}, on the CPU) each worker loads its own
+ * copy of them first (from this browser's model cache), for the request's
+ * `specs`.
+ */
+async function runShards(request, count, { needsTokenizer, needsTagger, tests, models = [] }) {
+  const copies = models.length ? `, each with its own copy of ${models.map((m) => m.name).join(" and ")} on the CPU` : "";
+  setStatus(`Starting the engine in ${count} workers${copies}…`);
   const workers = Array.from({ length: count }, () => new Worker("suite-worker.js", { type: "module" }));
   const merger = new Worker("suite-worker.js", { type: "module" });
   const group = {
@@ -358,7 +390,7 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests })
     started = performance.now();
     workers.forEach((w, index) => {
       const port = channels[index].port1;
-      w.postMessage({ ...message, shard: { index, count }, port }, [port]);
+      w.postMessage({ ...message, models, shard: { index, count }, port }, [port]);
     });
   } catch (err) {
     fail(String(err.message ?? err));

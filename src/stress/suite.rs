@@ -606,6 +606,21 @@ impl Plan {
     }
 }
 
+/// Why a suite with these metrics cannot run in shards, if it cannot:
+/// MoverScore's idf weights read every item's texts at each level and seed.
+pub fn shard_refusal(specs: &[MetricSpec]) -> Option<SuiteError> {
+    let per_cell = |s: &MetricSpec| s.whole_set().is_some() && s.reads_set_hypotheses();
+    specs.iter().any(per_cell).then(no_shards)
+}
+
+fn no_shards() -> SuiteError {
+    SuiteError::Invalid(
+        "MoverScore's idf weights come from the whole dataset's texts at each level and \
+         seed, which no shard sees: run this suite without shards"
+            .into(),
+    )
+}
+
 /// Checks the config and resolves its metrics and tests.
 fn plan(
     items: &[Item],
@@ -952,11 +967,7 @@ pub async fn run_part_async(
     let mut scorer = models.scorer.take();
     let plan = plan(items, config, &models, scorer.is_some())?;
     if plan.set == SetMode::PerCell && shard.is_some() {
-        return Err(SuiteError::Invalid(
-            "MoverScore's idf weights come from the whole dataset's texts at each level and \
-             seed, which no shard sees: run this suite without shards"
-                .into(),
-        ));
+        return Err(no_shards());
     }
     let (masked_lm, lm_tokenizer) = (models.masked_lm, models.lm_tokenizer);
     let indices: Vec<usize> = shard

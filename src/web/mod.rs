@@ -519,7 +519,9 @@ pub async fn stress_suite(
 /// the shard's items, their base scores and that test, as JSON, the format
 /// of `blindspot stress --shard`, which crosses threads faster than
 /// objects: the merger worker's [`SuiteMerger`] merges those of every
-/// shard test by test).
+/// shard test by test). With `request.specs` the metrics are those specs,
+/// as [`stress_suite_models`] takes them, model-based ones on the models
+/// this worker has loaded.
 #[wasm_bindgen(js_name = stressSuiteShard)]
 pub async fn stress_suite_shard(
     request: JsValue,
@@ -527,8 +529,16 @@ pub async fn stress_suite_shard(
     on_progress: js_sys::Function,
     on_part: js_sys::Function,
 ) -> Result<(), JsError> {
-    use crate::stress::suite::{Shard, SuiteModels, SuitePart, run_part_async};
-    let r = SuiteRequest::from_js(request)?;
+    use crate::stress::suite::{ModelScorer, Shard, SuiteModels, SuitePart, run_part_async};
+    #[derive(Deserialize)]
+    struct ShardRequest {
+        #[serde(flatten)]
+        suite: SuiteRequest,
+        #[serde(default)]
+        specs: Option<Vec<MetricSpec>>,
+    }
+    let mut r: ShardRequest = serde_wasm_bindgen::from_value(request)
+        .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
     let shard: Shard = serde_wasm_bindgen::from_value(shard)
         .map_err(|e| JsError::new(&format!("invalid shard: {e}")))?;
     if !shard.is_valid() {
@@ -537,7 +547,11 @@ pub async fn stress_suite_shard(
             shard.index, shard.count
         )));
     }
-    let items = r.items()?;
+    if let Some(specs) = &r.specs {
+        // The metrics are the specs' (the report names them by id).
+        r.suite.config.metrics = specs.iter().map(|s| s.id().to_string()).collect();
+    }
+    let items = r.suite.items()?;
     let tell = |part: &SuitePart| {
         // A failing listener only loses the live view; the part still comes.
         if let Ok(json) = serde_json::to_string(part) {
@@ -545,17 +559,21 @@ pub async fn stress_suite_shard(
         }
     };
     let tokenizer = lm_tokenizer();
+    let engine = r.specs.is_some().then(models::batch_engine);
+    let mut scorer = engine.as_deref();
     let models = SuiteModels {
         lm_tokenizer: tokenizer.as_deref(),
         on_part: Some(&tell),
+        scorer: scorer.as_mut().map(|s| s as &mut dyn ModelScorer),
+        specs: r.specs,
         ..Default::default()
     };
     let progress = js_progress(&on_progress);
     // Every test went to `on_part`: the part itself is not needed.
     run_part_async(
-        &r.dataset,
+        &r.suite.dataset,
         &items,
-        &r.config,
+        &r.suite.config,
         models,
         Some(shard),
         &progress,
@@ -564,6 +582,15 @@ pub async fn stress_suite_shard(
     .await
     .map(drop)
     .map_err(|e| JsError::new(&e.to_string()))
+}
+
+/// Why a suite with these metric specs cannot run in shards (MoverScore's
+/// idf weights), or `undefined` when it can.
+#[wasm_bindgen(js_name = suiteShardRefusal)]
+pub fn suite_shard_refusal(specs: JsValue) -> Result<Option<String>, JsError> {
+    let specs: Vec<MetricSpec> = serde_wasm_bindgen::from_value(specs)
+        .map_err(|e| JsError::new(&format!("invalid metric specs: {e}")))?;
+    Ok(crate::stress::suite::shard_refusal(&specs).map(|e| e.to_string()))
 }
 
 /// The page's merger worker's [`crate::stress::suite::PartMerger`]: the

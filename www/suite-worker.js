@@ -64,7 +64,11 @@ self.onmessage = async ({ data }) => {
     if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(new Uint8Array(await tagger.arrayBuffer()));
     // A shard with model-based metrics: its own CPU copy of each model (from the browser's model cache).
-    for (const m of models) await loadModel(bindings, m.name, { backend: "cpu", precision: m.precision });
+    for (const m of models) {
+      await loadModel(bindings, m.name, { backend: "cpu", precision: m.precision }).catch((err) => {
+        throw new Error(`a suite worker could not load its copy of ${m.name}: ${err?.message ?? err}`);
+      });
+    }
     const progress = (done, total) => self.postMessage({ type: "progress", done, total });
     if (shard) {
       await bindings.stressSuiteShard(request, shard, progress, (json) => port.postMessage({ part: json }));

@@ -7,7 +7,7 @@ import { sweepChart } from "./sweep.js";
 import { finished, keptReport } from "./kept-report.js";
 import { download as save } from "./export.js";
 import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
-import { loadedMaskedLm, loadedModel } from "./models.js";
+import { isCached, loadedMaskedLm, loadedModel } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
@@ -72,7 +72,7 @@ function restoreSettings() {
 }
 
 const suite = {
-  worker: null, modelRun: 0, runs: 0, stopping: false, file: null, usable: false, report: null, csv: null, started: 0,
+  worker: null, modelRun: 0, runs: 0, stopping: false, checking: false, file: null, usable: false, report: null, csv: null, started: 0,
   wasm: null, engine: null, registry: [], lexicalRegistry: [], injections: [], verdicts: {},
 };
 
@@ -101,7 +101,7 @@ async function readFile(file) {
 }
 
 /** True while a suite runs, in its own worker or in the model worker. */
-const running = () => Boolean(suite.worker || suite.modelRun);
+const running = () => Boolean(suite.worker || suite.modelRun || suite.checking);
 
 function inspect() {
   if (!suite.file) return;
@@ -261,7 +261,10 @@ async function run() {
   const items = Math.min(suite.items ?? 0, limit ?? Infinity);
   if (models.length || mlm) {
     const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
-    const onCpu = mlm ? null : cpuShards(specs, models, items);
+    suite.checking = true;
+    const onCpu = mlm ? null : await cpuShards(specs, models, items);
+    if (!suite.checking) return; // cancelled while the model cache was checked
+    suite.checking = false;
     if (onCpu) {
       await runShards({ ...request, specs }, onCpu.count, { needsTokenizer, needsTagger, tests: injections.length, models: onCpu.models });
       return;
@@ -314,20 +317,28 @@ const SHARD_MODEL_BYTES = 1.5e9;
 /**
  * Shards for a run with model-based metrics over `items` items: where every
  * model its `models` specs name runs on the CPU (the model worker's copy, so
- * each shard's copy gives the same numbers), the core lets these `specs`
- * shard (MoverScore's idf weights read the whole set), and the copies fit
- * in SHARD_MODEL_BYTES: `{count, models: [{name, precision}]}`, else null
- * (the run goes to the model worker). WebGPU runs stay in the model worker,
- * which keeps the GPU busy alone.
+ * each shard's copy computes the same way), is in this browser's model
+ * cache (a shard never downloads), the core lets these `specs` shard
+ * (MoverScore's idf weights read the whole set), and the copies fit in
+ * SHARD_MODEL_BYTES at 4 bytes a parameter (an int8 load keeps its
+ * embeddings in f32, and the attack's helpers count so too):
+ * `{count, models: [{name, precision}]}`, else null (the run goes to the
+ * model worker). WebGPU runs stay in the model worker, which keeps the GPU
+ * busy alone.
  */
-function cpuShards(specs, models, items) {
+async function cpuShards(specs, models, items) {
   const names = [...new Set(models.map((m) => m.model))];
   const loaded = names.map(loadedModel);
   if (!loaded.length || loaded.some((m) => m?.backend !== "cpu")) return null;
-  if (suite.wasm.suiteShardRefusal(specs)) return null;
-  const bytes = loaded.reduce((sum, m) => sum + m.parameters * (m.precision === "int8" ? 1 : 4), 0);
-  const count = Math.min(shardCount(items), Math.floor(SHARD_MODEL_BYTES / bytes));
-  return count > 1 ? { count, models: loaded.map((m) => ({ name: m.name, precision: m.precision })) } : null;
+  try {
+    if (suite.wasm.suiteShardRefusal(specs)) return null;
+  } catch {
+    return null; // specs the core does not read: the model worker says why
+  }
+  const count = Math.min(shardCount(items), Math.floor(SHARD_MODEL_BYTES / loaded.reduce((sum, m) => sum + 4 * m.parameters, 0)));
+  if (!(count > 1)) return null;
+  const cached = await Promise.all(loaded.map((m) => isCached(m.name, m.precision).catch(() => false)));
+  return cached.every(Boolean) ? { count, models: loaded.map((m) => ({ name: m.name, precision: m.precision })) } : null;
 }
 
 /**
@@ -338,7 +349,8 @@ function cpuShards(specs, models, items) {
  * its tests to the merger on a MessageChannel of its own, past this thread.
  * With `models` ({name, precision}, on the CPU) each worker loads its own
  * copy of them first (from this browser's model cache), for the request's
- * `specs`.
+ * `specs`; model scores then equal the unsharded run's up to rounding (a
+ * shard pads other items together in a batch).
  */
 async function runShards(request, count, { needsTokenizer, needsTagger, tests, models = [] }) {
   const copies = models.length ? `, each with its own copy of ${models.map((m) => m.name).join(" and ")} on the CPU` : "";
@@ -474,6 +486,10 @@ function finish(message, kind = "muted") {
 }
 
 function cancel() {
+  if (suite.checking) {
+    suite.checking = false;
+    finish("Cancelled.");
+  }
   if (suite.worker) finish("Cancelled.");
   if (suite.modelRun && !suite.stopping) {
     suite.stopping = true;

@@ -635,6 +635,8 @@ test("a larger suite with a CPU model runs in a shard per core, each with its ow
   await page.check("#suite-family-character");
   await page.fill("#suite-seeds", "1");
   await page.click("#suite-run");
+  // Once the page has checked that the model is in this browser's cache.
+  await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Starting"));
   assert.match(await page.textContent("#suite-status"), /^Starting the engine in 2 workers, each with its own copy of .*all-MiniLM-L6-v2 on the CPU…$/);
   const suiteWorkers = () => page.workers().filter((w) => w.url().endsWith("suite-worker.js")).length;
   for (let i = 0; i < 50 && suiteWorkers() < 3; i++) await page.waitForTimeout(100);

@@ -301,14 +301,15 @@ async function run() {
   }
 }
 
-/** Workers a lexical run takes at most, and the fewest items each gets. */
+/** Workers a run takes at most, and the fewest items each gets (lexical metrics alone, or with models). */
 const MAX_WORKERS = 4;
 const MIN_SHARD_ITEMS = 16;
+const MIN_MODEL_SHARD_ITEMS = 4;
 
-/** Workers for a lexical run over `items` items: one per core, up to MAX_WORKERS, each with MIN_SHARD_ITEMS or more. */
-function shardCount(items) {
+/** Workers for a run over `items` items: one per core, up to MAX_WORKERS, each with `least` items or more. */
+function shardCount(items, least = MIN_SHARD_ITEMS) {
   const cores = navigator.hardwareConcurrency || 1;
-  return Math.max(1, Math.min(cores, MAX_WORKERS, Math.floor(items / MIN_SHARD_ITEMS)));
+  return Math.max(1, Math.min(cores, MAX_WORKERS, Math.floor(items / least)));
 }
 
 /** The model copies of a suite's shards stay within this many bytes in all. */
@@ -335,7 +336,7 @@ async function cpuShards(specs, models, items) {
   } catch {
     return null; // specs the core does not read: the model worker says why
   }
-  const count = Math.min(shardCount(items), Math.floor(SHARD_MODEL_BYTES / loaded.reduce((sum, m) => sum + 4 * m.parameters, 0)));
+  const count = Math.min(shardCount(items, MIN_MODEL_SHARD_ITEMS), Math.floor(SHARD_MODEL_BYTES / loaded.reduce((sum, m) => sum + 4 * m.parameters, 0)));
   if (!(count > 1)) return null;
   const cached = await Promise.all(loaded.map((m) => isCached(m.name, m.precision).catch(() => false)));
   return cached.every(Boolean) ? { count, models: loaded.map((m) => ({ name: m.name, precision: m.precision })) } : null;

@@ -446,9 +446,8 @@ async function runWithModels(request, models, { needsTokenizer, needsTagger, tes
     if (current()) done(out.report, out.csv, performance.now() - suite.started);
   } catch (err) {
     if (!current()) return;
-    const finished = suite.report?.tests.length ?? 0;
     if (suite.stopping && err.message === "cancelled") {
-      finish(`Cancelled after ${finished} finished test${finished === 1 ? "" : "s"} (shown).`);
+      finish(cancelled());
     } else {
       finish(String(err.message ?? err), "bad");
     }
@@ -486,12 +485,18 @@ function finish(message, kind = "muted") {
   setStatus(message, kind);
 }
 
+/** What a cancelled run says: the tests it finished stay on the card. */
+function cancelled() {
+  const finished = suite.report?.tests.length ?? 0;
+  return finished ? `Cancelled after ${count(finished, "finished test")} (shown).` : "Cancelled.";
+}
+
 function cancel() {
   if (suite.checking) {
     suite.checking = false;
     finish("Cancelled.");
   }
-  if (suite.worker) finish("Cancelled.");
+  if (suite.worker) finish(cancelled());
   if (suite.modelRun && !suite.stopping) {
     suite.stopping = true;
     $("suite-cancel").disabled = true;

@@ -175,6 +175,33 @@ fn featurising_reports_progress_and_can_be_stopped() {
         "P then Q: {seen:?}"
     );
     assert!(whole.result.mauve > 0.0);
+    // What `blindspot mauve --json` writes, and the page keeps, reads back
+    // as it was; a damaged copy is refused.
+    let json = serde_json::to_string(&whole).unwrap();
+    let record = mauve::MauveRecord::from_json(&json).unwrap();
+    assert_eq!(record.result, whole.result);
+    assert_eq!(record.signature, whole.signature.to_string());
+    assert_eq!((record.hypotheses, record.references), (20, 20));
+    assert_eq!(serde_json::to_string(&record).unwrap(), json);
+    let refused = |edit: &dyn Fn(&mut mauve::MauveRecord)| {
+        let mut damaged = record.clone();
+        edit(&mut damaged);
+        mauve::MauveRecord::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+    };
+    assert!(refused(&|r| r.result.mauve = 1.5).contains("out of range"));
+    assert!(refused(&|r| r.result.curve[1].0 = -0.1).contains("unit square"));
+    assert!(refused(&|r| r.result.curve.clear()).contains("unit square"));
+    assert!(
+        refused(&|r| {
+            r.result.p_hist.pop();
+        })
+        .contains("a bin per cluster")
+    );
+    assert!(
+        mauve::MauveRecord::from_json("{\"result\": 1}")
+            .unwrap_err()
+            .starts_with("not a valid MAUVE result")
+    );
     // Stopped after the first pass: an error, not a score of part of the texts.
     let first = seen[0].0;
     assert!(matches!(run(first), Err(mauve::MauveError::Stopped)));

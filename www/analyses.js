@@ -116,7 +116,7 @@ function restoreResult() {
       const analysis = entry.kind === "prefer" ? "preference suite" : "audit";
       const stopped = entry.stopped ? ", stopped early" : "";
       const skipped = entry.skipped ? `; ${entry.skipped}` : "";
-      status(`The last ${analysis}'s results ${finished(entry, report, view.wasm.version())}: ${scored(entry.kind, report)} of ` +
+      status(`The last ${analysis}'s results ${finished(entry, report.tool, view.wasm.version())}: ${scored(entry.kind, report)} of ` +
         `${report.dataset}${stopped}${skipped}. Choose a file to run again.`, stopped || skipped ? "bad" : "muted");
     },
     (why) => {

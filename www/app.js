@@ -791,7 +791,7 @@ async function main() {
   initModels(models).catch((err) => console.error("model panel", err));
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);
-  initMauve(models);
+  initMauve(models, wasm);
   initLessons(models, wasm, {
     version: wasm.version(),
     setTexts: (t) => {

@@ -64,11 +64,12 @@ export function keptReport(key) {
 }
 
 /**
- * How a restored report's status line starts: "(finished on <date, time>"
- * and, for a report an older version wrote, "by blindspot X.Y.Z".
+ * How a restored report's status line starts: "(finished on <date, time>)"
+ * and, for a report an older version wrote (`tool`: "blindspot X.Y.Z"),
+ * "by blindspot X.Y.Z".
  */
-export function finished(entry, report, version) {
+export function finished(entry, tool, version) {
   const when = Number.isFinite(entry?.finished) ? ` on ${new Date(entry.finished).toLocaleString()}` : "";
-  const older = report.tool === `blindspot ${version}` ? "" : ` by ${report.tool}`;
+  const older = !tool || tool === `blindspot ${version}` ? "" : ` by ${tool}`;
   return `(finished${when}${older})`;
 }

@@ -3,6 +3,7 @@
 // MAUVE* and the divergence curve. The two sets are kept across reloads.
 
 import { chartTools } from "./export.js";
+import { finished, keptReport } from "./kept-report.js";
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-mauve-v1";
@@ -10,7 +11,9 @@ const STORAGE_KEY = "blindspot-mauve-v1";
 const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads, picked again once it is loaded). */
-const view = { engine: null, models: new Map(), running: false, stopping: false, modelName: null };
+const view = { engine: null, wasm: null, models: new Map(), running: false, stopping: false, modelName: null };
+/** The last result shown, kept across visits (as the sets are). */
+const kept = keptReport("blindspot.mauve-result.v1");
 
 const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
 
@@ -110,7 +113,8 @@ function show(v) {
   out.dataset.mauveStar = String(r.mauve_star);
   const note = document.createElement("p");
   note.className = "muted";
-  note.textContent = `${v.hypotheses} model texts, ${v.references} human texts, ${r.clusters} clusters, ${r.dimensions} PCA dimensions · ${(v.elapsedMs / 1000).toFixed(1)} s`;
+  const took = Number.isFinite(v.elapsedMs) ? ` · ${(v.elapsedMs / 1000).toFixed(1)} s` : "";
+  note.textContent = `${v.hypotheses} model texts, ${v.references} human texts, ${r.clusters} clusters, ${r.dimensions} PCA dimensions${took}`;
   const sig = document.createElement("p");
   sig.className = "signature";
   sig.textContent = v.signature;
@@ -161,9 +165,10 @@ async function run() {
       say();
     });
     show(v);
-    status("");
+    status(kept.keep(v, { elapsedMs: v.elapsedMs }).trim());
   } catch (err) {
     $("mauve-result").hidden = true;
+    kept.forget();
     const message = String(err.message ?? err);
     // The core's MauveError::Stopped.
     const stopped = view.stopping && /^stopped before/.test(message);
@@ -203,9 +208,23 @@ async function loadFile(input, target) {
   save();
 }
 
-/** Wires the MAUVE section to the model engine (models come from models.js's events). */
-export function initMauve(engine) {
+/** Shows the result the last visit kept, read and checked by the core (`MauveRecord::from_json`). */
+function restoreResult() {
+  kept.restore(
+    (json) => view.wasm.readMauveResult(json),
+    (record, entry) => {
+      show({ ...record, elapsedMs: entry.elapsedMs });
+      const version = /\|v:([^|]+)$/.exec(record.signature)?.[1];
+      status(`The last MAUVE result ${finished(entry, version && `blindspot ${version}`, view.wasm.version())}, for the sets as they were then.`);
+    },
+    (why) => status(`The last MAUVE result could not be read back, and was dropped (${why}).`, "bad"),
+  );
+}
+
+/** Wires the MAUVE section to the model engine (models come from models.js's events); `wasm` is the page's engine. */
+export function initMauve(engine, wasm) {
   view.engine = engine;
+  view.wasm = wasm;
   try {
     const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "null");
     if (saved) {
@@ -243,4 +262,5 @@ export function initMauve(engine) {
   $("mauve-run").addEventListener("click", run);
   $("mauve-stop").addEventListener("click", stop);
   refreshCounts();
+  restoreResult();
 }

@@ -42,7 +42,7 @@ function restoreReport() {
       suite.csv = csv;
       renderCard();
       $("suite-export").hidden = false;
-      setStatus(`The last run's report ${finished(entry, report, suite.wasm.version())}: ${count(report.tests.length, "test")} over ` +
+      setStatus(`The last run's report ${finished(entry, report.tool, suite.wasm.version())}: ${count(report.tests.length, "test")} over ` +
         `${count(report.items, "item")} of ${report.dataset}. Choose a dataset file to run again.`);
     },
     (why) => {

@@ -18,7 +18,7 @@ use linfa_linalg::svd::{SVD, SvdSort};
 use ndarray::{Array2, Axis};
 use rand_xoshiro::Xoshiro256Plus;
 use rand_xoshiro::rand_core::SeedableRng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Signature;
 use crate::models::{ModelError, PassLimit, Plm, read_back};
@@ -60,7 +60,7 @@ impl Default for Options {
 }
 
 /// A MAUVE result with what it was computed from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mauve {
     /// Area under the divergence curve, 0 to 1 (1: same distribution).
     pub mauve: f64,
@@ -125,6 +125,45 @@ pub struct MauveScore {
     pub hypotheses: usize,
     /// Texts of Q kept.
     pub references: usize,
+}
+
+/// A [`MauveScore`] read back from JSON (`blindspot mauve --json`, or the
+/// copy the page keeps across visits), its signature as text. A damaged or
+/// edited one is refused: MAUVE, MAUVE* and every curve point in [0, 1], a
+/// finite frontier integral, a histogram bin per cluster on each side.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MauveRecord {
+    /// The result.
+    pub result: Mauve,
+    /// Its signature.
+    pub signature: String,
+    /// Texts of P kept.
+    pub hypotheses: usize,
+    /// Texts of Q kept.
+    pub references: usize,
+}
+
+impl MauveRecord {
+    /// Reads and checks a record written as JSON.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        let record: Self =
+            serde_json::from_str(json).map_err(|e| format!("not a valid MAUVE result: {e}"))?;
+        let r = &record.result;
+        let unit = |v: f64| (0.0..=1.0).contains(&v);
+        let problem = if !unit(r.mauve) || !unit(r.mauve_star) || !r.frontier_integral.is_finite() {
+            Some("its values are out of range")
+        } else if r.curve.is_empty() || !r.curve.iter().all(|&(x, y)| unit(x) && unit(y)) {
+            Some("its divergence curve leaves the unit square")
+        } else if r.clusters < 2 || r.p_hist.len() != r.clusters || r.q_hist.len() != r.clusters {
+            Some("its histograms do not have a bin per cluster")
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => Err(format!("the MAUVE result is damaged: {p}")),
+            None => Ok(record),
+        }
+    }
 }
 
 fn as_strs(texts: &[String]) -> Vec<&str> {

@@ -481,6 +481,14 @@ struct MauveView {
     elapsed_ms: f64,
 }
 
+/// A MAUVE result the page kept as JSON (across a reload), read and checked
+/// by [`crate::metrics::mauve::MauveRecord::from_json`]: `mauveTexts`'s
+/// value but its time, or an error for a damaged one.
+#[wasm_bindgen(js_name = readMauveResult)]
+pub fn read_mauve_result(json: &str) -> Result<JsValue, JsError> {
+    to_js(&crate::metrics::mauve::MauveRecord::from_json(json).map_err(js_err)?)
+}
+
 /// MAUVE between `hyps` (P) and `refs` (Q), one text per entry, featurised
 /// by a loaded model, as `blindspot mauve` computes it
 /// ([`crate::metrics::mauve::score_texts`]). `on_progress(texts featurised,

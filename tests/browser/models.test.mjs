@@ -517,6 +517,17 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   }
   assert.equal(await page.locator("#mauve-result svg.mauve-curve").count(), 1);
   assert.match(await page.textContent("#mauve-result .signature"), /all-MiniLM-L6-v2/);
+  // The result is kept across a reload (no model loaded then), read back through the core.
+  const drawn = await page.locator("#mauve-result").innerHTML();
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result \(finished on .+\), for the sets as they were then\.$/);
+  assert.equal(await page.locator("#mauve-result").innerHTML(), drawn);
+  assert.deepEqual(await page.evaluate(() => ({ ...document.getElementById("mauve-result").dataset })), shown);
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForFunction(() => !document.getElementById("mauve-run").disabled, null, { timeout: 120_000 });
   // Stop after the first model pass (clicked from inside the page as soon as it shows).
   await page.evaluate(() => {
     const el = document.getElementById("mauve-status");
@@ -533,6 +544,13 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   assert.equal(await page.textContent("#mauve-status"), "Stopped: no MAUVE (it needs every text featurised).");
   assert.equal(await page.isHidden("#mauve-result"), true);
   assert.equal(await page.isDisabled("#mauve-stop"), true);
+  // A stopped run forgets the kept result; a damaged copy is dropped with a message.
+  assert.equal(await page.evaluate(() => localStorage.getItem("blindspot.mauve-result.v1")), null);
+  await page.evaluate(() => localStorage.setItem("blindspot.mauve-result.v1", JSON.stringify({ finished: 0, report: '{"result": {"mauve": 2}}' })));
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result could not be read back, and was dropped \(not a valid MAUVE result/);
+  assert.equal(await page.isHidden("#mauve-result"), true);
   assert.deepEqual(errors, []);
   await context.close();
 });

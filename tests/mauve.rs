@@ -197,6 +197,10 @@ fn featurising_reports_progress_and_can_be_stopped() {
         })
         .contains("a bin per cluster")
     );
+    assert!(refused(&|r| r.result.q_hist[0] += 0.5).contains("not distributions"));
+    assert!(refused(&|r| r.result.frontier_integral = 1.5).contains("out of range"));
+    assert!(refused(&|r| r.signature = "bleu|v:0".into()).contains("not MAUVE's"));
+    assert!(refused(&|r| r.references = 1).contains("too few"));
     assert!(
         mauve::MauveRecord::from_json("{\"result\": 1}")
             .unwrap_err()

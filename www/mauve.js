@@ -12,8 +12,16 @@ const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads, picked again once it is loaded). */
 const view = { engine: null, wasm: null, models: new Map(), running: false, stopping: false, modelName: null };
-/** The last result shown, kept across visits (as the sets are). */
+/** The last result shown, kept across visits (as the sets are), for the sets and options it was computed on. */
 const kept = keptReport("blindspot.mauve-result.v1");
+
+/** The sets and options as they are now, hashed (FNV-1a): a kept result belongs to one such state. */
+function setsKey() {
+  let h = 0x811c9dc5;
+  const text = [$("mauve-hyps").value, $("mauve-refs").value, $("mauve-clusters").value, $("mauve-seed").value || "25"].join("\u0000");
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(16);
+}
 
 const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
 
@@ -134,6 +142,7 @@ async function run() {
     return;
   }
   const seed = Number($("mauve-seed").value || 25);
+  const key = setsKey();
   view.modelName = view.models.get(handle)?.name ?? view.modelName;
   save();
   view.running = true;
@@ -165,7 +174,7 @@ async function run() {
       say();
     });
     show(v);
-    status(kept.keep(v, { elapsedMs: v.elapsedMs }).trim());
+    status(kept.keep(v, { elapsedMs: v.elapsedMs, sets: key }).trim());
   } catch (err) {
     $("mauve-result").hidden = true;
     kept.forget();
@@ -195,6 +204,14 @@ async function stop() {
   }
 }
 
+/** The sets or options changed: the result shown (and kept) is no longer theirs. */
+function changed() {
+  if (view.running || $("mauve-result").hidden) return;
+  $("mauve-result").hidden = true;
+  kept.forget();
+  status("The sets or options changed: compute MAUVE again.");
+}
+
 async function loadFile(input, target) {
   const file = input.files?.[0];
   if (!file) return;
@@ -206,6 +223,7 @@ async function loadFile(input, target) {
   }
   refreshCounts();
   save();
+  changed();
 }
 
 /** Shows the result the last visit kept, read and checked by the core (`MauveRecord::from_json`). */
@@ -213,9 +231,11 @@ function restoreResult() {
   kept.restore(
     (json) => view.wasm.readMauveResult(json),
     (record, entry) => {
+      // Only for the sets and options it was computed on (sets too large to keep come back empty).
+      if (entry.sets !== setsKey()) return kept.forget();
       show({ ...record, elapsedMs: entry.elapsedMs });
       const version = /\|v:([^|]+)$/.exec(record.signature)?.[1];
-      status(`The last MAUVE result ${finished(entry, version && `blindspot ${version}`, view.wasm.version())}, for the sets as they were then.`);
+      status(`The last MAUVE result ${finished(entry, version && `blindspot ${version}`, view.wasm.version())}, for these sets.`);
     },
     (why) => status(`The last MAUVE result could not be read back, and was dropped (${why}).`, "bad"),
   );
@@ -241,6 +261,7 @@ export function initMauve(engine, wasm) {
     $(`mauve-${which}`).addEventListener("input", () => {
       refreshCounts();
       save();
+      changed();
     });
     $(`mauve-${which}-file`).addEventListener("change", (e) => loadFile(e.target, $(`mauve-${which}`)));
   }
@@ -253,7 +274,12 @@ export function initMauve(engine, wasm) {
     view.models.delete(e.detail.handle);
     refreshModels();
   });
-  for (const id of ["mauve-clusters", "mauve-seed"]) $(id).addEventListener("input", save);
+  for (const id of ["mauve-clusters", "mauve-seed"]) {
+    $(id).addEventListener("input", () => {
+      save();
+      changed();
+    });
+  }
   // A pick the user makes is remembered by the model's name.
   $("mauve-model").addEventListener("change", () => {
     view.modelName = view.models.get(Number($("mauve-model").value))?.name ?? view.modelName;

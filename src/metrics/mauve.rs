@@ -129,8 +129,9 @@ pub struct MauveScore {
 
 /// A [`MauveScore`] read back from JSON (`blindspot mauve --json`, or the
 /// copy the page keeps across visits), its signature as text. A damaged or
-/// edited one is refused: MAUVE, MAUVE* and every curve point in [0, 1], a
-/// finite frontier integral, a histogram bin per cluster on each side.
+/// edited one is refused: MAUVE, MAUVE*, the frontier integral and every
+/// curve point in [0, 1], on each side a histogram (a distribution) with a
+/// bin per cluster, MAUVE's signature.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MauveRecord {
     /// The result.
@@ -150,12 +151,23 @@ impl MauveRecord {
             serde_json::from_str(json).map_err(|e| format!("not a valid MAUVE result: {e}"))?;
         let r = &record.result;
         let unit = |v: f64| (0.0..=1.0).contains(&v);
-        let problem = if !unit(r.mauve) || !unit(r.mauve_star) || !r.frontier_integral.is_finite() {
+        let histogram =
+            |h: &[f64]| h.iter().all(|&v| unit(v)) && (h.iter().sum::<f64>() - 1.0).abs() < 1e-6;
+        let problem = if !record.signature.starts_with("mauve|") {
+            Some("its signature is not MAUVE's")
+        } else if record.hypotheses < 2 || record.references < 2 || r.dimensions == 0 {
+            Some("it counts too few texts or dimensions")
+        } else if ![r.mauve, r.mauve_star, r.frontier_integral]
+            .into_iter()
+            .all(unit)
+        {
             Some("its values are out of range")
         } else if r.curve.is_empty() || !r.curve.iter().all(|&(x, y)| unit(x) && unit(y)) {
             Some("its divergence curve leaves the unit square")
-        } else if r.clusters < 2 || r.p_hist.len() != r.clusters || r.q_hist.len() != r.clusters {
+        } else if r.clusters == 0 || r.p_hist.len() != r.clusters || r.q_hist.len() != r.clusters {
             Some("its histograms do not have a bin per cluster")
+        } else if !histogram(&r.p_hist) || !histogram(&r.q_hist) {
+            Some("its histograms are not distributions")
         } else {
             None
         };

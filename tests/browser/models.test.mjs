@@ -521,9 +521,14 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   const drawn = await page.locator("#mauve-result").innerHTML();
   await page.reload();
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result \(finished on .+\), for the sets as they were then\.$/);
+  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result \(finished on .+\), for these sets\.$/);
   assert.equal(await page.locator("#mauve-result").innerHTML(), drawn);
   assert.deepEqual(await page.evaluate(() => ({ ...document.getElementById("mauve-result").dataset })), shown);
+  // Another seed: the result is no longer this state's, so it goes, kept copy included.
+  await page.fill("#mauve-seed", "8");
+  assert.equal(await page.isHidden("#mauve-result"), true);
+  assert.equal(await page.textContent("#mauve-status"), "The sets or options changed: compute MAUVE again.");
+  assert.equal(await page.evaluate(() => localStorage.getItem("blindspot.mauve-result.v1")), null);
   await page.selectOption("#model-pick", MINILM);
   await page.selectOption("#model-backend", "cpu");
   await page.click("#model-load");
@@ -546,10 +551,13 @@ test("MAUVE between two sets of texts in the model worker equals the native CLI"
   assert.equal(await page.isDisabled("#mauve-stop"), true);
   // A stopped run forgets the kept result; a damaged copy is dropped with a message.
   assert.equal(await page.evaluate(() => localStorage.getItem("blindspot.mauve-result.v1")), null);
-  await page.evaluate(() => localStorage.setItem("blindspot.mauve-result.v1", JSON.stringify({ finished: 0, report: '{"result": {"mauve": 2}}' })));
+  // The core reads what the CLI's --json writes; a copy with MAUVE out of range is refused.
+  assert.equal(await page.evaluate((json) => window.wasmBindings.readMauveResult(json).result.mauve, JSON.stringify(native)), native.result.mauve);
+  const damaged = { ...native, result: { ...native.result, mauve: 2 } };
+  await page.evaluate((report) => localStorage.setItem("blindspot.mauve-result.v1", JSON.stringify({ finished: 0, report })), JSON.stringify(damaged));
   await page.reload();
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
-  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result could not be read back, and was dropped \(not a valid MAUVE result/);
+  assert.match(await page.textContent("#mauve-status"), /^The last MAUVE result could not be read back, and was dropped \(the MAUVE result is damaged: its values are out of range\)\.$/);
   assert.equal(await page.isHidden("#mauve-result"), true);
   assert.deepEqual(errors, []);
   await context.close();
@@ -671,6 +679,7 @@ test("a suite with a CPU model runs in a shard per core, each with its own copy 
   execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "character", "--seeds", "1", "--metrics", ids.join(","),
     "--model-dir", minilm, "--model", `moverscore=${minilm}`, "--out", out], { stdio: "pipe" });
   const fromCli = JSON.parse(readFileSync(out, "utf8"));
+  assert.deepEqual(fromCli.metrics.map((m) => m.id), ids);
   // The same metrics and options: the signatures but for the model's name (the hub id here, the folder's for the CLI).
   const named = (sig) => sig.replace("model:all-MiniLM-L6-v2|", "model:sentence-transformers/all-MiniLM-L6-v2|");
   assert.deepEqual(fromCli.metrics.map((m) => named(m.signature)), fromPage.metrics.map((m) => m.signature));

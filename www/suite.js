@@ -269,7 +269,7 @@ async function run() {
       await runShards({ ...request, specs }, onCpu.count, { needsTokenizer, needsTagger, tests: injections.length, models: onCpu.models });
       return;
     }
-    await runWithModels(request, models, { needsTokenizer, needsTagger, tests: injections.length });
+    await runWithModels(request, specs, { needsTokenizer, needsTagger, tests: injections.length, modelMetrics: models.length });
     return;
   }
   const shards = shardCount(items);
@@ -411,21 +411,21 @@ async function runShards(request, count, { needsTokenizer, needsTagger, tests, m
 }
 
 /**
- * The run with the model-based metrics whose cards are showing, or with
- * BERT-diverge's masked LM (`request.maskedLm`): in the model worker, where
+ * The run with every metric as `specs` (`modelMetrics` of them the
+ * model-based ones whose cards are showing), or with BERT-diverge's masked
+ * LM (`request.maskedLm`): in the model worker, where
  * the models are (the suite's own worker has none). Cancel asks it to stop
  * after its current batch.
  */
-async function runWithModels(request, models, { needsTokenizer, needsTagger, tests }) {
+async function runWithModels(request, specs, { needsTokenizer, needsTagger, tests, modelMetrics }) {
   const engine = suite.engine;
   // This run's number: whatever a run that ended before reports is ignored.
   const run = ++suite.runs;
   suite.modelRun = run;
   suite.stopping = false;
   const current = () => suite.modelRun === run;
-  const specs = [...lexicalSpecs(suite.wasm, suite.registry), ...models];
   const uses = [
-    ...(models.length ? [`${models.length} model-based metric${models.length > 1 ? "s" : ""}`] : []),
+    ...(modelMetrics ? [count(modelMetrics, "model-based metric")] : []),
     ...(request.maskedLm ? [`BERT-diverge's masked LM ${request.maskedLm}`] : []),
   ];
   const what = `Running with ${uses.join(" and ")} in the model worker…`;

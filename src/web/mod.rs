@@ -463,6 +463,11 @@ impl SuiteRequest {
             .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))
     }
 
+    /// Takes `specs` as the run's metrics (the report names them by id).
+    fn use_specs(&mut self, specs: &[MetricSpec]) {
+        self.config.metrics = specs.iter().map(|s| s.id().to_string()).collect();
+    }
+
     /// The dataset's items, the first `limit` where it has one.
     fn items(&self) -> Result<Vec<crate::data::Item>, JsError> {
         let mut items = load_items(&self.format, &self.text)?.rows;
@@ -548,8 +553,7 @@ pub async fn stress_suite_shard(
         )));
     }
     if let Some(specs) = &r.specs {
-        // The metrics are the specs' (the report names them by id).
-        r.suite.config.metrics = specs.iter().map(|s| s.id().to_string()).collect();
+        r.suite.use_specs(specs);
     }
     let items = r.suite.items()?;
     let tell = |part: &SuitePart| {
@@ -656,8 +660,7 @@ pub async fn stress_suite_models(
     STOP_SUITE.with(|s| s.set(false));
     let mut r: ModelSuiteRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
-    // The metrics are the specs' (the report names them by id).
-    r.suite.config.metrics = r.specs.iter().map(|s| s.id().to_string()).collect();
+    r.suite.use_specs(&r.specs);
     let told = js_progress(&on_event);
     let progress = |done, total| told(done, total) && !STOP_SUITE.with(std::cell::Cell::get);
     let tell = |report: &JsValue| {

@@ -22,6 +22,7 @@ use blindspot::stress::attack::{
     Attack, AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours,
     ScorePool, StopReason, Strategy, run_attacks, score_hypotheses, z_norm,
 };
+use blindspot::stress::suite::Shard;
 use common::DATA;
 use futures::FutureExt;
 use futures::executor::block_on;
@@ -118,6 +119,8 @@ fn rescore(engine: &Engine, metric: &str, item: &Item, text: &str, against: Opti
 /// What every outcome must satisfy whatever the goal: its numbers are the
 /// metric's on its text, the budget holds, a success meets the goal.
 fn check(engine: &Engine, run: &AttackRun, items: &[Item], tolerance: f64) {
+    // What a reader of the run (`blindspot merge`, the page) checks holds.
+    run.check().unwrap();
     let h = &run.header;
     let c = &h.config;
     for o in &run.outcomes {
@@ -218,6 +221,59 @@ fn a_tiny_budget_stops_the_search_and_is_reported() {
         assert_eq!(o.stop, StopReason::Budget);
         assert!(o.queries <= 3);
     }
+}
+
+#[test]
+fn a_damaged_run_or_outcome_is_refused() {
+    let items = wmt(4);
+    let engine = Engine::lexical();
+    let mut config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    config.budget = 60;
+    let good = run(&engine, &items, "chrf", &config, &AttackTools::default());
+    good.check().unwrap();
+    let changed = good
+        .outcomes
+        .iter()
+        .position(|o| o.text != o.original)
+        .expect("some edit found");
+    let refused = |damage: &dyn Fn(&mut AttackRun), why: &str| {
+        let mut run = good.clone();
+        damage(&mut run);
+        let err = run.check().unwrap_err();
+        assert!(err.contains(why), "{err}");
+    };
+    refused(
+        &|r| r.outcomes[changed].edits.clear(),
+        "edits are not those",
+    );
+    refused(
+        &|r| r.outcomes[changed].words_changed += 1,
+        "edits are not those",
+    );
+    refused(
+        &|r| r.outcomes[changed].text.push_str(" x"),
+        "edits are not those",
+    );
+    refused(&|r| r.outcomes[changed].perturbation *= 2.0, "perturbation");
+    refused(&|r| r.outcomes[changed].final_score += 1.0, "change in z");
+    refused(&|r| r.outcomes[changed].score = f64::NAN, "not finite");
+    refused(&|r| r.outcomes[changed].success ^= true, "success");
+    refused(
+        &|r| r.outcomes[changed].ppl = Some((-1.0, 3.0)),
+        "perplexities",
+    );
+    refused(
+        &|r| r.outcomes[changed].trajectory[0].score = f64::INFINITY,
+        "trajectory",
+    );
+    refused(&|r| r.outcomes[changed].queries = 0, "trajectory");
+    refused(&|r| r.header.z.std = 0.0, "z statistics");
+    refused(&|r| r.outcomes.swap(0, 1), "out of order");
+    refused(&|r| r.header.items = 2, "outside the items");
+    refused(
+        &|r| r.header.shard = Some(Shard { index: 1, count: 1 }),
+        "not a shard",
+    );
 }
 
 #[test]
@@ -571,6 +627,21 @@ fn the_cli_attacks_in_shards_that_merge_into_the_whole_run() {
         .output()
         .unwrap();
     common::assert_user_error(&short, "give every shard once");
+    // A damaged part (a score edited by hand) is refused, not merged.
+    let part = std::fs::read_to_string(path("part1.jsonl")).unwrap();
+    let mut lines: Vec<serde_json::Value> = part
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[1]["final_score"] = serde_json::json!(99.0);
+    let damaged: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path("part1.jsonl"), damaged).unwrap();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("merge")
+        .args((0..3).map(|i| path(&format!("part{i}.jsonl"))))
+        .output()
+        .unwrap();
+    common::assert_user_error(&refused, "the attack run is damaged: item");
     // Bad settings are one-line errors.
     common::assert_user_error(
         &attack_cli(&["--strategy", "clare"]),
@@ -701,9 +772,14 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
         &stress(&["--attack", &path("s0.json")]),
         "not the results of `blindspot attack`",
     );
-    let fewer = std::fs::read_to_string(path("over.jsonl"))
+    // A run over the first 8 items (its header and their outcomes).
+    let fewer: String = std::fs::read_to_string(path("over.jsonl"))
         .unwrap()
-        .replacen("\"items\":12", "\"items\":8", 1);
+        .replacen("\"items\":12", "\"items\":8", 1)
+        .lines()
+        .take(9)
+        .map(|l| format!("{l}\n"))
+        .collect();
     std::fs::write(path("fewer.jsonl"), fewer).unwrap();
     common::assert_user_error(
         &stress(&["--attack", &path("fewer.jsonl")]),

@@ -4,13 +4,16 @@
 // registry; the panel only turns its controls into a request, shows the best
 // candidate and the score trajectory while the search runs, and can stop it.
 // The result can be used as the hypothesis (pinned original kept) like an
-// injection.
+// injection, and is kept across a reload.
 
 import { chartTools } from "./export.js";
+import { finished, keptReport } from "./kept-report.js";
 import { loadedMaskedLm, newestEncoderFirst } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot.attack.v1";
+/** The last finished search, shown again after a reload (read back through the core). */
+const kept = keptReport("blindspot.attack-result.v1");
 
 let engine = null;
 let page = null;
@@ -172,6 +175,42 @@ function plot(points, base) {
   svg.dataset.points = String(points.length);
 }
 
+/** The status line of a finished search `out` (attackPair's value): its text and kind. */
+function verdict(out) {
+  const o = out.outcome;
+  const ended = o.success ? "Goal met" : { budget: "Budget used up", time: "Time budget used up", exhausted: "No edit left to try", stopped: "Stopped" }[o.stop];
+  const rate = out.searchMs > 0 ? ` · ${(o.queries / (out.searchMs / 1000)).toFixed(0)} queries/s` : "";
+  return [
+    `${ended}: ${o.score.toPrecision(4)} → ${o.final_score.toPrecision(4)} (${o.change_z >= 0 ? "+" : ""}${o.change_z.toFixed(2)} z, std ${out.z.std.toPrecision(3)} over ${out.z.count} pairs)` +
+      `${o.self_drop_z != null ? `, against itself −${o.self_drop_z.toFixed(2)} z` : ""}` +
+      `${o.ppl ? `, perplexity ${o.ppl[0].toFixed(1)} → ${o.ppl[1].toFixed(1)}` : ""}` +
+      ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}` +
+      `${out.workers > 1 ? ` on ${out.workers} workers` : ""}` +
+      `${out.poolFailure ? ` · helpers left out (${out.poolFailure}), their shares scored here` : ""}`,
+    o.success ? "ok" : "warn",
+  ];
+}
+
+/** Shows a finished search `out` (attackPair's value, or a kept one read back): text, plot, signature; returns its status line. */
+function show(out) {
+  last = out;
+  const o = out.outcome;
+  const panel = $("attack-panel");
+  plot(o.trajectory, o.score);
+  $("attack-result").hidden = false;
+  $("attack-text").replaceChildren(...page.markedNodes(o.text, out.edits));
+  panel.dataset.state = "done";
+  panel.dataset.success = String(o.success);
+  panel.dataset.finalScore = String(o.final_score);
+  panel.dataset.text = o.text;
+  panel.dataset.score = String(o.score);
+  panel.dataset.queries = String(o.queries);
+  panel.dataset.workers = String(out.workers);
+  $("attack-signature").textContent = `${out.signature}${out.tools.length ? ` · ${out.tools.join(" · ")}` : ""}`;
+  $("attack-apply").disabled = o.text === o.original;
+  return verdict(out);
+}
+
 async function run() {
   if (running) return;
   const option = metricOptions().find((o) => o.key === $("attack-metric").value);
@@ -200,6 +239,7 @@ async function run() {
   if ($("attack-fluency").value && g.id !== "raise") request.fluency = $("attack-fluency").value;
   running = true;
   last = null;
+  kept.forget();
   $("attack-run").disabled = true;
   $("attack-stop").disabled = false;
   $("attack-apply").disabled = true;
@@ -223,29 +263,9 @@ async function run() {
       status(`Step ${p.steps}: ${p.queries} of ${p.budget} queries, best ${p.score.toPrecision(4)} (${p.objective >= 0 ? "+" : ""}${p.objective.toFixed(2)} z toward the goal), noise ${p.noise.toFixed(2)}`);
       panel.dataset.queries = String(p.queries);
     }, { workers });
-    last = out;
-    const o = out.outcome;
-    plot(o.trajectory, o.score);
-    $("attack-text").replaceChildren(...page.markedNodes(o.text, out.edits));
-    const verdict = o.success ? "Goal met" : { budget: "Budget used up", time: "Time budget used up", exhausted: "No edit left to try", stopped: "Stopped" }[o.stop];
-    const rate = out.searchMs > 0 ? ` · ${(o.queries / (out.searchMs / 1000)).toFixed(0)} queries/s` : "";
-    status(
-      `${verdict}: ${o.score.toPrecision(4)} → ${o.final_score.toPrecision(4)} (${o.change_z >= 0 ? "+" : ""}${o.change_z.toFixed(2)} z, std ${out.z.std.toPrecision(3)} over ${out.z.count} pairs)` +
-        `${o.self_drop_z != null ? `, against itself −${o.self_drop_z.toFixed(2)} z` : ""}` +
-        `${o.ppl ? `, perplexity ${o.ppl[0].toFixed(1)} → ${o.ppl[1].toFixed(1)}` : ""}` +
-        ` · ${o.words_changed} words changed (${(100 * o.perturbation).toFixed(0)}%) · ${o.queries} queries${rate}` +
-        `${out.workers > 1 ? ` on ${out.workers} workers` : ""}` +
-        `${out.poolFailure ? ` · helpers left out (${out.poolFailure}), their shares scored here` : ""}`,
-      o.success ? "ok" : "warn",
-    );
-    panel.dataset.state = "done";
-    panel.dataset.success = String(o.success);
-    panel.dataset.finalScore = String(o.final_score);
-    panel.dataset.text = o.text;
-    panel.dataset.score = String(o.score);
-    panel.dataset.workers = String(out.workers);
-    $("attack-signature").textContent = `${out.signature}${out.tools.length ? ` · ${out.tools.join(" · ")}` : ""}`;
-    $("attack-apply").disabled = o.text === o.original;
+    status(...show(out));
+    const note = kept.keep(out, { metric: option.label });
+    if (note) $("attack-status").textContent += note;
   } catch (err) {
     status(String(err.message ?? err), "bad");
     panel.dataset.state = "error";
@@ -289,6 +309,15 @@ export function initAttack(modelEngine, wasm, hooks) {
   $("attack-metric").addEventListener("change", () => { metricPicked = true; });
   for (const id of ["attack-metric", "attack-budget", "attack-seed", "attack-workers"]) $(id).addEventListener("change", save);
   $("attack-run").addEventListener("click", run);
+  kept.restore(
+    (json) => wasm.readAttackResult(json),
+    (out, entry) => {
+      const [line, kind] = show(out);
+      const on = typeof entry.metric === "string" ? ` on ${entry.metric}` : "";
+      status(`The last search ${finished(entry)}${on}. ${line}`, kind);
+    },
+    (why) => status(`The last search's result could not be read back, and was dropped (${why}).`, "bad"),
+  );
   $("attack-stop").addEventListener("click", () => {
     status("Stopping after this step…");
     Promise.resolve(engine.stopAttack()).catch((err) => status(`Could not stop the search: ${err.message ?? err}`, "bad"));

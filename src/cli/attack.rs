@@ -288,8 +288,8 @@ pub fn summary_line(h: &AttackHeader, s: &AttackSummary) -> String {
     )
 }
 
-/// Reads a run written by [`write_run`], or None when `text` is not one
-/// (a stress suite's part).
+/// Reads a run written by [`write_run`] (checked: [`AttackRun::check`]),
+/// or None when `text` is not one (a stress suite's part).
 pub fn parse_run(text: &str) -> Option<Result<AttackRun, String>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: AttackHeader = serde_json::from_str(lines.next()?).ok()?;
@@ -300,7 +300,12 @@ pub fn parse_run(text: &str) -> Option<Result<AttackRun, String>> {
     Some(
         outcomes
             .map(|outcomes| AttackRun { header, outcomes })
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())
+            .and_then(|run| {
+                run.check()
+                    .map_err(|e| format!("the attack run is damaged: {e}"))?;
+                Ok(run)
+            }),
     )
 }
 

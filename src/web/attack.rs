@@ -108,11 +108,15 @@ struct AttackRequest {
     fluency: Option<String>,
 }
 
-#[derive(Serialize)]
+/// What `attackPair` gives the page, which keeps it across a reload and
+/// reads it back with `readAttackResult`.
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct AttackView {
     outcome: AttackOutcome,
-    /// `outcome.edits` in UTF-16 code units of `outcome.text`.
+    /// `outcome.edits` in UTF-16 code units of `outcome.text` (derived
+    /// again when a kept copy is read back).
+    #[serde(skip_deserializing)]
     edits: Vec<JsEdit>,
     z: ZNorm,
     signature: String,
@@ -126,8 +130,28 @@ struct AttackView {
     workers: usize,
     /// Why the helpers were given up mid-search (their shares were then
     /// scored here).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pool_failure: Option<String>,
+}
+
+/// An attack result the page kept as JSON (across a reload): `attackPair`'s
+/// value, checked by the core ([`ZNorm::check`], [`AttackOutcome::check`]:
+/// edits, words changed and change in z derived again), or an error for a
+/// damaged one.
+#[wasm_bindgen(js_name = readAttackResult)]
+pub fn read_attack_result(json: &str) -> Result<JsValue, JsError> {
+    let mut view: AttackView =
+        crate::stress::read_report(json, "attack result", |v: &AttackView| {
+            v.z.check()?;
+            v.outcome.check(&v.z)?;
+            if v.signature.is_empty() || v.workers == 0 {
+                return Err("it names no metric signature or no worker".into());
+            }
+            Ok(())
+        })
+        .map_err(js_err)?;
+    view.edits = JsEdit::of(&view.outcome.text, &view.outcome.edits);
+    to_js(&view)
 }
 
 /// The model worker's helper workers (`model-worker.js`): `{size,

@@ -102,11 +102,35 @@ test("a DeepWordBug search on chrF equals the CLI's and can be used as the hypot
   }, { score: outcome.final_score, drop: outcome.final_score - outcome.score }, { timeout: 20_000 });
   await page.click("#undo");
   assert.equal(await page.inputValue("#hypothesis"), HYP);
-  // The panel's choices survive a reload.
+  // The panel's choices survive a reload, and so does the result, read back through the core.
+  const text = await page.innerHTML("#attack-text");
+  const kept = await page.evaluate(() => localStorage.getItem("blindspot.attack-result.v1"));
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   assert.equal(await page.inputValue("#attack-budget"), "200");
   assert.equal(await page.inputValue("#attack-seed"), "3");
+  const restored = await page.textContent("#attack-status");
+  assert.match(restored, /^The last search \(finished on .+\) on chrF\. Goal met: /);
+  assert.ok(restored.endsWith(`. ${status}`), restored);
+  assert.deepEqual(await page.evaluate(() => ({ ...document.getElementById("attack-panel").dataset })), { ...shown, state: "done" });
+  assert.equal(await page.innerHTML("#attack-text"), text);
+  assert.equal(Number(await page.getAttribute("#attack-plot", "data-points")), outcome.trajectory.length);
+  // It can still be used as the hypothesis.
+  await page.click("#attack-apply");
+  assert.equal(await page.inputValue("#hypothesis"), outcome.text);
+  await page.click("#undo");
+  // A damaged copy (a score edited by hand) is dropped with the core's reason.
+  const damaged = JSON.parse(kept);
+  const report = JSON.parse(damaged.report);
+  report.outcome.final_score += 1;
+  damaged.report = JSON.stringify(report);
+  await page.evaluate((json) => localStorage.setItem("blindspot.attack-result.v1", json), JSON.stringify(damaged));
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.equal(await page.textContent("#attack-status"),
+    "The last search's result could not be read back, and was dropped (the attack result is damaged: item yours (its change in z is not its score change over the z spread)).");
+  assert.equal(await page.isHidden("#attack-result"), true);
+  assert.equal(await page.evaluate(() => localStorage.getItem("blindspot.attack-result.v1")), null);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -793,6 +793,7 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
     attempt("readSuiteReport", () => w.readSuiteReport('{"tool": "blindspot", "tests": ['));
     attempt("readAnalysisReport kind", () => w.readAnalysisReport("survey", "{}"));
     attempt("readAnalysisReport audit", () => w.readAnalysisReport("audit", '{"tool": 3}'));
+    attempt("readAttackResult", () => w.readAttackResult('{"outcome": {"item": 0}}'));
     const request = {
       dataset: "x.jsonl", format: "jsonl", text: '{"hyp": "a b c d", "ref": "a b c e"}\n',
       config: { injections: ["truncation"], metrics: [], seeds: 1 },
@@ -807,6 +808,7 @@ test("hostile inputs to the wasm entry points give a score or a clear error, nev
   assert.match(results.find(([what]) => what === "readSuiteReport")[1], /^error: not a valid stress suite report: EOF/);
   assert.match(results.find(([what]) => what === "readAnalysisReport kind")[1], /^error: unknown analysis "survey"/);
   assert.match(results.find(([what]) => what === "readAnalysisReport audit")[1], /^error: not a valid audit report: invalid type/);
+  assert.match(results.find(([what]) => what === "readAttackResult")[1], /^error: not a valid attack result: missing field/);
   assert.match(results.find(([what]) => what === "bert_diverge without a masked LM")[1], /^error: bert_diverge needs a masked language model/);
   assert.match(results.find(([what]) => what === "bert_diverge unknown model")[1], /^error: .*nope/);
   assert.match(results.find(([what]) => what === "sweep unknown model")[1], /^error: .*nope/);

@@ -279,6 +279,18 @@ impl ZNorm {
             count: n,
         })
     }
+
+    /// Refuses statistics [`ZNorm::from_scores`] cannot give (a copy read
+    /// back from a file or the page's storage).
+    pub fn check(&self) -> Result<(), String> {
+        if self.count < 2 || !self.mean.is_finite() || !self.std.is_finite() || self.std <= 0.0 {
+            return Err(format!(
+                "its z statistics are impossible (mean {}, std {} over {} texts)",
+                self.mean, self.std, self.count
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Why an attack could not run.
@@ -367,6 +379,53 @@ pub struct AttackOutcome {
     pub trajectory: Vec<TrajectoryPoint>,
 }
 
+impl AttackOutcome {
+    /// Refuses an outcome no search could have given with z statistics `z`
+    /// (a copy read back from a file or the page's storage): the edits,
+    /// words changed and perturbation are derived again from the two texts,
+    /// the change in z from the two scores, and the trajectory must be the
+    /// search's (queries rising, finite scores).
+    pub fn check(&self, z: &ZNorm) -> Result<(), String> {
+        let bad = |what: &str| Err(format!("item {} ({what})", self.id));
+        if self.success != (self.stop == StopReason::Success) {
+            return bad("its success and its reason for stopping disagree");
+        }
+        let (edits, distance) = crate::inject::diff(&self.original, &self.text);
+        if edits != self.edits || distance != self.words_changed {
+            return bad("its edits are not those between the original and the text found");
+        }
+        let words = crate::text::words::words(&self.original).len().max(1);
+        if self.perturbation != distance as f64 / words as f64 {
+            return bad("its perturbation is not the words changed over the original's words");
+        }
+        if !self.score.is_finite() || !self.final_score.is_finite() {
+            return bad("its scores are not finite");
+        }
+        let change = (self.final_score - self.score) / z.std;
+        if (self.change_z - change).abs() > 1e-9 * change.abs().max(1.0) {
+            return bad("its change in z is not its score change over the z spread");
+        }
+        if self.self_drop_z.is_some_and(|d| !d.is_finite())
+            || self
+                .ppl
+                .is_some_and(|(a, b)| !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0))
+        {
+            return bad("its self-drop or perplexities are not finite");
+        }
+        let mut queries = 0;
+        for p in &self.trajectory {
+            if p.queries < queries
+                || p.queries > self.queries
+                || !(p.score.is_finite() && p.objective.is_finite() && p.noise.is_finite())
+            {
+                return bad("its trajectory is not a search's");
+            }
+            queries = p.queries;
+        }
+        Ok(())
+    }
+}
+
 /// The attack paper's summary of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttackSummary {
@@ -449,6 +508,34 @@ impl AttackRun {
     /// The summary over the outcomes.
     pub fn summary(&self) -> AttackSummary {
         AttackSummary::of(&self.outcomes)
+    }
+
+    /// Refuses a run no search could have written (a part read back by
+    /// `blindspot merge` or `stress --attack`): a valid z scale and shard,
+    /// each outcome checked against it ([`AttackOutcome::check`]), items in
+    /// order inside the shard's range.
+    pub fn check(&self) -> Result<(), String> {
+        let h = &self.header;
+        h.z.check()?;
+        let range = match h.shard {
+            Some(s) if !s.is_valid() => {
+                return Err(format!("its shard {}/{} is not a shard", s.index, s.count));
+            }
+            Some(s) => s.range(h.items),
+            None => 0..h.items,
+        };
+        let mut next = range.start;
+        for o in &self.outcomes {
+            if o.item < next || o.item >= range.end {
+                return Err(format!(
+                    "item {} is out of order or outside the items {}..{} it covers",
+                    o.item, range.start, range.end
+                ));
+            }
+            next = o.item + 1;
+            o.check(&h.z)?;
+        }
+        Ok(())
     }
 
     /// The run as a suite report lists it: what was attacked, how, and the

@@ -947,10 +947,13 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     let json = serde_json::to_string(&unchanged).unwrap();
     assert_eq!(SuiteReport::from_json(&json).unwrap(), unchanged);
 
-    // A NaN score (written as null) reads back as NaN, not as a damaged report.
+    // A NaN score (written as null) reads back as NaN, not as a damaged report;
+    // the rank rule fails it.
     let mut undefined = report.clone();
     undefined.base[1] = f64::NAN;
     undefined.tests[0].levels[0].scores[2].mean = f64::NAN;
+    undefined.tests[0].verdicts[1] = Verdict::Fail;
+    undefined.tests[0].verdicts[2] = Verdict::Fail;
     let json = serde_json::to_string(&undefined).unwrap();
     let read = SuiteReport::from_json(&json).unwrap();
     assert!(read.base[1].is_nan() && read.tests[0].levels[0].scores[2].mean.is_nan());
@@ -985,6 +988,27 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     );
     let skipped_with_verdicts = refused(&|r| r.tests[1].verdicts = r.tests[0].verdicts.clone());
     assert!(skipped_with_verdicts.contains("positioned_random"));
+    // A verdict, a score or a base edited by hand no longer follows the rank rule.
+    let metric = report.metrics[0].id.clone();
+    let flipped = refused(&|r| {
+        r.tests[0].verdicts[0] = match r.tests[0].verdicts[0] {
+            Verdict::Pass => Verdict::Fail,
+            _ => Verdict::Pass,
+        }
+    });
+    assert!(
+        flipped.contains(&format!(
+            "truncation's verdict for {metric} is not the rank rule's"
+        )),
+        "{flipped}"
+    );
+    assert!(
+        refused(&|r| r.base[0] = -1e9).contains("not the rank rule's"),
+        "a base below every level fails every metric"
+    );
+    assert!(refused(&|r| r.tests[0].levels.swap(0, 1)).contains("levels are not the injection's"));
+    assert!(refused(&|r| r.tests[0].levels[0].applied = 1.5).contains("levels"));
+    assert!(refused(&|r| r.tests[0].injection = "spoonerism".into()).contains("spoonerism"));
     let cut = serde_json::to_string(&report).unwrap();
     match SuiteReport::from_json(&cut[..cut.len() / 2]) {
         Err(SuiteError::Invalid(why)) => {
@@ -1035,7 +1059,10 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
     ))
     .unwrap();
     // Undefined correlations and accuracies (NaN) are written as null and read back as NaN.
+    // (A NaN Kendall with the humans flags no correlate on that dimension.)
     report.metrics[0].human[1].kendall = f64::NAN;
+    let undefined = report.dimensions[1].clone();
+    report.metrics[0].flags.retain(|(_, d)| *d != undefined);
     report.metrics[2].system_accuracy[3] = f64::NAN;
     let json = serde_json::to_string(&report).unwrap();
     assert!(json.contains("\"kendall\":null"));
@@ -1057,7 +1084,26 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
         "{why}"
     );
     let why = refused(&|r| r.metrics[1].flags = vec![("shoe size".into(), "fluency".into())]);
-    assert!(why.contains("chrf is flagged for a correlate"), "{why}");
+    assert!(
+        why.contains("chrf's flags are not those its correlations give"),
+        "{why}"
+    );
+    // Flags follow the correlations: a Kendall edited by hand breaks them.
+    let flagged = report
+        .metrics
+        .iter()
+        .position(|m| !m.flags.is_empty())
+        .expect("some metric flagged on the sample");
+    let why = refused(&|r| {
+        for c in &mut r.metrics[flagged].correlates {
+            c.kendall = 0.0;
+        }
+    });
+    assert!(why.contains("flags are not those"), "{why}");
+    let why = refused(&|r| r.metrics[0].correlates[0].pearson = 1.5);
+    assert!(why.contains("out of range"), "{why}");
+    let why = refused(&|r| r.metrics[0].system_accuracy[0] = -0.1);
+    assert!(why.contains("out of range"), "{why}");
     let why = refused(&|r| {
         r.human_vs_correlates.pop();
     });

@@ -178,8 +178,9 @@ pub struct AuditReport {
 impl AuditReport {
     /// Reads a report written as JSON (`blindspot audit --out`, the page's
     /// download or its kept copy; undefined correlations come back as NaN);
-    /// a damaged one (a correlation per dimension or correlate missing, a
-    /// flag naming neither) is refused.
+    /// a damaged one (a correlation per dimension or correlate missing or
+    /// out of range, flags other than those its correlations give) is
+    /// refused.
     pub fn from_json(json: &str) -> Result<Self, String> {
         super::read_report(json, "audit report", |r: &Self| {
             let (dims, cors) = (r.dimensions.len(), r.correlates.len());
@@ -200,13 +201,25 @@ impl AuditReport {
                         m.metric.id
                     ));
                 }
-                if !m
-                    .flags
-                    .iter()
-                    .all(|(c, d)| r.correlates.contains(c) && r.dimensions.contains(d))
+                let correlation = |c: &Correlation| {
+                    [c.pearson, c.spearman, c.kendall]
+                        .iter()
+                        .all(|v| v.is_nan() || (-1.0..=1.0).contains(v))
+                };
+                if !m.human.iter().chain(&m.correlates).all(correlation)
+                    || !m
+                        .system_accuracy
+                        .iter()
+                        .all(|a| a.is_nan() || (0.0..=1.0).contains(a))
                 {
                     return Err(format!(
-                        "{} is flagged for a correlate or dimension the report lacks",
+                        "{} has a correlation or accuracy out of range",
+                        m.metric.id
+                    ));
+                }
+                if m.flags != flags(&m.correlates, &m.human, &r.correlates, &r.dimensions) {
+                    return Err(format!(
+                        "{}'s flags are not those its correlations give",
                         m.metric.id
                     ));
                 }
@@ -214,6 +227,26 @@ impl AuditReport {
             Ok(())
         })
     }
+}
+
+/// The (correlate, dimension) pairs where a metric's |Kendall| with the
+/// correlate exceeds its |Kendall| with the humans on the dimension, in
+/// correlate then dimension order.
+fn flags(
+    with_correlates: &[Correlation],
+    with_humans: &[Correlation],
+    correlates: &[String],
+    dimensions: &[String],
+) -> Vec<(String, String)> {
+    let mut flags = Vec::new();
+    for (corr, c) in with_correlates.iter().zip(correlates) {
+        for (h, d) in with_humans.iter().zip(dimensions) {
+            if corr.kendall.abs() > h.kendall.abs() {
+                flags.push((c.clone(), d.clone()));
+            }
+        }
+    }
+    flags
 }
 
 /// Every system summary, in the order the audit visits them (documents in
@@ -417,14 +450,7 @@ pub async fn run_audit(
                 human.iter().map(|h| correlation(values, h)).collect();
             let with_correlates: Vec<Correlation> =
                 surface.iter().map(|c| correlation(values, c)).collect();
-            let mut flags = Vec::new();
-            for (c, corr) in with_correlates.iter().enumerate() {
-                for (d, h) in with_humans.iter().enumerate() {
-                    if corr.kendall.abs() > h.kendall.abs() {
-                        flags.push((correlates[c].clone(), dimensions[d].clone()));
-                    }
-                }
-            }
+            let flags = flags(&with_correlates, &with_humans, &correlates, &dimensions);
             let metric_system = system_means(values);
             MetricAudit {
                 metric: MetricEntry {

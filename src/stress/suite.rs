@@ -171,16 +171,20 @@ impl SuiteReport {
     /// one is refused, not indexed: every test that ran must have a verdict
     /// per metric and a score per metric at every level.
     pub fn from_json(json: &str) -> Result<Self, SuiteError> {
-        super::read_report(json, "stress suite report", Self::shape).map_err(SuiteError::Invalid)
+        super::read_report(json, "stress suite report", Self::consistency)
+            .map_err(SuiteError::Invalid)
     }
 
-    /// Checks that the report's per-metric arrays have one entry per metric.
+    /// Checks that the report's per-metric arrays have one entry per metric
+    /// and that each test is what a run gives: a known injection of its
+    /// family, levels increasing, shares applied in [0, 1], and each verdict
+    /// the rank rule's on the report's own scores.
     pub fn check(&self) -> Result<(), SuiteError> {
-        self.shape()
+        self.consistency()
             .map_err(|e| SuiteError::Invalid(format!("the stress suite report is damaged: {e}")))
     }
 
-    fn shape(&self) -> Result<(), String> {
+    fn consistency(&self) -> Result<(), String> {
         let metrics = self.metrics.len();
         if self.base.len() != metrics {
             return Err(format!(
@@ -199,6 +203,30 @@ impl SuiteReport {
                     "{}'s verdicts or scores do not match its {metrics} metrics",
                     test.injection
                 ));
+            }
+            let info = inject::create(&test.injection)
+                .map_err(|e| e.to_string())?
+                .info();
+            if test.family != info.family
+                || test.levels.windows(2).any(|w| w[0].level >= w[1].level)
+                || test
+                    .levels
+                    .iter()
+                    .any(|l| !(0.0..=1.0).contains(&l.applied))
+            {
+                return Err(format!(
+                    "{}'s family or levels are not the injection's",
+                    test.injection
+                ));
+            }
+            for (m, &shown) in test.verdicts.iter().enumerate() {
+                let levels = test.levels.iter().map(|l| (l.scores[m].mean, l.applied));
+                if shown != verdict_of_applied(self.base[m], levels, super::graded(info)) {
+                    return Err(format!(
+                        "{}'s verdict for {} is not the rank rule's on its scores",
+                        test.injection, self.metrics[m].id
+                    ));
+                }
             }
         }
         Ok(())

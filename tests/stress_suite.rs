@@ -947,8 +947,8 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     let json = serde_json::to_string(&unchanged).unwrap();
     assert_eq!(SuiteReport::from_json(&json).unwrap(), unchanged);
 
-    // A NaN score (written as null) reads back as NaN, not as a damaged report;
-    // the rank rule fails it.
+    // A NaN score (written as null) reads back as NaN, not as a damaged report
+    // (its verdict is not derived again: JSON writes ±inf as null too).
     let mut undefined = report.clone();
     undefined.base[1] = f64::NAN;
     undefined.tests[0].levels[0].scores[2].mean = f64::NAN;
@@ -1008,7 +1008,15 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     );
     assert!(refused(&|r| r.tests[0].levels.swap(0, 1)).contains("levels are not the injection's"));
     assert!(refused(&|r| r.tests[0].levels[0].applied = 1.5).contains("levels"));
-    assert!(refused(&|r| r.tests[0].injection = "spoonerism".into()).contains("spoonerism"));
+    assert!(
+        refused(&|r| r.tests[0].injection = "spoonerism".into())
+            .contains("unknown injection 'spoonerism'")
+    );
+    // A score no run gives (an infinite one, written as null) leaves its verdict unchecked.
+    let mut infinite = report.clone();
+    infinite.tests[0].levels[1].scores[0].mean = f64::NEG_INFINITY;
+    infinite.tests[0].verdicts[0] = Verdict::Fail;
+    SuiteReport::from_json(&serde_json::to_string(&infinite).unwrap()).unwrap();
     let cut = serde_json::to_string(&report).unwrap();
     match SuiteReport::from_json(&cut[..cut.len() / 2]) {
         Err(SuiteError::Invalid(why)) => {
@@ -1102,6 +1110,12 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
     assert!(why.contains("flags are not those"), "{why}");
     let why = refused(&|r| r.metrics[0].correlates[0].pearson = 1.5);
     assert!(why.contains("out of range"), "{why}");
+    let why = refused(&|r| r.human_vs_correlates[0][0].spearman = -1.5);
+    assert!(why.contains("humans' is out of range"), "{why}");
+    // Pearson on exactly linear series may round past 1: still a report.
+    let mut rounded = report.clone();
+    rounded.metrics[0].correlates[0].pearson = 1.0 + f64::EPSILON;
+    AuditReport::from_json(&serde_json::to_string(&rounded).unwrap()).unwrap();
     let why = refused(&|r| r.metrics[0].system_accuracy[0] = -0.1);
     assert!(why.contains("out of range"), "{why}");
     let why = refused(&|r| {

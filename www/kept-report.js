@@ -1,7 +1,7 @@
 // A finished run's results, kept across visits in localStorage so that a
 // reload shows what the page showed. The page reads a kept report back
-// through the core (readSuiteReport, readAnalysisReport: the core's
-// from_json), which refuses a damaged one.
+// through the core (readSuiteReport, readAnalysisReport, readMauveResult,
+// readAttackResult: the core's readers), which refuse a damaged one.
 
 /**
  * Reports longer than this (characters of JSON) are not kept: localStorage

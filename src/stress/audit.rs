@@ -191,6 +191,16 @@ impl AuditReport {
                     "the humans' correlations do not match the dimensions and correlates".into(),
                 );
             }
+            // |r| <= 1 up to rounding: Pearson on two exactly linear series
+            // may come out as 1.0000000000000002.
+            let in_range = |c: &Correlation| {
+                [c.pearson, c.spearman, c.kendall]
+                    .iter()
+                    .all(|v| v.is_nan() || v.abs() <= 1.0 + 1e-12)
+            };
+            if !r.human_vs_correlates.iter().flatten().all(in_range) {
+                return Err("a correlation of the humans' is out of range".into());
+            }
             for m in &r.metrics {
                 if m.human.len() != dims
                     || m.correlates.len() != cors
@@ -201,12 +211,7 @@ impl AuditReport {
                         m.metric.id
                     ));
                 }
-                let correlation = |c: &Correlation| {
-                    [c.pearson, c.spearman, c.kendall]
-                        .iter()
-                        .all(|v| v.is_nan() || (-1.0..=1.0).contains(v))
-                };
-                if !m.human.iter().chain(&m.correlates).all(correlation)
+                if !m.human.iter().chain(&m.correlates).all(in_range)
                     || !m
                         .system_accuracy
                         .iter()

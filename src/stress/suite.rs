@@ -168,8 +168,7 @@ impl SuiteReport {
 
     /// Reads a report written as JSON (`blindspot stress --out`, the page's
     /// download or the copy it keeps across reloads). A damaged or edited
-    /// one is refused, not indexed: every test that ran must have a verdict
-    /// per metric and a score per metric at every level.
+    /// one is refused, not indexed: see [`SuiteReport::check`].
     pub fn from_json(json: &str) -> Result<Self, SuiteError> {
         super::read_report(json, "stress suite report", Self::consistency)
             .map_err(SuiteError::Invalid)
@@ -178,7 +177,9 @@ impl SuiteReport {
     /// Checks that the report's per-metric arrays have one entry per metric
     /// and that each test is what a run gives: a known injection of its
     /// family, levels increasing, shares applied in [0, 1], and each verdict
-    /// the rank rule's on the report's own scores.
+    /// the rank rule's on the report's own scores (where none is NaN: JSON
+    /// writes an infinite score as null too). A report an older version
+    /// wrote with other families or levels is refused as well.
     pub fn check(&self) -> Result<(), SuiteError> {
         self.consistency()
             .map_err(|e| SuiteError::Invalid(format!("the stress suite report is damaged: {e}")))
@@ -220,8 +221,13 @@ impl SuiteReport {
                 ));
             }
             for (m, &shown) in test.verdicts.iter().enumerate() {
-                let levels = test.levels.iter().map(|l| (l.scores[m].mean, l.applied));
-                if shown != verdict_of_applied(self.base[m], levels, super::graded(info)) {
+                // JSON writes NaN and ±inf alike as null, read back as NaN:
+                // a verdict on an infinite score cannot be derived again.
+                let levels = || test.levels.iter().map(|l| (l.scores[m].mean, l.applied));
+                if self.base[m].is_nan() || levels().any(|(mean, _)| mean.is_nan()) {
+                    continue;
+                }
+                if shown != verdict_of_applied(self.base[m], levels(), super::graded(info)) {
                     return Err(format!(
                         "{}'s verdict for {} is not the rank rule's on its scores",
                         test.injection, self.metrics[m].id
@@ -500,7 +506,8 @@ impl Shard {
             if k == self.count {
                 n
             } else {
-                (k * n / self.count) / MODEL_CHUNK * MODEL_CHUNK
+                // (In u128: a part read from a file may claim any `n`.)
+                ((k as u128 * n as u128 / self.count as u128) as usize) / MODEL_CHUNK * MODEL_CHUNK
             }
         };
         bound(self.index)..bound(self.index + 1)

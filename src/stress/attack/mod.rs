@@ -399,7 +399,8 @@ impl AttackOutcome {
             return bad("its perturbation is not the words changed over the original's words");
         }
         if !self.score.is_finite() || !self.final_score.is_finite() {
-            return bad("its scores are not finite");
+            // (JSON cannot hold an infinite or NaN score either.)
+            return bad("its scores are not finite numbers");
         }
         let change = (self.final_score - self.score) / z.std;
         if (self.change_z - change).abs() > 1e-9 * change.abs().max(1.0) {

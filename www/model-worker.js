@@ -167,6 +167,8 @@ self.onmessage = async ({ data }) => {
       args[2] = attackPool(args[0], args[2]);
     }
     if (method === "unloadModel") forget(args[0]);
+    // The tagger's weights come as a Blob, read here rather than copied on the page's thread.
+    if (method === "loadTagger" && args[0] instanceof Blob) args[0] = new Uint8Array(await args[0].arrayBuffer());
     const value = await bindings[method](...args);
     if (method === "loadModel") loaded.set(value.handle, value);
     self.postMessage({ id, value });

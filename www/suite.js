@@ -152,7 +152,8 @@ export async function loadInjectionNeeds(engine, { tokenizer = false, tagger = f
   }
   if (tagger && !(await engine.hasTagger())) {
     say("Loading the part-of-speech tagger (6.4 MB, once)…");
-    await engine.loadTagger(await taggerWeights());
+    // The model worker takes the Blob (model-worker.js reads it there): no 6.4 MB copy on this thread.
+    await engine.loadTagger(engine.where === "worker" ? await taggerFile() : await taggerWeights());
   }
 }
 

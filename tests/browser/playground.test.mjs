@@ -252,6 +252,11 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   }
   assert.match(text, /did not visit|does not protect/);
   assert.equal(await page.evaluate(() => window.wasmBindings.hasTagger()), true);
+  // A sweep runs in the model worker, which gets the tagger's weights as a Blob the first time.
+  await page.selectOption("#injection", "negation");
+  await page.click("#sweep-injection");
+  await page.waitForSelector("#sweep:not([hidden])", { timeout: 60_000 });
+  assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -793,7 +793,8 @@ fn a_stress_report_carries_the_summaries_of_attacks_on_its_dataset() {
 struct Helpers {
     engines: Vec<Engine>,
     shares: RefCell<Vec<(usize, usize)>>,
-    /// Every call fails with this, or returns one score too few.
+    /// Every call fails with this, returns one score too few ("short"), or
+    /// scores every text -inf or NaN ("not finite").
     broken: Option<&'static str>,
     /// Batches asked about before the helpers are ready (loading models).
     loading: std::cell::Cell<usize>,
@@ -828,6 +829,17 @@ impl ScorePool for Helpers {
         self.shares.borrow_mut().push((helper, texts.len()));
         let result = match self.broken {
             Some("short") => Ok(vec![0.0; texts.len() - 1]),
+            Some("not finite") => Ok(texts
+                .iter()
+                .enumerate()
+                .map(|(i, _)| {
+                    if i % 2 == 0 {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect()),
             Some(why) => Err(why.to_owned()),
             None => score_hypotheses(&self.engines[helper], spec, texts, refs, src)
                 .now_or_never()
@@ -863,6 +875,29 @@ fn helpers_score_shares_of_each_batch_and_change_nothing() {
         asked * 3 <= queries * 2 + 2 * shares.len() && asked * 3 >= queries,
         "{asked} of {queries}"
     );
+}
+
+#[test]
+fn candidates_scored_infinite_or_nan_are_skipped_not_picked() {
+    // -inf would be the largest drop of all: picked, it would give an outcome
+    // no JSON can hold. Skipped, the search goes on with the finite scores.
+    let items = wmt(4);
+    let engine = Engine::lexical();
+    let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
+    let mut helpers = Helpers::new(vec![Engine::lexical()]);
+    helpers.broken = Some("not finite");
+    let tools = AttackTools {
+        pool: Some(&helpers),
+        ..AttackTools::default()
+    };
+    let run = run(&engine, &items, "chrf", &config, &tools);
+    assert!(!helpers.shares.borrow().is_empty());
+    run.check().unwrap();
+    for o in &run.outcomes {
+        assert!(o.final_score.is_finite() && o.trajectory.iter().all(|t| t.score.is_finite()));
+    }
+    serde_json::from_str::<AttackOutcome>(&serde_json::to_string(&run.outcomes[0]).unwrap())
+        .unwrap();
 }
 
 #[test]

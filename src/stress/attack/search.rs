@@ -498,9 +498,10 @@ impl<'a> Attack<'a> {
             .zip(texts)
             .filter_map(|(c, t)| {
                 let &(score, self_score) = self.cache.get(&t)?;
-                // A score that is not a number cannot be ranked: the
+                // A score that is not a number cannot be ranked, and an
+                // infinite one cannot be written (JSON has no infinity): the
                 // candidate is skipped rather than sorted first.
-                if score.is_nan() || self_score.is_some_and(f64::is_nan) {
+                if !score.is_finite() || self_score.is_some_and(|s| !s.is_finite()) {
                     return None;
                 }
                 Some(self.judge(c, t, score, self_score))

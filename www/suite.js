@@ -129,19 +129,27 @@ function selectedInjections() {
 }
 
 /**
- * GPT-2's vocabulary files (copied into the site by Trunk) as Blobs,
- * fetched once: a suite worker reads them itself, with no copy of their
- * 1.5 MB of text on this thread.
+ * A file of the site as a Blob, fetched once (the browser caches it too; a
+ * failed fetch is retried next time). A Blob goes to a worker without being
+ * copied on this thread. `what` names the file in the error.
  */
-function gpt2Blobs() {
-  const get = async (name) => {
-    const response = await fetch(`tokenizers/gpt2/${name}`);
-    if (!response.ok) throw new Error(`could not load tokenizers/gpt2/${name} (HTTP ${response.status})`);
-    return response.blob();
-  };
-  gpt2Blobs.files ??= Promise.all([get("encoder.json"), get("vocab.bpe")]).then(([encoder, vocab]) => ({ encoder, vocab }));
-  gpt2Blobs.files.catch(() => { gpt2Blobs.files = null; }); // a failed fetch is retried next time
-  return gpt2Blobs.files;
+function siteFile(path, what = path) {
+  const files = (siteFile.files ??= new Map());
+  if (!files.has(path)) {
+    const blob = fetch(path).then(async (response) => {
+      if (!response.ok) throw new Error(`could not load ${what} (HTTP ${response.status})`);
+      return response.blob();
+    });
+    blob.catch(() => files.delete(path));
+    files.set(path, blob);
+  }
+  return files.get(path);
+}
+
+/** GPT-2's vocabulary files (copied into the site by Trunk) as Blobs: a suite worker reads them itself. */
+async function gpt2Blobs() {
+  const [encoder, vocab] = await Promise.all([siteFile("tokenizers/gpt2/encoder.json"), siteFile("tokenizers/gpt2/vocab.bpe")]);
+  return { encoder, vocab };
 }
 
 /** GPT-2's vocabulary files as text. */
@@ -169,19 +177,8 @@ export async function loadInjectionNeeds(engine, { tokenizer = false, tagger = f
   }
 }
 
-/**
- * The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB) as a
- * Blob, fetched once; the browser caches the file. A Blob goes to a worker
- * without being copied on this thread.
- */
-function taggerFile() {
-  taggerFile.blob ??= fetch("tagger/en_core_web_sm.safetensors").then(async (response) => {
-    if (!response.ok) throw new Error(`could not load the tagger's weights (HTTP ${response.status})`);
-    return response.blob();
-  });
-  taggerFile.blob.catch(() => { taggerFile.blob = null; }); // a failed fetch is retried next time
-  return taggerFile.blob;
-}
+/** The part-of-speech tagger's weights (spaCy en_core_web_sm, 6.4 MB) as a Blob. */
+const taggerFile = () => siteFile("tagger/en_core_web_sm.safetensors", "the tagger's weights");
 
 /** The tagger's weights as bytes. */
 async function taggerWeights() {

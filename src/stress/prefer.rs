@@ -31,10 +31,22 @@ pub struct Accuracy {
 }
 
 impl Accuracy {
+    /// `passed` of `total`, with its share.
+    fn of(passed: usize, total: usize) -> Self {
+        let accuracy = if total == 0 {
+            0.0
+        } else {
+            passed as f64 / total as f64
+        };
+        Self {
+            passed,
+            total,
+            accuracy,
+        }
+    }
+
     fn add(&mut self, pass: bool) {
-        self.passed += usize::from(pass);
-        self.total += 1;
-        self.accuracy = self.passed as f64 / self.total as f64;
+        *self = Self::of(self.passed + usize::from(pass), self.total + 1);
     }
 }
 
@@ -84,14 +96,8 @@ impl PreferenceReport {
                         m.metric.id
                     ));
                 }
-                let consistent = |a: &Accuracy| {
-                    let share = if a.total == 0 {
-                        0.0
-                    } else {
-                        a.passed as f64 / a.total as f64
-                    };
-                    a.passed <= a.total && a.accuracy == share
-                };
+                let consistent =
+                    |a: &Accuracy| a.passed <= a.total && *a == Accuracy::of(a.passed, a.total);
                 if !all.chain(&overall).all(consistent) {
                     return Err(format!(
                         "{}'s accuracies do not match its passed and scored cases",

@@ -394,8 +394,7 @@ impl AttackOutcome {
         if edits != self.edits || distance != self.words_changed {
             return bad("its edits are not those between the original and the text found");
         }
-        let words = crate::text::words::words(&self.original).len().max(1);
-        if self.perturbation != distance as f64 / words as f64 {
+        if self.perturbation != distance as f64 / original_words(&self.original) as f64 {
             return bad("its perturbation is not the words changed over the original's words");
         }
         if !self.score.is_finite() || !self.final_score.is_finite() {
@@ -425,6 +424,12 @@ impl AttackOutcome {
         }
         Ok(())
     }
+}
+
+/// The words of the text attacked, at least 1: what the perturbation (the
+/// noise ratio) divides words changed by.
+pub(crate) fn original_words(original: &str) -> usize {
+    crate::text::words::words(original).len().max(1)
 }
 
 /// The attack paper's summary of a run.

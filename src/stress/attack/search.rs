@@ -13,11 +13,11 @@ use web_time::Instant;
 use super::edits::{Cand, MlmOp, Neighbours, char_edits, core, mlm_edits, weighted_choice};
 use super::{
     AttackConfig, AttackError, AttackOutcome, Goal, StopReason, Strategy, TrajectoryPoint, ZNorm,
+    original_words,
 };
 use crate::inject::masked_lm::PlmMaskedLm;
 use crate::inject::{InjectRng, diff};
 use crate::metrics::{Engine, MetricSpec, Segment};
-use crate::text::words::words;
 
 /// Helpers that score a share of each batch of candidates in parallel with
 /// the search: the page's helper workers, each with its own copy of the
@@ -281,7 +281,7 @@ impl<'a> Attack<'a> {
             tools,
             z,
             original: original.to_owned(),
-            original_words: words(original).len().max(1),
+            original_words: original_words(original),
             refs: refs.iter().map(|r| (*r).to_owned()).collect(),
             src: src.map(str::to_owned),
             base: 0.0,

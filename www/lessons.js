@@ -7,7 +7,7 @@
 
 import { download } from "./export.js";
 import { newestEncoderFirst } from "./models.js";
-import { gpt2Files } from "./suite.js";
+import { gpt2For } from "./suite.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -202,7 +202,7 @@ async function run() {
   try {
     // Positioned errors corrupt GPT-2 tokens: the worker gets GPT-2's vocabulary once.
     if (step().action.kind.startsWith("positioned")) {
-      workerHasGpt2Tokenizer ??= gpt2Files().then(({ encoder, vocab }) => engine.loadGpt2Tokenizer(encoder, vocab));
+      workerHasGpt2Tokenizer ??= gpt2For(engine).then(({ encoder, vocab }) => engine.loadGpt2Tokenizer(encoder, vocab));
       await workerHasGpt2Tokenizer.catch((err) => {
         workerHasGpt2Tokenizer = null;
         throw err;

@@ -167,8 +167,12 @@ self.onmessage = async ({ data }) => {
       args[2] = attackPool(args[0], args[2]);
     }
     if (method === "unloadModel") forget(args[0]);
-    // The tagger's weights come as a Blob, read here rather than copied on the page's thread.
+    // The tagger's weights and GPT-2's vocabulary come as Blobs, read here
+    // rather than copied on the page's thread.
     if (method === "loadTagger" && args[0] instanceof Blob) args[0] = new Uint8Array(await args[0].arrayBuffer());
+    if (method === "loadGpt2Tokenizer") {
+      for (const [i, a] of args.entries()) if (a instanceof Blob) args[i] = await a.text();
+    }
     const value = await bindings[method](...args);
     if (method === "loadModel") loaded.set(value.handle, value);
     self.postMessage({ id, value });

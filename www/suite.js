@@ -152,11 +152,16 @@ async function gpt2Blobs() {
   return { encoder, vocab };
 }
 
-/** GPT-2's vocabulary files as text. */
-export async function gpt2Files() {
-  const { encoder, vocab } = await gpt2Blobs();
-  const [e, v] = await Promise.all([encoder.text(), vocab.text()]);
-  return { encoder: e, vocab: v };
+/**
+ * GPT-2's vocabulary files for `engine`: as Blobs for the model worker, which
+ * reads them itself (model-worker.js; no 1.5 MB of strings cloned on this
+ * thread), as text for the page's own wasm.
+ */
+export async function gpt2For(engine) {
+  const blobs = await gpt2Blobs();
+  if (engine.where === "worker") return blobs;
+  const [encoder, vocab] = await Promise.all([blobs.encoder.text(), blobs.vocab.text()]);
+  return { encoder, vocab };
 }
 
 /**
@@ -167,7 +172,7 @@ export async function gpt2Files() {
 export async function loadInjectionNeeds(engine, { tokenizer = false, tagger = false }, say = () => {}) {
   if (tokenizer && !(await engine.hasLmTokenizer())) {
     say("Loading the GPT-2 tokenizer…");
-    const { encoder, vocab } = await gpt2Files();
+    const { encoder, vocab } = await gpt2For(engine);
     await engine.loadGpt2Tokenizer(encoder, vocab);
   }
   if (tagger && !(await engine.hasTagger())) {

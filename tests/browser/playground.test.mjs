@@ -257,6 +257,12 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   await page.click("#sweep-injection");
   await page.waitForSelector("#sweep:not([hidden])", { timeout: 60_000 });
   assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
+  // And GPT-2's vocabulary as Blobs, the first time it sweeps a positioned error.
+  const title = await page.textContent("#sweep-title");
+  await page.selectOption("#injection", "positioned_shuffle");
+  await page.click("#sweep-injection");
+  await page.waitForFunction((t) => document.querySelector("#sweep-title").textContent !== t, title, { timeout: 60_000 });
+  assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
   assert.deepEqual(errors, []);
   await context.close();
 });

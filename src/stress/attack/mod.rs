@@ -266,6 +266,17 @@ impl ZNorm {
                  dataset of two items or more"
             )));
         }
+        // An infinite score (BARTScore's range reaches -inf) makes the
+        // spread infinite or NaN; said as it is, not as "every text scores
+        // the same".
+        if let Some(i) = scores.iter().position(|s| !s.is_finite()) {
+            return Err(AttackError::Config(format!(
+                "original text {} of {n} scores {}, which is not finite: z units are undefined \
+                 (leave it out of the dataset)",
+                i + 1,
+                scores[i]
+            )));
+        }
         let mean = scores.iter().sum::<f64>() / n as f64;
         let std = (scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
         if !std.is_finite() || std <= 0.0 {
@@ -759,6 +770,38 @@ mod tests {
         assert_eq!((z.mean, z.std, z.count), (2.0, 1.0, 2));
         assert!(ZNorm::from_scores(&[0.5, 0.5]).is_err());
         assert!(ZNorm::from_scores(&[0.5]).is_err());
+    }
+
+    #[test]
+    fn a_score_that_is_not_finite_is_named_not_called_flat() {
+        for (scores, said) in [
+            (
+                vec![0.5, f64::NEG_INFINITY, 0.7],
+                "original text 2 of 3 scores -inf",
+            ),
+            (vec![0.5, 0.7, f64::NAN], "original text 3 of 3 scores NaN"),
+        ] {
+            let e = ZNorm::from_scores(&scores).unwrap_err().to_string();
+            assert!(e.starts_with(said), "{e}");
+            assert!(!e.contains("the same"), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_original_that_is_not_finite_is_refused() {
+        use super::search::finite_original;
+        assert!(finite_original(0.3, Some(0.9), Some(42.0)).is_ok());
+        assert!(finite_original(0.3, None, None).is_ok());
+        for (args, said) in [
+            ((f64::NEG_INFINITY, None, None), "scores -inf"),
+            ((0.3, Some(f64::NAN), None), "scores against itself NaN"),
+            ((0.3, None, Some(f64::INFINITY)), "has a perplexity of inf"),
+        ] {
+            let e = finite_original(args.0, args.1, args.2)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(&format!("the text to attack {said}")), "{e}");
+        }
     }
 
     #[test]

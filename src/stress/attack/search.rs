@@ -240,6 +240,31 @@ pub struct Attack<'a> {
     pub signature: String,
 }
 
+/// Refuses an original whose score, score against itself or perplexity is
+/// not finite: a change from it cannot be measured, and JSON cannot hold it
+/// (the search already skips such candidates).
+pub(super) fn finite_original(
+    score: f64,
+    self_score: Option<f64>,
+    ppl: Option<f64>,
+) -> Result<(), AttackError> {
+    let values = [
+        ("scores", Some(score)),
+        ("scores against itself", self_score),
+        ("has a perplexity of", ppl),
+    ];
+    match values
+        .iter()
+        .find(|(_, v)| v.is_some_and(|v| !v.is_finite()))
+    {
+        Some((what, Some(v))) => Err(AttackError::Config(format!(
+            "the text to attack {what} {v}, which is not finite: a change from it cannot be \
+             measured"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl<'a> Attack<'a> {
     /// Scores the original (against the references, against itself for
     /// inconsistency, its perplexity with a fluency LM) and checks that the
@@ -315,6 +340,7 @@ impl<'a> Attack<'a> {
         if attack.uses_fluency() {
             attack.base_ppl = Some(attack.perplexity(original).await?);
         }
+        finite_original(attack.base, attack.base_self, attack.base_ppl)?;
         let first = attack.judge(cand, original.to_owned(), attack.base, attack.base_self);
         attack.current = first.clone();
         attack.best = first;

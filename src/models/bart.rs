@@ -14,6 +14,7 @@ use burn::tensor::{Bool, Device, Int, Tensor};
 
 use super::config::{Activation, ModelConfig};
 use super::dense::{self, Project};
+use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::attention::attend;
 use crate::models::bert::split_heads;
@@ -53,6 +54,9 @@ pub struct EncoderLayer {
     /// Feed-forward activation.
     #[module(skip)]
     pub activation: Activation,
+    /// The norms' epsilon (for [`add_norm`]).
+    #[module(skip)]
+    pub norm_eps: f64,
 }
 
 /// One post-norm decoder layer: causal self-attention, cross-attention to
@@ -76,6 +80,9 @@ pub struct DecoderLayer {
     /// Feed-forward activation.
     #[module(skip)]
     pub activation: Activation,
+    /// The norms' epsilon (for [`add_norm`]).
+    #[module(skip)]
+    pub norm_eps: f64,
 }
 
 /// One stack's positions, embedding norm and layers.
@@ -142,6 +149,7 @@ impl BartModel {
                 fc2: linear(config.intermediate_size, h, device),
                 final_layer_norm: norm(),
                 activation: config.activation,
+                norm_eps: config.layer_norm_eps,
             })
             .collect();
         let decoder_layers = (0..decoder.num_layers)
@@ -154,6 +162,7 @@ impl BartModel {
                 fc2: linear(decoder.intermediate_size, h, device),
                 final_layer_norm: norm(),
                 activation: config.activation,
+                norm_eps: config.layer_norm_eps,
             })
             .collect();
         Self {
@@ -278,9 +287,10 @@ impl EncoderLayer {
         let attended = self
             .self_attn
             .forward(x.clone(), x.clone(), Some(padding), false);
-        let x = self.self_attn_layer_norm.forward(x + attended);
+        let x = add_norm(&self.self_attn_layer_norm, self.norm_eps, x, attended);
         let inner = activate(self.fc1.project(x.clone()), self.activation);
-        self.final_layer_norm.forward(x + self.fc2.project(inner))
+        let down = self.fc2.project(inner);
+        add_norm(&self.final_layer_norm, self.norm_eps, x, down)
     }
 }
 
@@ -292,13 +302,14 @@ impl DecoderLayer {
         memory_padding: Tensor<4, Bool>,
     ) -> Tensor<3> {
         let attended = self.self_attn.forward(x.clone(), x.clone(), None, true);
-        let x = self.self_attn_layer_norm.forward(x + attended);
+        let x = add_norm(&self.self_attn_layer_norm, self.norm_eps, x, attended);
         let crossed = self
             .encoder_attn
             .forward(x.clone(), memory, Some(memory_padding), false);
-        let x = self.encoder_attn_layer_norm.forward(x + crossed);
+        let x = add_norm(&self.encoder_attn_layer_norm, self.norm_eps, x, crossed);
         let inner = activate(self.fc1.project(x.clone()), self.activation);
-        self.final_layer_norm.forward(x + self.fc2.project(inner))
+        let down = self.fc2.project(inner);
+        add_norm(&self.final_layer_norm, self.norm_eps, x, down)
     }
 }
 

@@ -15,6 +15,7 @@ use burn::tensor::{Bool, Device, Tensor, activation};
 use super::attention::attend;
 use super::config::{Activation, Family, Head, ModelConfig};
 use super::dense::{self, Project};
+use super::norm::add_norm;
 use super::{Batch, activate};
 
 /// Token, position and token-type embeddings, summed and normalised.
@@ -28,6 +29,9 @@ pub struct Embeddings {
     pub token_type_embeddings: Option<Embedding>,
     /// Normalisation of the sum.
     pub layer_norm: LayerNorm,
+    /// Its epsilon (for [`add_norm`]).
+    #[module(skip)]
+    pub norm_eps: f64,
 }
 
 /// Multi-head self-attention with its output projection.
@@ -61,6 +65,10 @@ pub struct Layer {
     /// Feed-forward activation.
     #[module(skip)]
     pub activation: Activation,
+    /// The norms' epsilon (for [`add_norm`], which burn's norm does not
+    /// tell).
+    #[module(skip)]
+    pub norm_eps: f64,
 }
 
 /// Masked-LM head: transform, normalise, project onto the (tied) token
@@ -156,6 +164,7 @@ impl BertModel {
             token_type_embeddings: (config.type_vocab_size > 0)
                 .then(|| embedding(config.type_vocab_size, e, device)),
             layer_norm: norm_of(e, config, device),
+            norm_eps: config.layer_norm_eps,
         };
         let embedding_projection = config.embedding_size.map(|e| linear(e, h, device));
         let layers = (0..config.num_layers)
@@ -172,6 +181,7 @@ impl BertModel {
                 output: linear(config.intermediate_size, h, device),
                 output_norm: norm(config, device),
                 activation: config.activation,
+                norm_eps: config.layer_norm_eps,
             })
             .collect();
         let mlm_head = (config.head == Head::MaskedLm).then(|| MaskedLmHead {
@@ -207,12 +217,17 @@ impl BertModel {
     /// that reads layer 9 of 12 skips the rest): `layers + 1` hidden states.
     pub fn forward_layers(&self, batch: &Batch, layers: usize) -> EncoderOutput {
         let e = &self.embeddings;
-        let mut x = e.word_embeddings.forward(batch.ids.clone())
+        let x = e.word_embeddings.forward(batch.ids.clone())
             + e.position_embeddings.forward(batch.positions.clone());
-        if let Some(types) = &e.token_type_embeddings {
-            x = x + types.forward(batch.types.clone());
-        }
-        let mut x = e.layer_norm.forward(x);
+        let mut x = match &e.token_type_embeddings {
+            Some(types) => add_norm(
+                &e.layer_norm,
+                e.norm_eps,
+                x,
+                types.forward(batch.types.clone()),
+            ),
+            None => e.layer_norm.forward(x),
+        };
         if let Some(projection) = &self.embedding_projection {
             x = projection.project(x);
         }
@@ -257,9 +272,10 @@ impl BertModel {
 impl Layer {
     fn forward(&self, x: Tensor<3>, padding: Tensor<4, Bool>) -> Tensor<3> {
         let attended = self.attention.forward(x.clone(), padding);
-        let x = self.attention_norm.forward(x + attended);
+        let x = add_norm(&self.attention_norm, self.norm_eps, x, attended);
         let inner = activate(self.intermediate.project(x.clone()), self.activation);
-        self.output_norm.forward(x + self.output.project(inner))
+        let down = self.output.project(inner);
+        add_norm(&self.output_norm, self.norm_eps, x, down)
     }
 }
 

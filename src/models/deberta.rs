@@ -28,6 +28,7 @@ use burn::tensor::{Bool, Device, Int, Tensor, TensorData, activation};
 
 use super::config::{Activation, Head, ModelConfig};
 use super::dense::Project;
+use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
 
@@ -136,6 +137,9 @@ pub struct Layer {
     /// Feed-forward activation.
     #[module(skip)]
     pub activation: Activation,
+    /// The norms' epsilon (for [`add_norm`]).
+    #[module(skip)]
+    pub norm_eps: f64,
 }
 
 /// The convolution over the embeddings added after the first layer.
@@ -235,6 +239,7 @@ impl DebertaModel {
                 output: linear(config.intermediate_size, h, device),
                 output_norm: norm(),
                 activation: config.activation,
+                norm_eps: config.layer_norm_eps,
             })
             .collect();
         let conv = (s.conv_kernel_size > 0).then(|| ConvLayer {
@@ -409,11 +414,11 @@ impl Layer {
         let attended = self
             .attention
             .forward(x.clone(), padding, relative, settings);
-        let x = self
-            .attention_norm
-            .forward(x + self.attention_output.project(attended));
+        let projected = self.attention_output.project(attended);
+        let x = add_norm(&self.attention_norm, self.norm_eps, x, projected);
         let inner = activate(self.intermediate.project(x.clone()), self.activation);
-        self.output_norm.forward(x + self.output.project(inner))
+        let down = self.output.project(inner);
+        add_norm(&self.output_norm, self.norm_eps, x, down)
     }
 }
 

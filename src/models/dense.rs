@@ -912,7 +912,7 @@ impl Lanes for Avx {
 }
 
 /// `t` itself when it is one dense run of f32s, else a dense copy.
-fn dense(t: &FlexTensor) -> std::borrow::Cow<'_, FlexTensor> {
+pub(crate) fn dense(t: &FlexTensor) -> std::borrow::Cow<'_, FlexTensor> {
     if t.as_slice::<f32>().is_some() {
         std::borrow::Cow::Borrowed(t)
     } else {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod deberta;
 pub mod dense;
 pub mod gpt2;
+pub mod norm;
 pub mod qgemm;
 pub mod registry;
 pub mod tokenizer;

@@ -261,7 +261,9 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   const title = await page.textContent("#sweep-title");
   await page.selectOption("#injection", "positioned_shuffle");
   await page.click("#sweep-injection");
-  await page.waitForFunction((t) => document.querySelector("#sweep-title").textContent !== t, title, { timeout: 60_000 });
+  // Done when the title changes, or failed when the status says so: either way the test goes on at once.
+  await page.waitForFunction((t) => document.querySelector("#sweep-title").textContent !== t || document.querySelector("#injection-result").classList.contains("bad"), title, { timeout: 60_000 });
+  assert.notEqual(await page.textContent("#sweep-title"), title, await page.textContent("#injection-result"));
   assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
   assert.deepEqual(errors, []);
   await context.close();

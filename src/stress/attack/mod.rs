@@ -268,11 +268,10 @@ impl ZNorm {
         }
         // An infinite score (BARTScore's range reaches -inf) makes the
         // spread infinite or NaN; said as it is, not as "every text scores
-        // the same".
+        // the same" ([`z_norm`] names the item).
         if let Some(i) = scores.iter().position(|s| !s.is_finite()) {
             return Err(AttackError::Config(format!(
-                "original text {} of {n} scores {}, which is not finite: z units are undefined \
-                 (leave it out of the dataset)",
+                "original text {} of {n} scores {}, which is not finite: z units are undefined",
                 i + 1,
                 scores[i]
             )));
@@ -606,7 +605,16 @@ pub async fn z_norm(
         .score(std::slice::from_ref(spec), &segments)
         .await?
         .remove(0);
-    ZNorm::from_scores(&column.values())
+    let values = column.values();
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(AttackError::Config(format!(
+            "item {} (id {}) scores {}, which is not finite: z units are undefined",
+            i + 1,
+            items[i].id,
+            values[i]
+        )));
+    }
+    ZNorm::from_scores(&values)
 }
 
 /// The z statistics for attacking one pair (the page, the lessons): the

@@ -333,6 +333,8 @@ impl<'a> Attack<'a> {
         let (scores, signature) = attack.score_texts(&[original.to_owned()], false).await?;
         attack.signature = signature;
         attack.base = scores[0];
+        // Checked before the self-score and the perplexity are asked for.
+        finite_original(attack.base, None, None)?;
         if config.goal == Goal::Inconsistency {
             let (s, _) = attack.score_texts(&[original.to_owned()], true).await?;
             attack.base_self = Some(s[0]);

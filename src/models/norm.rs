@@ -28,7 +28,11 @@ pub fn add_norm<const D: usize>(
 ) -> Tensor<D> {
     let width = norm.gamma.dims()[0];
     let on_cpu = |t: &Tensor<D>| t.device() == Device::flex() && t.dtype() == DType::F32;
-    if !(on_cpu(&x) && on_cpu(&residual))
+    // f32 parameters too (a model's norms are; anything else takes burn's
+    // path rather than a panic).
+    let f32_params = norm.gamma.dtype() == DType::F32
+        && norm.beta.as_ref().is_none_or(|b| b.dtype() == DType::F32);
+    if !(on_cpu(&x) && on_cpu(&residual) && f32_params)
         || x.dims() != residual.dims()
         || x.dims()[D - 1] != width
         || width == 0

@@ -317,7 +317,7 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let dims = x.dims();
     let mut t = primitive(x);
     let n = t.layout().num_elements();
-    if t.is_unique() && t.layout().is_contiguous() && t.layout().start_offset() == 0 {
+    if writable(&t) {
         let values = &mut t.storage_mut::<f32>()[..n];
         #[cfg(not(target_arch = "wasm32"))]
         if n >= 2 * GELU_CHUNK {
@@ -343,6 +343,12 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// has 46 thousand.
 #[cfg(not(target_arch = "wasm32"))]
 const GELU_CHUNK: usize = 1 << 15;
+
+/// Whether `t`'s values can be overwritten in place: nothing else holds
+/// them, and they are contiguous from the start of their buffer.
+pub(crate) fn writable(t: &FlexTensor) -> bool {
+    t.is_unique() && t.layout().is_contiguous() && t.layout().start_offset() == 0
+}
 
 /// The CPU tensor under a tensor the caller checked is on burn-flex.
 pub(crate) fn primitive<const D: usize>(t: Tensor<D>) -> FlexTensor {

@@ -12,7 +12,7 @@
 //! holds, natively rows in parallel. A row's values depend on that row
 //! alone, however the rows are split. Elsewhere (WebGPU) burn's ops run.
 
-use super::dense::{dense, primitive};
+use super::dense::{dense, primitive, writable};
 use burn::nn::LayerNorm;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_flex::{Flex, FlexTensor};
@@ -87,12 +87,6 @@ pub fn add_norm<const D: usize>(
 /// 32 has 369 thousand, one text about 12 thousand.
 #[cfg(not(target_arch = "wasm32"))]
 const ADD_NORM_CHUNK: usize = 1 << 14;
-
-/// Whether `t`'s values can be overwritten in place: nothing else holds
-/// them, and they are contiguous from the start of their buffer.
-fn writable(t: &FlexTensor) -> bool {
-    t.is_unique() && t.layout().is_contiguous() && t.layout().start_offset() == 0
-}
 
 /// `values = norm(values + other)`, row by row (`gamma.len()` values each).
 fn rows(values: &mut [f32], other: &[f32], gamma: &[f32], beta: Option<&[f32]>, eps: f32) {

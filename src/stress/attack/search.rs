@@ -240,29 +240,17 @@ pub struct Attack<'a> {
     pub signature: String,
 }
 
-/// Refuses an original whose score, score against itself or perplexity is
-/// not finite: a change from it cannot be measured, and JSON cannot hold it
-/// (the search already skips such candidates).
-pub(super) fn finite_original(
-    score: f64,
-    self_score: Option<f64>,
-    ppl: Option<f64>,
-) -> Result<(), AttackError> {
-    let values = [
-        ("scores", Some(score)),
-        ("scores against itself", self_score),
-        ("has a perplexity of", ppl),
-    ];
-    match values
-        .iter()
-        .find(|(_, v)| v.is_some_and(|v| !v.is_finite()))
-    {
-        Some((what, Some(v))) => Err(AttackError::Config(format!(
-            "the text to attack {what} {v}, which is not finite: a change from it cannot be \
-             measured"
-        ))),
-        _ => Ok(()),
+/// `value` of the original (`what` says which), refused when it is not
+/// finite: a change from it cannot be measured, and JSON cannot hold it
+/// (the search skips such candidates).
+pub(super) fn finite_original(what: &str, value: f64) -> Result<f64, AttackError> {
+    if value.is_finite() {
+        return Ok(value);
     }
+    Err(AttackError::Config(format!(
+        "the text to attack {what} {value}, which is not finite: a change from it cannot be \
+         measured"
+    )))
 }
 
 impl<'a> Attack<'a> {
@@ -332,17 +320,15 @@ impl<'a> Attack<'a> {
         };
         let (scores, signature) = attack.score_texts(&[original.to_owned()], false).await?;
         attack.signature = signature;
-        attack.base = scores[0];
-        // Checked before the self-score and the perplexity are asked for.
-        finite_original(attack.base, None, None)?;
+        attack.base = finite_original("scores", scores[0])?;
         if config.goal == Goal::Inconsistency {
             let (s, _) = attack.score_texts(&[original.to_owned()], true).await?;
-            attack.base_self = Some(s[0]);
+            attack.base_self = Some(finite_original("scores against itself", s[0])?);
         }
         if attack.uses_fluency() {
-            attack.base_ppl = Some(attack.perplexity(original).await?);
+            let ppl = attack.perplexity(original).await?;
+            attack.base_ppl = Some(finite_original("has a perplexity of", ppl)?);
         }
-        finite_original(attack.base, attack.base_self, attack.base_ppl)?;
         let first = attack.judge(cand, original.to_owned(), attack.base, attack.base_self);
         attack.current = first.clone();
         attack.best = first;

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use blindspot::data::{self, Item};
 use blindspot::inject::masked_lm::PlmMaskedLm;
 use blindspot::metrics::engine::EngineError;
+use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Settings};
 use blindspot::models::Plm;
 use blindspot::stress::attack::{
@@ -488,10 +489,7 @@ fn minilm_bertscore_over_penalised_and_self_inconsistent() {
 fn metrics_whose_scores_depend_on_the_batch_are_refused() {
     let items = wmt(4);
     let engine = Engine::new(Store(HashMap::from([(ModelSlot::BertScore, minilm())])));
-    let settings = Settings {
-        idf: true,
-        ..Settings::default()
-    };
+    let settings = Settings::default().with(OptionValue::new(None, "idf", true));
     let spec = settings.specs(&["bertscore-f"]).unwrap().remove(0);
     let config = AttackConfig::new(Goal::OverPenalise, Strategy::DeepWordBug);
     let err = refusal(&engine, &items, &spec, &config, &AttackTools::default());

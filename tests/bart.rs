@@ -12,8 +12,8 @@ use std::process::Command;
 use std::rc::Rc;
 
 use blindspot::metrics::bartscore;
+use blindspot::metrics::bartscore::{BartPart, BartScoreOptions};
 use blindspot::metrics::engine::{Detail, Engine, EngineError, ModelStore};
-use blindspot::metrics::spec::{BartPart, BartScoreSpec};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::weights::prepare;
 use blindspot::models::{ModelConfig, ModelFiles, Plm, Precision, read_back_blocking};
@@ -41,7 +41,7 @@ fn load() -> Plm {
 }
 
 fn spec(part: BartPart) -> MetricSpec {
-    MetricSpec::BartScore(BartScoreSpec { model: None, part })
+    MetricSpec::BartScore(BartScoreOptions { model: None, part })
 }
 
 /// One loaded model for every slot.

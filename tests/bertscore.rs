@@ -214,6 +214,7 @@ fn minilm_baseline_matches_its_computation_and_bert_score_rescaling() {
     assert!(
         bertscore::baseline_for("roberta-large", 16)
             .unwrap_err()
+            .to_string()
             .contains("baselines are for layer 17, not 16")
     );
     let parity = &golden["parity"];

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 
-use blindspot::metrics::bleurt::encode_pair;
+use blindspot::metrics::bleurt::{BleurtOptions, encode_pair};
 use blindspot::metrics::engine::{Engine, EngineError, ModelStore};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::weights::prepare;
@@ -22,7 +22,7 @@ use serde_json::Value;
 
 /// The bar for f32 scores.
 const TOLERANCE: f64 = 1e-5;
-const SPEC: MetricSpec = MetricSpec::Bleurt { model: None };
+const SPEC: MetricSpec = MetricSpec::Bleurt(BleurtOptions { model: None });
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bleurt/tiny")

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 
+use blindspot::metrics::comet::CometOptions;
 use blindspot::metrics::engine::{Engine, EngineError, ModelStore};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::weights::prepare;
@@ -69,8 +70,8 @@ fn pairs(g: &Value) -> Vec<[String; 3]> {
 
 fn spec_for(name: &str) -> MetricSpec {
     match name {
-        "comet-qe" => MetricSpec::CometQe { model: None },
-        _ => MetricSpec::Comet { model: None },
+        "comet-qe" => MetricSpec::CometQe(CometOptions { model: None }),
+        _ => MetricSpec::Comet(CometOptions { model: None }),
     }
 }
 
@@ -123,7 +124,12 @@ fn long_texts_are_cut_as_comet_cuts_them_and_flagged() {
     let plm = load("comet-da", Precision::F32);
     assert_eq!(plm.tokenizer.max_length(), Some(62));
     assert!(plm.encode(&pairs[45][0]).unwrap().truncated);
-    let scored = column(plm, &MetricSpec::Comet { model: None }, &pairs).unwrap();
+    let scored = column(
+        plm,
+        &MetricSpec::Comet(CometOptions { model: None }),
+        &pairs,
+    )
+    .unwrap();
     let truncated = |i: usize| scored.scores[i].parts[0].value;
     assert_eq!(truncated(45), 1.0);
     assert_eq!(truncated(0), 0.0);
@@ -267,7 +273,7 @@ fn broken_folders_and_inputs_say_what_is_wrong() {
     let some = &pairs(&g)[..5];
     let files = ModelFiles::from_path(&disagreeing).unwrap();
     let plm = Plm::load("comet-da", files, &Device::flex(), Precision::F32).unwrap();
-    let ours = score(plm, &MetricSpec::Comet { model: None }, some).unwrap();
+    let ours = score(plm, &MetricSpec::Comet(CometOptions { model: None }), some).unwrap();
     for (i, v) in ours.iter().enumerate() {
         let want = g["models"]["comet-da"]["scores"][i].as_f64().unwrap();
         assert!((v - want).abs() <= TOLERANCE, "pair {i}: {v} vs {want}");
@@ -275,7 +281,7 @@ fn broken_folders_and_inputs_say_what_is_wrong() {
 
     // Inputs: no source, two references, the QE metric on a reference-based checkpoint.
     let engine = Engine::new(One(Rc::new(load("comet-da", Precision::F32))));
-    let comet = MetricSpec::Comet { model: None };
+    let comet = MetricSpec::Comet(CometOptions { model: None });
     let run = |spec: &MetricSpec, seg: Segment| {
         block_on(engine.score(std::slice::from_ref(spec), &[seg]))
             .unwrap_err()
@@ -300,7 +306,7 @@ fn broken_folders_and_inputs_say_what_is_wrong() {
     );
     assert!(e.contains("COMET scores against one"), "{e}");
     let e = run(
-        &MetricSpec::CometQe { model: None },
+        &MetricSpec::CometQe(CometOptions { model: None }),
         Segment {
             hyp: "a",
             refs: &[],

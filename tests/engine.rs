@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blindspot::data::{self, Item};
+use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricId, Segment, Settings};
 use blindspot::stress::suite::{
     PartMerger, Shard, SuiteConfig, SuiteModels, SuitePart, merge, run_part, run_suite,
@@ -658,7 +659,7 @@ fn hostile_texts_get_a_score_or_a_clear_error_from_every_metric() {
     let lexical: Vec<_> = MetricId::ALL
         .iter()
         .filter(|id| !id.is_model_based())
-        .map(|&id| settings.spec(id))
+        .map(|&id| settings.spec(id).unwrap())
         .collect();
     let refs_of = |r: &str| vec![r.to_owned()];
     for hyp in &texts {
@@ -900,14 +901,8 @@ fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moverscore/tiny-bert-mnli"),
         ),
     });
-    let idf = Settings {
-        idf: true,
-        ..Settings::default()
-    };
-    let combined = Settings {
-        menli_combine: Some(MetricId::Bleu),
-        ..Settings::default()
-    };
+    let idf = Settings::default().with(OptionValue::new(None, "idf", true));
+    let combined = Settings::default().with(OptionValue::new(Some("menli"), "combine", "bleu"));
     let types: Vec<String> = cases.iter().fold(Vec::new(), |mut seen, c| {
         if !seen.contains(&c.error) {
             seen.push(c.error.clone());
@@ -1003,11 +998,9 @@ fn prefer_scores_each_side_apart_and_menli_min_max_per_error_type() {
     }
     // Both in one run: MENLI's calls per error type leave BERTScore's idf
     // (every case's references, each side apart) as it is alone.
-    let both = Settings {
-        idf: true,
-        menli_combine: Some(MetricId::Bleu),
-        ..Settings::default()
-    };
+    let both = Settings::default()
+        .with(OptionValue::new(None, "idf", true))
+        .with(OptionValue::new(Some("menli"), "combine", "bleu"));
     let specs = both.specs(&["bertscore-f", "menli"]).unwrap();
     let got = run(&specs);
     for (m, (per_type, apart)) in [(false, true), (true, false)].into_iter().enumerate() {

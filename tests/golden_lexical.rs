@@ -42,7 +42,13 @@ fn drop_every(text: &str, period: usize, offset: usize, chars: bool) -> String {
 }
 
 fn cases() -> Vec<(String, Vec<String>, Value)> {
-    let golden = golden();
+    cases_of(&golden())
+}
+
+/// The pairs a golden file names (file, line, fields, perturbation) or
+/// holds inline, with their expected values: the lexical golden file's
+/// layout, which `ter.json` shares.
+pub fn cases_of(golden: &Value) -> Vec<(String, Vec<String>, Value)> {
     let mut cache: HashMap<String, Vec<Value>> = HashMap::new();
     golden["cases"]
         .as_array()

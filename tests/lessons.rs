@@ -161,7 +161,7 @@ fn a_step_without_its_model_says_what_to_load() {
 fn the_audit_lesson_correlates_scores_against_the_article() {
     // Recomputed here without the audit: each bundled summary scored against
     // its article, then Kendall's τ with its length and its relevance rating.
-    use blindspot::metrics::{MetricSpec, Segment, Settings};
+    use blindspot::metrics::{MetricSpec, Segment};
     use blindspot::stress::audit::kendall;
     let plm = minilm();
     let engine = Engine::new(MiniLm(plm, None));
@@ -200,11 +200,11 @@ fn the_audit_lesson_correlates_scores_against_the_article() {
             src: None,
         })
         .collect();
-    let mut bertscore = Settings::default().spec("bertscore-f".parse().unwrap());
+    let mut bertscore = MetricSpec::default_for("bertscore-f".parse().unwrap());
     if let MetricSpec::BertScore(b) = &mut bertscore {
         b.model = Some("all-MiniLM-L6-v2".into());
     }
-    let specs = [Settings::default().spec("chrf".parse().unwrap()), bertscore];
+    let specs = [MetricSpec::default_for("chrf".parse().unwrap()), bertscore];
     let columns = block_on(engine.score(&specs, &segments)).unwrap();
     let length: Vec<f64> = outputs
         .iter()

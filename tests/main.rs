@@ -23,3 +23,4 @@ mod plm_parity;
 mod published_vectors;
 mod stress_suite;
 mod tagger;
+mod www;

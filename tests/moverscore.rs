@@ -13,7 +13,9 @@ use std::process::Command;
 use std::rc::Rc;
 
 use blindspot::metrics::engine::{Detail, Engine, EngineError, ModelStore};
-use blindspot::metrics::moverscore::{self, Version, emd, emd_hat};
+use blindspot::metrics::moverscore::{
+    self, MoverScoreOptions, MoverScoreV1Options, Version, emd, emd_hat,
+};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::Plm;
 use futures::executor::block_on;
@@ -35,7 +37,7 @@ fn load() -> Plm {
 }
 
 fn spec(idf: bool) -> MetricSpec {
-    MetricSpec::MoverScore { model: None, idf }
+    MetricSpec::MoverScore(MoverScoreOptions { model: None, idf })
 }
 
 struct One(Rc<Plm>);
@@ -211,7 +213,7 @@ fn batches_scored_within_their_set_score_as_the_whole_set() {
     let engine = Engine::new(One(Rc::new(load())));
     let refs = references(&pairs);
     let set = segments(&pairs, &refs);
-    let bertscore = MetricSpec::BertScore(blindspot::metrics::spec::BertScoreSpec {
+    let bertscore = MetricSpec::BertScore(blindspot::metrics::bertscore::BertScoreOptions {
         idf: true,
         ..Default::default()
     });
@@ -378,11 +380,11 @@ fn v1_fixture() -> PathBuf {
 }
 
 fn v1_spec(idf: bool, ngram: usize) -> MetricSpec {
-    MetricSpec::MoverScoreV1 {
+    MetricSpec::MoverScoreV1(MoverScoreV1Options {
         model: None,
         idf,
         ngram,
-    }
+    })
 }
 
 /// The v1 golden pairs: WMT21 segments named by line, and texts written here.

@@ -4,6 +4,7 @@
 
 use blindspot::data::MenliCase;
 use blindspot::data::{self, Item};
+use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricSpec, Settings};
 use blindspot::stress::Verdict;
 use blindspot::stress::prefer::PreferenceReport;
@@ -283,16 +284,13 @@ impl ChrfAsModel {
         specs: &[MetricSpec],
         rows: &ModelRows,
     ) -> Result<ModelColumns, String> {
-        let settings = Settings {
-            idf: self.idf,
-            ..Settings::default()
-        };
+        let settings = Settings::default().with(OptionValue::new(None, "idf", self.idf).lenient());
         let metric = if self.metric.is_empty() {
             "bertscore-f"
         } else {
             self.metric
         };
-        assert_eq!(specs, [settings.spec(metric.parse().unwrap())]);
+        assert_eq!(specs, [settings.spec(metric.parse().unwrap()).unwrap()]);
         self.batches.push(rows.hyps.len());
         // A set comes exactly where the spec reads it and holds every row's
         // references, and its hypothesis where the spec reads hypotheses.
@@ -386,10 +384,7 @@ fn model_metrics_are_scored_in_batches_with_the_same_bookkeeping() {
 fn with_idf(fake: &mut ChrfAsModel) -> SuiteModels<'_> {
     SuiteModels {
         scorer: Some(fake),
-        settings: Settings {
-            idf: true,
-            ..Settings::default()
-        },
+        settings: Settings::default().with(OptionValue::new(None, "idf", true)),
         ..SuiteModels::default()
     }
 }
@@ -475,10 +470,7 @@ fn metrics_that_read_the_set_score_each_level_and_seed_as_a_set() {
     let (err, _, _) = idf_suite("moverscore", Some("1/2"));
     let err = err.unwrap_err().to_string();
     assert!(err.contains("without shards"));
-    let idf = Settings {
-        idf: true,
-        ..Settings::default()
-    };
+    let idf = Settings::default().with(OptionValue::new(None, "idf", true));
     let refusal = |ids: &[&str]| shard_refusal(&idf.specs(ids).unwrap()).map(|e| e.to_string());
     assert_eq!(refusal(&["chrf", "moverscore"]), Some(err));
     assert_eq!(refusal(&["chrf", "bertscore-f"]), None);

@@ -45,6 +45,7 @@ const state = {
   pinned: null, // { hypothesis }: the original that deltas compare against
   baseline: null, // { key, values: {metricId: value} }: the pinned text's scores for the current inputs
   injections: [],
+  familyLabels: {},
   edits: [],    // spans changed by the last injection, UTF-16 offsets into the hypothesis
   undo: [],     // [{ hypothesis, edits }] before each applied injection
   redo: [],
@@ -206,12 +207,12 @@ function words(text) {
 }
 
 function formatValue(info, value) {
-  return info.scale === "percent" ? value.toFixed(2) : value.toFixed(4);
+  return value.toFixed(info.digits);
 }
 
 function formatDelta(info, delta) {
-  const digits = info.scale === "percent" ? 2 : 4;
-  const threshold = info.scale === "percent" ? 0.005 : 0.00005;
+  const digits = info.digits;
+  const threshold = 0.5 * 10 ** -digits;
   if (Math.abs(delta) < threshold) return { text: "±0 vs original", cls: "same" };
   const better = info.higher_is_better ? delta > 0 : delta < 0;
   const arrow = delta > 0 ? "▲" : "▼";
@@ -240,7 +241,7 @@ function buildCards() {
       <div class="parts" data-role="parts"></div>
       <details><summary>Signature</summary><code data-role="signature"></code></details>`;
     card.querySelector("h3").textContent = info.name;
-    card.querySelector(".scale").textContent = info.scale === "percent" ? "0–100" : "0–1";
+    card.querySelector(".scale").textContent = info.scale_label;
     card.title = info.description;
     container.append(card);
   }
@@ -383,13 +384,6 @@ function restore() {
   scoreNow();
 }
 
-const FAMILY_LABELS = {
-  fluency: "Fluency [BS]",
-  consistency: "Consistency [BS]",
-  menli: "MENLI attacks",
-  character: "Character (DeepWordBug)",
-  other: "Other [BS]",
-};
 const LEVEL_PREFIX = { portion: "p = ", count: "n = ", copies: "k = ", variant: "variant " };
 
 function buildPalette() {
@@ -398,7 +392,7 @@ function buildPalette() {
   for (const info of state.injections) {
     if (!groups[info.family]) {
       groups[info.family] = document.createElement("optgroup");
-      groups[info.family].label = FAMILY_LABELS[info.family] ?? info.family;
+      groups[info.family].label = state.familyLabels[info.family] ?? info.family;
       select.append(groups[info.family]);
     }
     const label = info.needs_masked_lm ? `${info.name} (needs a masked LM)` : info.name;
@@ -797,9 +791,14 @@ async function main() {
   // The live cards of this file are the model-free metrics; plm-scores.js adds the others.
   state.registry = registry.filter((m) => !m.model);
   state.injections = wasm.injectionRegistry();
+  state.familyLabels = Object.fromEntries(wasm.injectionFamilies().map((f) => [f.id, f.label]));
   buildPalette();
   restoreInjection(saved?.injection);
-  initSweep(wasm.metricChoices().verdicts);
+  const choices = wasm.metricChoices();
+  initSweep(choices.verdicts);
+  // The page's one ROUGE stemmer switch sets ROUGE's stemmer option: its label and help are the core's.
+  $("rouge-stemmer-label").lastElementChild.textContent = `ROUGE: ${choices.rougeStemmer.title}`;
+  $("rouge-stemmer-label").title = choices.rougeStemmer.description;
   // Language models run in their own worker; the page only sends texts.
   const models = startModelEngine(wasm);
   state.models = models;
@@ -934,7 +933,7 @@ async function main() {
   });
   $("add-minilm").addEventListener("click", loadMiniLm);
   document.addEventListener("blindspot:model", (e) => {
-    if (e.detail.metrics.includes("bertscore-f") && !isNliModel(e.detail)) $("add-minilm").hidden = true;
+    if (e.detail.kinds.includes("encoder") && !isNliModel(e.detail)) $("add-minilm").hidden = true;
     save();
   });
   document.addEventListener("blindspot:model-unloaded", () => {

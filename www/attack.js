@@ -19,7 +19,8 @@ let engine = null;
 let page = null;
 let registry = null;
 let metricRegistry = [];
-let lexicalDefaults = [];
+let lexicalSpecs = null; // the core's model-free specs, with the page's ROUGE stemmer
+let specId = null; // the core's id of a spec's column
 /** The attack plot's SVG/PNG buttons (shown once it has points). */
 let plotTools = null;
 let modelSpecs = () => [];
@@ -77,13 +78,13 @@ const autoWorkers = () => Math.max(1, Math.min(MAX_WORKERS, navigator.hardwareCo
 /** The metrics on offer: every model-free one, and each model card's live spec. */
 function metricOptions() {
   const name = (id) => metricRegistry.find((m) => m.id === id)?.name ?? id;
-  const options = lexicalDefaults.map((spec) => ({
-    key: spec.metric,
-    label: name(spec.metric),
-    spec: "stemmer" in spec ? { ...spec, stemmer: $("rouge-stemmer").checked } : spec,
+  const options = lexicalSpecs($("rouge-stemmer").checked).map((spec) => ({
+    key: specId(spec),
+    label: name(specId(spec)),
+    spec,
   }));
   for (const spec of modelSpecs()) {
-    const id = spec.metric === "bertscore" ? `bertscore-${spec.part}` : spec.metric === "bartscore" ? `bartscore-${spec.part}` : spec.metric;
+    const id = specId(spec);
     options.push({ key: `${id}@${spec.model}`, label: `${name(id)} (${spec.model})`, spec });
   }
   return options;
@@ -106,15 +107,15 @@ function strategy() {
   return registry.strategies.find((s) => s.id === $("attack-strategy").value);
 }
 
-/** The newest loaded model that can run `metric` (a plain encoder before an NLI classifier). */
-function newest(metric) {
-  return newestEncoderFirst([...loaded.values()].filter((m) => m.metrics.includes(metric)));
+/** The newest loaded model that can serve as `kind` (a plain encoder before an NLI classifier). */
+function newest(kind) {
+  return newestEncoderFirst([...loaded.values()].filter((m) => m.kinds.includes(kind)));
 }
 
 function fillFluency() {
   const select = $("attack-fluency");
   const keep = select.value;
-  const lms = [...loaded.values()].filter((m) => m.metrics.includes("gpt-ppl"));
+  const lms = [...loaded.values()].filter((m) => m.kinds.includes("causal-lm"));
   select.replaceChildren(new Option("none", ""), ...lms.map((m) => new Option(m.name, m.name)));
   const want = fluencyPicked ? keep : saved().fluency ?? keep;
   if (lms.some((m) => m.name === want)) select.value = want;
@@ -123,7 +124,7 @@ function fillFluency() {
 function describe() {
   const g = goal();
   const s = strategy();
-  const encoder = newest("bertscore-f");
+  const encoder = newest("encoder");
   const mlm = loadedMaskedLm();
   const uses = [];
   if (s.needsNeighbours || s.usesModels) uses.push(encoder ? `neighbours from ${encoder.name}'s input embeddings` : "neighbours: load an encoder (e.g. the bundled MiniLM)");
@@ -232,7 +233,7 @@ async function run() {
     references: t.reference,
     source: t.source || undefined,
   };
-  const encoder = newest("bertscore-f");
+  const encoder = newest("encoder");
   const mlm = loadedMaskedLm();
   if (encoder && (s.needsNeighbours || s.usesModels)) request.neighbours = encoder.name;
   if (mlm && (s.needsMaskedLm || s.usesModels)) request.maskedLm = mlm.name;
@@ -284,8 +285,8 @@ export function initAttack(modelEngine, wasm, hooks) {
   $("attack-plot").after(plotTools);
   registry = wasm.attackRegistry();
   metricRegistry = wasm.metricRegistry();
-  const modelFree = new Set(metricRegistry.filter((m) => !m.model).map((m) => m.id));
-  lexicalDefaults = wasm.metricChoices().defaults.filter((d) => modelFree.has(d.metric));
+  lexicalSpecs = wasm.lexicalSpecs;
+  specId = wasm.specId;
   modelSpecs = hooks.modelSpecs;
   $("attack-goal").replaceChildren(...registry.goals.map((g) => new Option(g.id, g.id)));
   $("attack-strategy").replaceChildren(...registry.strategies.map((s) => new Option(s.id, s.id)));

@@ -75,19 +75,8 @@ function show() {
 }
 
 /** Which of a lesson's steps need a model that is not bundled (each such step offers one). */
-/** What the lesson's steps score with, in words ("lexical metrics and MiniLM", "GPT-2"...). */
-function offlineMetrics(l) {
-  const ids = new Set(l.steps.flatMap((st) => st.metrics));
-  const has = (re) => [...ids].some((id) => re.test(id));
-  const parts = [
-    has(/^(bleu|chrf|rouge)/) && "lexical metrics",
-    has(/^(bertscore|moverscore)/) && "MiniLM",
-    has(/^menli/) && "an NLI model",
-    has(/^(gpt-ppl|mauve)/) && "GPT-2",
-    has(/^mlm-ppl/) && "a masked LM",
-  ].filter(Boolean);
-  return parts.length > 1 ? `${parts.slice(0, -1).join(", ")} and ${parts.at(-1)}` : parts[0] ?? "the lexical metrics";
-}
+/** What the lesson's steps score with, in words (the core's `runsWith`). */
+const offlineMetrics = (l) => l.runsWith;
 
 function offlineNote(l) {
   const offers = l.steps.filter((st) => st.modelOffer);
@@ -122,17 +111,17 @@ function move(delta) {
  * classifier (whose encoder runs BERTScore too, but is loaded for MENLI).
  */
 function bertscoreModel() {
-  return newestEncoderFirst([...loaded.values()].filter((m) => m.metrics.includes("bertscore-f")))?.name;
+  return newestEncoderFirst([...loaded.values()].filter((m) => m.kinds.includes("encoder")))?.name;
 }
 
 /** The newest loaded NLI model. */
 function nliModel() {
-  return [...loaded.values()].reverse().find((m) => m.metrics.includes("menli"))?.name;
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("nli"))?.name;
 }
 
 /** The newest loaded causal language model (GPT-PPL, MAUVE's GPT-2 features). */
 function causalLmModel() {
-  return [...loaded.values()].reverse().find((m) => m.metrics.includes("gpt-ppl"))?.name;
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm"))?.name;
 }
 
 /** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */

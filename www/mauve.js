@@ -63,7 +63,7 @@ function refreshModels() {
   pick.disabled = !options.length;
   // Prefer the previous pick, else the model picked before a reload, else a
   // GPT-2 (the paper's featuriser), else the newest.
-  const gpt2 = [...view.models.values()].reverse().find((m) => m.metrics.includes("gpt-ppl"));
+  const gpt2 = [...view.models.values()].reverse().find((m) => m.kinds.includes("causal-lm"));
   const remembered = [...view.models.values()].reverse().find((m) => m.name === view.modelName);
   if ([...view.models.keys()].map(String).includes(chosen)) pick.value = chosen;
   else if (remembered) pick.value = String(remembered.handle);

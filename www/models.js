@@ -317,17 +317,17 @@ export function loadedModel(name) {
 
 /** The newest loaded model with a masked-LM head (BERT-diverge's and the attacks'), or null. */
 export function loadedMaskedLm() {
-  return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("mlm-ppl")) ?? null;
+  return [...panel.loaded.values()].reverse().find((m) => m.kinds.includes("masked-lm")) ?? null;
 }
 
 /** Whether a loaded model serves BERTScore as a plain encoder (not an NLI classifier). */
 export function hasBertScoreEncoder() {
-  return [...panel.loaded.values()].some((m) => m.metrics.includes("bertscore-f") && !isNliModel(m));
+  return [...panel.loaded.values()].some((m) => m.kinds.includes("encoder") && !isNliModel(m));
 }
 
 /** The newest loaded causal language model (a GPT-2: the audit's perplexity correlate), or null. */
 export function loadedCausalLm() {
-  return [...panel.loaded.values()].reverse().find((m) => m.metrics.includes("gpt-ppl")) ?? null;
+  return [...panel.loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm")) ?? null;
 }
 
 /**
@@ -335,7 +335,7 @@ export function loadedCausalLm() {
  * their encoder), but they are loaded for MENLI: pickers take a plain
  * encoder first and never switch to a classifier on their own.
  */
-export const isNliModel = (m) => m.metrics.includes("menli");
+export const isNliModel = (m) => m.kinds.includes("nli");
 
 /** The newest of `list` (in load order), a plain encoder before an NLI classifier, or null. */
 export function newestEncoderFirst(list) {

@@ -21,67 +21,59 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 /** Loaded models by handle (infos from models.js's "blindspot:model" event). */
 const models = new Map();
 let engine = null;
-let choices = null; // the core's option lists (metricChoices)
-let registry = [];  // the core's metric registry
+let choices = null; // the core's metric schema (metricChoices)
+let registry = [];  // the core's metric registry (one entry per metric id)
+let specId = null;  // the core's id of a spec's column
 let pinnedText = () => null;
 
-/** One card per model slot; `needs` is the metric a model must run for the card. */
-const CARDS = {
-  bertscore: { needs: "bertscore-f", draw: drawBertScore, clear: () => { $("bertscore-heatmap").hidden = true; } },
-  "gpt-ppl": { needs: "gpt-ppl", draw: drawPerplexity(true), clear: () => { surprisalBar().hidden = true; } },
-  "mlm-ppl": { needs: "mlm-ppl", draw: drawPerplexity(false), clear: () => {} },
-  menli: { needs: "menli", draw: drawMenli, clear: () => {} },
-  comet: { needs: "comet", draw: drawLearned, clear: () => {} },
-  "comet-qe": { needs: "comet-qe", draw: drawLearned, clear: () => {} },
-  bleurt: { needs: "bleurt", draw: drawLearned, clear: () => {} },
-  bartscore: { needs: "bartscore-f", draw: drawBartScore, clear: () => {} },
-  moverscore: { needs: "moverscore", draw: drawMoverScore, clear: () => {} },
-};
-
-/** What a learned metric's number means, shown on its card. */
-const ABOUT = {
-  comet: "A regressor trained on human judgements reads sentence embeddings of the hypothesis, the reference and the source (needed: fill in the source box). Higher is better; the scale is the checkpoint's (wmt22 models give roughly 0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint only.",
-  "comet-qe": "Reference-free: the regressor reads only the hypothesis and the source (needed: fill in the source box); the reference box is ignored. Higher is better, on the checkpoint's own scale.",
-  bleurt: "A BERT-style encoder fine-tuned on human judgements reads the reference and the hypothesis together, as one input, and outputs one number. Higher is better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of the reference), but the scale is not bounded. The source box is ignored.",
-  moverscore: "Each text's tokens become points in the encoder's space; MoverScore is 1 minus the least total cost of moving the reference's points onto the hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same contexts. v2 (moverscore_v2): the last layer and Euclidean costs; subword pieces and punctuation weigh nothing, [CLS] and [SEP] count, as in the released code. v1 (the paper's moverscore.py, made for a BERT fine-tuned on MNLI): each token is the min, mean and max of the last 5 layers, windows of n kept tokens are the points, costs are squared distances. Here every token weighs the same: idf needs a set of texts (the CLI's --idf, in suites too).",
-  bartscore: "BART reads one text and scores how likely the other is, token by token: the mean log-probability in nats (0 would be certain; closer to 0 is better). Precision: the hypothesis given the reference; recall: the reference given the hypothesis; F: their plain average (as the released code computes it); faithfulness: the hypothesis given the source (fill in the source box). Several references: P and R are averaged over them.",
-};
-
-/** What each learned metric reads, for its card's detail line. */
-const READS = {
-  comet: "hypothesis + reference + source",
-  "comet-qe": "hypothesis + source",
-  bleurt: "[CLS] reference [SEP] hypothesis [SEP], read together",
-};
+/**
+ * One card per model-based kind of the core's schema, in registry order: a
+ * kind that is a version of another (`card.versionOf`) is one of that
+ * card's versions. `{kinds: [KindInfo], drawn: detail kind last drawn}`.
+ */
+const cards = new Map();
 
 /** Per-card pass state: the chosen model, one pass at a time, newest text wins. */
-const runs = Object.fromEntries(Object.keys(CARDS).map((id) => [id, { handle: null, busy: false, pending: false, seq: 0 }]));
+const runs = {};
 /** The pinned original's scores per card, by request (recomputed only when it changes). */
 const pinnedScores = new Map();
 
 const info = (id) => registry.find((m) => m.id === id);
+const kindOf = (tag) => choices.kinds.find((k) => k.kind === tag);
 
-/** Cards whose metric reads any encoder: NLI classifiers qualify, but never alone. */
-const ENCODER_CARDS = new Set(["bertscore", "moverscore"]);
+/** The registry entry of the column a kind's default spec fills. */
+const defaultInfo = (kind) => info(specId(kind.defaults));
 
-function capable(slot) {
-  const all = [...models.values()].filter((m) => m.metrics.includes(CARDS[slot].needs));
-  // Loading only an NLI model (for MENLI) does not start BERTScore and MoverScore passes on it.
-  if (ENCODER_CARDS.has(slot) && all.every(isNliModel)) return [];
+/** Whether a loaded model can run one of the card's kinds. */
+const runsOn = (card, model) => card.kinds.some((k) => k.columns.some((id) => model.metrics.includes(id)));
+
+/**
+ * Cards whose metric reads any encoder: NLI classifiers qualify, but never
+ * alone (loading only an NLI model for MENLI starts no BERTScore or
+ * MoverScore passes on it).
+ */
+const readsAnyEncoder = (card) => card.kinds[0].model === "encoder";
+
+function capable(id) {
+  const c = cards.get(id);
+  const all = [...models.values()].filter((m) => runsOn(c, m));
+  if (readsAnyEncoder(c) && all.every(isNliModel)) return [];
   return all;
 }
 
-function card(slot) {
-  let el = document.querySelector(`.card[data-metric="${slot}"]`);
+function card(id) {
+  let el = document.querySelector(`.card[data-metric="${id}"]`);
   if (el) return el;
-  const metric = info(CARDS[slot].needs);
+  const kind = cards.get(id).kinds[0];
+  const metric = defaultInfo(kind);
   el = document.createElement("article");
   el.className = "card card-wide plm-card";
-  el.dataset.metric = slot;
+  el.dataset.metric = id;
   el.title = metric.description;
   el.innerHTML = `
     <header><h3></h3><span class="scale"></span></header>
     <div class="plm-model"><label>Model <select data-role="model"></select></label> <span class="pill" data-role="backend"></span></div>
+    <p class="muted plm-about"></p>
     <div class="plm-options" data-role="options"></div>
     <div class="value" data-role="value">–</div>
     <div class="delta" data-role="delta"></div>
@@ -89,86 +81,138 @@ function card(slot) {
     <div class="plm-detail" data-role="detail"></div>
     <div class="delta message" data-role="message"></div>
     <details><summary>Signature</summary><code data-role="signature"></code></details>`;
-  // BERTScore's and BARTScore's cards show every part: their titles drop the part's letter.
-  el.querySelector("h3").textContent = slot === "bertscore" || slot === "bartscore" ? metric.name.replace(/ F1?$/, "") : metric.name;
-  el.querySelector(".scale").textContent = { unit: "0–1", negperplexity: "−perplexity", nli: "NLI", regression: "learned", loglikelihood: "log-likelihood" }[metric.scale] ?? metric.scale;
-  if (ABOUT[slot]) {
-    const about = document.createElement("p");
-    about.className = "muted plm-about";
-    about.textContent = ABOUT[slot];
-    el.querySelector(".plm-model").after(about);
-  }
+  el.querySelector("h3").textContent = kind.name;
+  el.querySelector(".scale").textContent = metric.scale_label;
+  el.querySelector(".plm-about").textContent = kind.about;
   el.querySelector('[data-role="model"]').addEventListener("change", (e) => {
-    runs[slot].handle = Number(e.target.value);
-    showBackend(slot);
-    score(slot);
+    runs[id].handle = Number(e.target.value);
+    showBackend(id);
+    score(id);
   });
-  addOptions(slot, el.querySelector('[data-role="options"]'));
+  addOptions(id, el.querySelector('[data-role="options"]'));
   $("score-cards").append(el);
   return el;
 }
 
-function addOptions(slot, box) {
-  const select = (role, label, options) => {
+/**
+ * The card's option controls, built from its kinds' option schemas: a
+ * checkbox per boolean, a select per enum (labels from `x-labels`) or per
+ * option with suggested values (`x-choices`), a number field otherwise; an
+ * unset optional value reads `x-null-label`. Options the page does not offer
+ * (`x-page: false`: the model, which the model picker sets) and the column
+ * option of a card that shows every column are left out. A card with
+ * versions offers them first; a control a version lacks is disabled.
+ */
+function addOptions(id, box) {
+  const { kinds } = cards.get(id);
+  const labelled = (control, text) => {
     const l = document.createElement("label");
-    l.textContent = `${label} `;
-    const s = document.createElement("select");
-    s.dataset.role = role;
-    for (const [value, text] of options) s.append(new Option(text, value));
-    s.addEventListener("change", () => score(slot));
-    l.append(s);
+    if (control.type === "checkbox") {
+      l.className = "check";
+      l.append(control, ` ${text}`);
+    } else {
+      l.append(`${text} `, control);
+    }
     box.append(l, " ");
+    control.addEventListener("change", () => score(id));
+    return l;
   };
-  const check = (role, html, title) => {
-    const l = document.createElement("label");
-    l.className = "check";
-    if (title) l.title = title;
-    l.innerHTML = `<input type="checkbox" data-role="${role}"> ${html}`;
-    l.querySelector("input").addEventListener("change", () => score(slot));
-    box.append(l, " ");
-  };
-  if (slot === "menli") {
-    const premise = { reference: "reference as premise", source: "source as premise" };
-    select("task", "Task", choices.menliTasks.map((t) =>
-      [t.id, `${t.id}: ${t.formula}, ${t.direction}, ${premise[t.premise]}`]));
-    select("formula", "Formula", [["", "task default"], ...choices.menliFormulas.map((f) => [f, f])]);
-    select("direction", "Direction", [["", "task default"], ...choices.menliDirections.map((d) => [d, d])]);
-  } else if (slot === "bertscore") {
-    check("idf", "idf over the references", "Weigh tokens by idf ln((M+1)/(df+1)) over the M references (separate references by a blank line)");
-    check("rescale", "rescale with baseline", "Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b = the mean score of unrelated sentence pairs at this layer (bert_score's published baselines; Blindspot's own for MiniLM)");
-  } else if (slot === "gpt-ppl") {
-    check("bos", "score the first token after &lt;|endoftext|&gt;");
-  } else if (slot === "moverscore") {
-    // The versions are the registry's MoverScore metrics (their names and descriptions).
-    const versions = registry.filter((m) => m.slot === "moverscore" || m.slot === "moverscore-v1");
-    select("version", "Version", versions.map((m) => [m.id, m.name]));
-    box.querySelector('[data-role="version"]').title = versions.map((m) => `${m.name}: ${m.description}`).join("\n");
-    select("ngram", "v1 n-gram", [["1", "1 (the paper's MoverScore)"], ["2", "2 (its bigram variant)"]]);
-  } else if (slot === "bartscore") {
-    const names = { p: "P: reference → hypothesis", r: "R: hypothesis → reference", f: "F: (P + R) / 2", faithful: "faithfulness: source → hypothesis" };
-    select("part", "Score", choices.bartscoreParts.map((p) => [p, names[p] ?? p]));
-    box.querySelector('[data-role="part"]').value = "f";
+  if (kinds.length > 1) {
+    const version = document.createElement("select");
+    version.dataset.role = "version";
+    for (const k of kinds) version.append(new Option(k.name, k.kind));
+    version.title = kinds.map((k) => `${k.name}: ${defaultInfo(k).description}`).join("\n");
+    labelled(version, "Version");
+  }
+  const controls = new Map();
+  for (const k of kinds) {
+    for (const [name, p] of Object.entries(k.options.properties ?? {})) {
+      if (p["x-page"] === false || (k.card.everyColumn && name === k.columnOption)) continue;
+      if (controls.has(name)) {
+        controls.get(name).dataset.kinds += ` ${k.kind}`;
+        continue;
+      }
+      const control = optionControl(p, k.defaults[name]);
+      control.dataset.role = name;
+      control.dataset.option = name;
+      control.dataset.kinds = k.kind;
+      if (p.description) control.title = p.description;
+      const l = labelled(control, p.title ?? name);
+      if (p.description) l.title = p.description;
+      controls.set(name, control);
+    }
   }
 }
 
-/** The card's metric spec: the core's default, with the card's controls and model. */
-function spec(slot, el) {
-  const get = (role) => el.querySelector(`[data-role="${role}"]`);
-  // MoverScore's card runs either version; v1 has its own metric id and default.
-  const metric = slot === "moverscore" ? get("version").value : slot;
-  const base = structuredClone(choices.defaults.find((d) => d.metric === metric));
-  base.model = models.get(runs[slot].handle).name;
-  if (slot === "bertscore") Object.assign(base, { idf: get("idf").checked, rescale: get("rescale").checked });
-  if (slot === "gpt-ppl") base.bos = get("bos").checked;
-  if (slot === "bartscore") base.part = get("part").value;
-  if (slot === "moverscore") {
-    get("ngram").disabled = metric !== "moverscore-v1";
-    if (metric === "moverscore-v1") base.ngram = Number(get("ngram").value);
+/** The JSON types an option schema allows. */
+const typesOf = (p) => [p.type].flat();
+
+/** One option's control, showing `value` (the kind's default). */
+function optionControl(p, value) {
+  const types = typesOf(p);
+  const nullable = types.includes("null");
+  if (types.includes("boolean")) {
+    const c = document.createElement("input");
+    c.type = "checkbox";
+    c.checked = Boolean(value);
+    return c;
   }
-  if (slot === "menli") {
-    base.task = get("task").value;
-    if (get("formula").value) base.formula = get("formula").value;
-    if (get("direction").value) base.direction = get("direction").value;
+  const choices = Array.isArray(p.enum)
+    ? p.enum.filter((v) => v !== null).map((v, i) => [String(v), p["x-labels"]?.[i] ?? String(v)])
+    : Array.isArray(p["x-choices"]) ? p["x-choices"].map((c) => [String(c.value), c.label ?? String(c.value)]) : null;
+  if (choices) {
+    const c = document.createElement("select");
+    if (nullable) c.append(new Option(p["x-null-label"] ?? "default", ""));
+    for (const [v, label] of choices) c.append(new Option(label, v));
+    c.value = value === null || value === undefined ? "" : String(value);
+    return c;
+  }
+  const c = document.createElement("input");
+  const numeric = types.includes("integer") || types.includes("number");
+  c.type = numeric ? "number" : "text";
+  if (numeric) {
+    if (p.minimum !== undefined) c.min = String(p.minimum);
+    if (p.maximum !== undefined) c.max = String(p.maximum);
+    c.step = types.includes("integer") ? "1" : "any";
+    c.className = "plm-number";
+  }
+  if (nullable) c.placeholder = p["x-null-label"] ?? "default";
+  c.value = value === null || value === undefined ? "" : String(value);
+  return c;
+}
+
+/** A control's value as its option's JSON type; `undefined`: unset. */
+function readControl(c, p) {
+  if (c.type === "checkbox") return c.checked;
+  if (c.value === "") return undefined;
+  const types = typesOf(p);
+  if (types.includes("integer") || types.includes("number")) {
+    const n = Number(c.value);
+    return Number.isFinite(n) ? n : c.value; // the core says what is wrong with text
+  }
+  return c.value;
+}
+
+/** The kind a card runs now: its version picker's, or its own. */
+function cardKind(id, el) {
+  const { kinds } = cards.get(id);
+  const version = el.querySelector('[data-role="version"]')?.value;
+  return kinds.find((k) => k.kind === version) ?? kinds[0];
+}
+
+/** The card's metric spec: its kind's defaults, with the card's controls and model. */
+function spec(id, el) {
+  const kind = cardKind(id, el);
+  const base = structuredClone(kind.defaults);
+  base.model = models.get(runs[id].handle).name;
+  const props = kind.options.properties ?? {};
+  for (const c of el.querySelectorAll('[data-role="options"] [data-option]')) {
+    const applies = c.dataset.kinds.split(" ").includes(kind.kind);
+    c.disabled = !applies;
+    if (!applies) continue;
+    const value = readControl(c, props[c.dataset.option]);
+    if (value === undefined) delete base[c.dataset.option];
+    else base[c.dataset.option] = value;
   }
   return base;
 }
@@ -183,12 +227,12 @@ function showBackend(slot) {
 
 /** Shows a card for every metric some loaded model can run, with its model picker. */
 function refreshCards() {
-  for (const slot of Object.keys(CARDS)) {
+  for (const slot of cards.keys()) {
     const options = capable(slot);
     const existing = document.querySelector(`.card[data-metric="${slot}"]`);
     if (!options.length) {
       existing?.remove();
-      CARDS[slot].clear();
+      clearDrawing(slot);
       runs[slot].handle = null;
       continue;
     }
@@ -273,7 +317,7 @@ async function score(slot) {
     el.dataset.scoredHypothesis = t.hypothesis; // which text the shown numbers belong to
     el.querySelector('[data-role="message"]').textContent = "";
     el.querySelector('[data-role="signature"]').textContent = v.signature;
-    CARDS[slot].draw(el, v, v.scores[0], base);
+    draw(slot, el, v, v.scores[0], base);
   } catch (err) {
     if (seq !== run.seq) return;
     el.classList.add("unavailable");
@@ -285,7 +329,7 @@ async function score(slot) {
     // No score: no signature (the last one was for other options).
     el.querySelector('[data-role="signature"]').textContent = "";
     el.querySelector('[data-role="message"]').textContent = String(err.message ?? err);
-    CARDS[slot].clear();
+    clearDrawing(slot);
   } finally {
     run.busy = false;
     if (run.pending) {
@@ -295,12 +339,44 @@ async function score(slot) {
   }
 }
 
+/**
+ * Draws a result by what its detail holds: BERTScore's alignment, a
+ * perplexity's surprisal, MENLI's probabilities, MoverScore's transport
+ * plan, BARTScore's token log-probabilities; a learned metric has none.
+ */
+function draw(slot, el, v, scored, base) {
+  const kind = kindOf(v.spec.metric);
+  const drawn = scored.detail?.kind ?? null;
+  if (cards.get(slot).drawn !== drawn) clearDrawing(slot);
+  cards.get(slot).drawn = drawn;
+  const truncated = (flag) => {
+    el.querySelector('[data-role="message"]').textContent = flag ? kind.truncated : "";
+  };
+  switch (drawn) {
+    case "alignment": return drawBertScore(el, v, scored, base, truncated);
+    case "surprisal": return drawPerplexity(el, v, scored, base, truncated, kind.model === "causal-lm");
+    case "nli": return drawMenli(el, v, scored, base);
+    case "flow": return drawMoverScore(el, v, scored, base, truncated);
+    case "tokenLogprobs": return drawBartScore(el, v, scored, base, truncated);
+    default: return drawLearned(el, v, scored, base, truncated);
+  }
+}
+
+/** Hides what a card drew outside itself (BERTScore's heatmap, GPT-PPL's bar). */
+function clearDrawing(slot) {
+  const c = cards.get(slot);
+  const kind = c.kinds[0];
+  if (c.drawn === "alignment") $("bertscore-heatmap").hidden = true;
+  if (c.drawn === "surprisal" && kind.model === "causal-lm") surprisalBar().hidden = true;
+  c.drawn = null;
+}
+
 /** A score part's value by name. */
 const part = (score, name) => score.parts.find((p) => p.name === name)?.value;
 
 // --- BERTScore -------------------------------------------------------------
 
-function drawBertScore(el, v, scored, base) {
+function drawBertScore(el, v, scored, base, truncated) {
   const { score, detail } = scored;
   const [p, r, f] = ["precision", "recall", "f1"].map((n) => part(score, n));
   setValue(el, f, f.toFixed(4));
@@ -309,7 +385,7 @@ function drawBertScore(el, v, scored, base) {
   el.dataset.r = String(r);
   const rescaled = v.spec.rescale;
   el.querySelector('[data-role="parts"]').textContent = `P ${p.toFixed(4)} · R ${r.toFixed(4)} · F ${f.toFixed(4)}${rescaled ? " (rescaled)" : ""} · ${v.elapsedMs.toFixed(0)} ms`;
-  el.querySelector('[data-role="message"]').textContent = detail.truncated ? "a text was cut to the model's limit" : "";
+  truncated(detail.truncated);
   heatmap({ ...detail, idf: v.spec.idf, references: v.references });
 }
 
@@ -526,16 +602,14 @@ function drawSurprisal(v) {
   bar.hidden = false;
 }
 
-function drawPerplexity(causal) {
-  return (el, v, scored, base) => {
-    const { score, detail } = scored;
-    const ppl = part(score, "perplexity");
-    setValue(el, score.value, score.value.toPrecision(5));
-    showDelta(el, score.value, base, 2);
-    el.querySelector('[data-role="parts"]').textContent = `perplexity ${ppl.toPrecision(5)} over ${part(score, "tokens_scored")} tokens · ${v.elapsedMs.toFixed(0)} ms`;
-    el.querySelector('[data-role="message"]').textContent = detail.truncated ? "the hypothesis was cut to the model's limit" : "";
-    if (causal) drawSurprisal(detail);
-  };
+function drawPerplexity(el, v, scored, base, truncated, causal) {
+  const { score, detail } = scored;
+  const ppl = part(score, "perplexity");
+  setValue(el, score.value, score.value.toPrecision(5));
+  showDelta(el, score.value, base, 2);
+  el.querySelector('[data-role="parts"]').textContent = `perplexity ${ppl.toPrecision(5)} over ${part(score, "tokens_scored")} tokens · ${v.elapsedMs.toFixed(0)} ms`;
+  truncated(detail.truncated);
+  if (causal) drawSurprisal(detail);
 }
 
 // --- MENLI ---------------------------------------------------------------
@@ -568,9 +642,7 @@ function drawMenli(el, v, scored, base) {
   const { score, detail } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  const task = choices.menliTasks.find((t) => t.id === v.spec.task);
-  const formula = v.spec.formula ?? task.formula;
-  const direction = v.spec.direction ?? task.direction;
+  const { formula, direction } = detail;
   const premise = detail.premiseKind === "source" ? "source" : `reference${v.references > 1 ? ` ${detail.premise + 1}` : ""}`;
   el.querySelector('[data-role="parts"]').textContent = `${formula}, ${direction === "both" ? "both directions averaged" : direction === "ref-hyp" ? `${premise} → hypothesis` : `hypothesis → ${premise}`} · ${v.elapsedMs.toFixed(0)} ms`;
   el.querySelector('[data-role="detail"]').replaceChildren(
@@ -581,19 +653,17 @@ function drawMenli(el, v, scored, base) {
 
 // --- COMET, COMET-QE and BLEURT -------------------------------------------
 
-function drawLearned(el, v, scored, base) {
+function drawLearned(el, v, scored, base, truncated) {
   const { score } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  el.querySelector('[data-role="parts"]').textContent = `${READS[v.spec.metric]} · ${v.elapsedMs.toFixed(0)} ms`;
-  el.querySelector('[data-role="message"]').textContent = part(score, "truncated")
-    ? v.spec.metric === "bleurt" ? "the pair was longer than the model reads: the longer text was cut" : "a text was cut to the encoder's limit"
-    : "";
+  el.querySelector('[data-role="parts"]').textContent = `${info(score.metric).reads} · ${v.elapsedMs.toFixed(0)} ms`;
+  truncated(part(score, "truncated"));
 }
 
 // --- MoverScore ------------------------------------------------------------
 
-function drawMoverScore(el, v, scored, base) {
+function drawMoverScore(el, v, scored, base, truncated) {
   const { score, detail } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
@@ -601,7 +671,7 @@ function drawMoverScore(el, v, scored, base) {
   el.querySelector('[data-role="parts"]').textContent = refs > 1
     ? `mean over ${refs} references (the released examples' rule) · the plan below is against the first · ${v.elapsedMs.toFixed(0)} ms`
     : `transport cost ${(1 - score.value).toFixed(4)} · ${v.elapsedMs.toFixed(0)} ms`;
-  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's limit" : "";
+  truncated(part(score, "truncated"));
   drawPlan(el, v, detail);
 }
 
@@ -637,7 +707,7 @@ function drawPlan(el, v, detail) {
     aria: `MoverScore transport plan: ${n} reference tokens by ${m} hypothesis tokens`,
     hint: "Point at a cell to read the mass it moves.",
     describe: (i, j) => `${detail.refTokens[i]} → ${detail.hypTokens[j]}: ${detail.flow[i * m + j].toFixed(4)}`,
-    note: v.spec.metric === "moverscore-v1"
+    note: v.spec.ngram !== undefined
       ? `Transport plan: rows are the reference's windows of ${v.spec.ngram} kept token${v.spec.ngram > 1 ? "s" : ""}, columns the hypothesis's (subword pieces and punctuation are dropped first); darker cells move more mass (${moved.toFixed(3)} in all; the released code divides each side's weights by their sum + 1e-5). Grey windows weigh nothing (idf 0).`
       : `Transport plan: rows are reference tokens, columns hypothesis tokens; darker cells move more mass (${moved.toFixed(3)} in all). Grey tokens weigh nothing (subword pieces, punctuation).`,
     noteClass: "plan-note",
@@ -647,7 +717,7 @@ function drawPlan(el, v, detail) {
 
 // --- BARTScore -------------------------------------------------------------
 
-function drawBartScore(el, v, scored, base) {
+function drawBartScore(el, v, scored, base, truncated) {
   const { score, detail } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
@@ -655,10 +725,10 @@ function drawBartScore(el, v, scored, base) {
     .filter(([n]) => part(score, n) !== undefined)
     .map(([n, label]) => `${label} ${part(score, n).toFixed(4)}`);
   el.querySelector('[data-role="parts"]').textContent = `${shown.join(" · ")} · ${v.elapsedMs.toFixed(0)} ms`;
-  el.querySelector('[data-role="message"]').textContent = part(score, "truncated") ? "a text was cut to the model's 1024 positions" : "";
+  truncated(part(score, "truncated"));
   // The target's tokens, shaded by how unlikely BART found each (sequential orange, colour-blind safe).
   const worst = Math.max(...detail.tokens.map(([, lp]) => -lp), 1);
-  const given = { hypothesis: v.spec.part === "faithful" ? "the source" : "the reference", reference: "the hypothesis" }[detail.target];
+  const given = { hypothesis: info(score.metric).needs_source ? "the source" : "the reference", reference: "the hypothesis" }[detail.target];
   const label = document.createElement("span");
   label.className = "muted surprisal-label";
   label.textContent = `log-probability of each ${detail.target} token given ${given}${v.references > 1 && detail.target !== "hypothesis" ? " (reference 1)" : ""} (darker = less expected):`;
@@ -683,8 +753,16 @@ export function initPlmScores(modelEngine, wasm, pinned) {
   engine = modelEngine;
   choices = wasm.metricChoices();
   registry = wasm.metricRegistry();
+  specId = wasm.specId;
   pinnedText = pinned;
-  const scoreAll = () => { for (const slot of Object.keys(CARDS)) score(slot); };
+  for (const k of choices.kinds) {
+    if (!k.model) continue;
+    const owner = k.card.versionOf ?? k.kind;
+    if (!cards.has(owner)) cards.set(owner, { kinds: [], drawn: null });
+    cards.get(owner).kinds.push(k);
+    runs[owner] ??= { handle: null, busy: false, pending: false, seq: 0 };
+  }
+  const scoreAll = () => { for (const slot of cards.keys()) score(slot); };
   document.addEventListener("blindspot:model", (e) => {
     const model = e.detail;
     for (const [handle, m] of models) if (m.name === model.name) models.delete(handle); // reloaded
@@ -692,8 +770,8 @@ export function initPlmScores(modelEngine, wasm, pinned) {
     pinnedScores.clear();
     // A newly loaded model becomes the pick of every metric it can run (an NLI
     // classifier only of MENLI's: the encoder cards keep their encoder).
-    for (const slot of Object.keys(CARDS)) {
-      if (model.metrics.includes(CARDS[slot].needs) && !(ENCODER_CARDS.has(slot) && isNliModel(model))) runs[slot].handle = model.handle;
+    for (const [slot, c] of cards) {
+      if (runsOn(c, model) && !(readsAnyEncoder(c) && isNliModel(model))) runs[slot].handle = model.handle;
     }
     refreshCards();
     applyWanted(false);
@@ -726,7 +804,7 @@ let wanted = {};
  */
 export function cardChoices() {
   const out = {};
-  for (const slot of Object.keys(CARDS)) {
+  for (const slot of cards.keys()) {
     const el = document.querySelector(`.card[data-metric="${slot}"]`);
     const model = models.get(runs[slot].handle);
     if (!el || !model) continue;
@@ -751,7 +829,9 @@ function applyWanted(rescore = true) {
       const c = el.querySelector(`[data-role="options"] [data-role="${role}"]`);
       if (!c) continue;
       if (c.type === "checkbox") c.checked = Boolean(value);
-      else if ([...c.options].some((o) => o.value === value)) c.value = value;
+      else if (c.tagName === "SELECT") {
+        if ([...c.options].some((o) => o.value === value)) c.value = value;
+      } else if (typeof value === "string" || typeof value === "number") c.value = String(value);
     }
     showBackend(slot);
     delete wanted[slot];
@@ -763,33 +843,36 @@ function applyWanted(rescore = true) {
 export function restoreCardChoices(choices) {
   wanted = {};
   for (const [slot, want] of Object.entries(choices && typeof choices === "object" ? choices : {})) {
-    if (Object.hasOwn(CARDS, slot) && typeof want?.model === "string") wanted[slot] = want;
+    if (cards.has(slot) && typeof want?.model === "string") wanted[slot] = want;
   }
   applyWanted();
 }
 
 /**
- * The model-free metrics' specs: the core's defaults (`wasm.metricChoices()`,
- * in `registry` order) with the page's ROUGE stemmer.
+ * The model-free metrics' specs: the core's defaults with the page's ROUGE
+ * stemmer (`wasm.lexicalSpecs`), in registry order.
  */
-export function lexicalSpecs(wasm, registry) {
-  const defaults = wasm.metricChoices().defaults;
-  return registry.map((m, i) => [m, defaults[i]]).filter(([m]) => !m.model)
-    .map(([, d]) => ("stemmer" in d ? { ...d, stemmer: document.getElementById("rouge-stemmer").checked } : { ...d }));
+export function lexicalSpecs(wasm) {
+  return wasm.lexicalSpecs(document.getElementById("rouge-stemmer").checked);
 }
 
 /**
  * The specs of the model-based metrics the cards show now (the chosen model
  * and options), for the stress suite, the preference suite and the audit:
- * BERTScore gives its F1, P and R.
+ * a card that shows every column of its pass (BERTScore's P, R and F) gives
+ * one spec per column.
  */
 export function modelSpecs() {
   const out = [];
-  for (const slot of Object.keys(CARDS)) {
+  for (const slot of cards.keys()) {
     const el = document.querySelector(`.card[data-metric="${slot}"]`);
     if (!el || runs[slot].handle === null) continue;
     const s = spec(slot, el);
-    if (slot === "bertscore") for (const p of choices.bertscoreParts) out.push({ ...s, part: p });
+    const kind = kindOf(s.metric);
+    const columns = kind.card.everyColumn && kind.columnOption
+      ? kind.options.properties[kind.columnOption]?.enum ?? []
+      : [];
+    if (columns.length) for (const c of columns) out.push({ ...s, [kind.columnOption]: c });
     else out.push(s);
   }
   return out;

@@ -10,7 +10,8 @@ import { lexicalSpecs, modelSpecs } from "./plm-scores.js";
 import { isCached, loadedMaskedLm, loadedModel } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
-const FAMILIES = ["fluency", "consistency", "menli", "character", "other"];
+/** The injection families, from the core (`injectionFamilies`), once the panel is built. */
+let FAMILIES = [];
 
 /** Where the panel's choices (format, families, seeds, first N) are kept across visits. */
 const STORAGE_KEY = "blindspot.suite.v1";
@@ -562,7 +563,7 @@ function showCurve(test, k) {
   const report = suite.report;
   const metric = report.metrics[k];
   const info = suite.registry.find((m) => m.id === metric.id) ?? { id: metric.id, name: metric.name };
-  const fmt = (v) => (info.scale === "percent" ? v.toFixed(2) : v.toFixed(4));
+  const fmt = (v) => v.toFixed(info.digits ?? 4);
   const points = test.levels.map((l) => ({ x: l.noise_ratio.mean, y: l.scores[k].mean, sd: l.scores[k].std }));
   const figure = sweepChart(info, report.base[k], points, test.verdicts[k], fmt, test.injection);
   const note = document.createElement("p");
@@ -700,6 +701,19 @@ function loadSample() {
 
 /** Wires the suite view once the engine is ready. */
 export function initSuite(wasm, registry, injections, engine) {
+  // One checkbox per injection family of the core; its default families checked.
+  const families = wasm.injectionFamilies();
+  FAMILIES = families.map((f) => f.id);
+  $("suite-families").replaceChildren(...families.flatMap((f) => {
+    const label = document.createElement("label");
+    label.className = "check";
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.id = `suite-family-${f.id}`;
+    box.checked = f.suiteDefault;
+    label.append(box, ` ${f.label}`);
+    return [label, " "];
+  }));
   // How verdicts are shown comes from the core (src/stress).
   const verdicts = Object.fromEntries(wasm.metricChoices().verdicts.map((v) => [v.id, v]));
   Object.assign(suite, { wasm, engine, registry, lexicalRegistry: registry.filter((m) => !m.model), injections, verdicts });

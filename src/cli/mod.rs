@@ -110,6 +110,8 @@ pub(crate) struct ScoreArgs {
 enum ListFormat {
     Table,
     Json,
+    /// A Markdown table (`metrics`: the README's).
+    Markdown,
 }
 
 /// A user-facing failure: printed as one line, exit code 2.
@@ -294,24 +296,54 @@ fn note_cut_texts(engine: &metrics::Engine, specs: &[metrics::MetricSpec], segme
 
 fn list_metrics(format: ListFormat) -> Result<(), CliError> {
     use std::io::Write;
-    let registry = metrics::registry();
+    let listing = metrics::registry::listing();
     let mut out = std::io::stdout().lock();
     match format {
         ListFormat::Json => writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&registry).expect("serialisable")
+            serde_json::to_string_pretty(&listing).expect("serialisable")
         )?,
+        ListFormat::Markdown => write!(out, "{}", metrics::registry::markdown_table())?,
         ListFormat::Table => {
-            for m in registry {
-                writeln!(out, "{:<12} {:<12} {}", m.id, m.name, m.description)?;
+            for m in &listing {
+                writeln!(
+                    out,
+                    "{:<19} {:<23} {}",
+                    m.info.id, m.info.name, m.info.description
+                )?;
+                let options = option_lines(&m.options);
+                if !options.is_empty() {
+                    writeln!(out, "{:<19} options: {}", "", options.join("; "))?;
+                }
             }
             writeln!(
                 out,
-                "model-based metrics take --model METRIC=DIR (bertscore defaults to \
-                 models/all-MiniLM-L6-v2); see `blindspot score --help`"
+                "options: --opt KIND.OPTION=VALUE (e.g. --opt moverscore-v1.ngram=2); models: \
+                 --model KIND=DIR (bertscore defaults to models/all-MiniLM-L6-v2); \
+                 `blindspot metrics --format json` gives each option's meaning"
             )?;
         }
     }
     Ok(())
+}
+
+/// `name=default` for each option of a schema (the model aside: `--model`).
+fn option_lines(schema: &serde_json::Value) -> Vec<String> {
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return vec![];
+    };
+    props
+        .iter()
+        .filter(|(name, _)| name.as_str() != "model")
+        .map(|(name, p)| match p.get("default") {
+            Some(d) => format!("{name}={d}"),
+            None => format!(
+                "{name} (unset: {})",
+                p.get("x-null-label")
+                    .and_then(|l| l.as_str())
+                    .unwrap_or("default")
+            ),
+        })
+        .collect()
 }

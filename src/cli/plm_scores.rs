@@ -10,61 +10,67 @@ use std::rc::Rc;
 
 use blindspot::metrics::engine::EngineError;
 use blindspot::metrics::mauve::{self, Options as MauveOptions};
-use blindspot::metrics::menli::{Direction, Formula, Task};
+use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricId, ModelSlot, ModelStore, Settings};
 use blindspot::models::{Plm, Precision, registry};
 use futures::executor::block_on;
 
 use super::CliError;
 
-/// Options of the model-based metrics (flattened into the commands that score).
+/// Options of the metrics (flattened into the commands that score): models,
+/// `--opt` for any option of any metric, and shorter flags for common ones.
 #[derive(clap::Args)]
 pub struct PlmArgs {
     /// Model folder or .bpk for bertscore-p/r/f (default: models/all-MiniLM-L6-v2).
     #[arg(long)]
     pub model_dir: Option<PathBuf>,
-    /// Model of a model-based metric, `METRIC=DIR` (bertscore, gpt-ppl, mlm-ppl, menli, mauve); repeatable.
+    /// Model of a model-based metric, `METRIC=DIR` (bertscore, gpt-ppl, mlm-ppl, menli, mauve...; see `blindspot metrics`); repeatable.
     #[arg(long = "model", value_parser = parse_model_arg)]
     pub models: Vec<(ModelSlot, PathBuf)>,
-    /// BERTScore layer (default: the registry's layer for the model, else the last).
+    /// An option of a metric: `KIND.OPTION=VALUE` (`moverscore-v1.ngram=2`,
+    /// `bertscore.layer=9`), or `OPTION=VALUE` for every metric asked for that
+    /// has it (`idf=true`); repeatable, later ones win. `blindspot metrics`
+    /// lists each metric's options with their defaults.
+    #[arg(long = "opt", value_name = "[KIND.]OPTION=VALUE")]
+    pub opts: Vec<OptionValue>,
+    /// Same as `--opt bertscore.layer=N`.
     #[arg(long)]
     pub layer: Option<usize>,
-    /// idf token weights over the input's whole set: BERTScore's over its references
-    /// (bert_score `idf=True`), MoverScore's over references and hypotheses apart; in
+    /// Same as `--opt idf=true`: idf weights over the input's whole set, BERTScore's
+    /// over its references, MoverScore's over references and hypotheses apart; in
     /// `stress`, each level and seed is a set of its own.
     #[arg(long)]
     pub idf: bool,
-    /// Rescale BERTScore with the model's baseline, (x - b)/(1 - b) (bert_score
-    /// `rescale_with_baseline`): bert_score's published ones, Blindspot's for MiniLM;
-    /// an error for models without one.
+    /// Same as `--opt bertscore.rescale=true`: BERTScore rescaled with the model's baseline.
     #[arg(long)]
     pub rescale_with_baseline: bool,
-    /// GPT-PPL: put `<|endoftext|>` first so the text's first token is scored too.
+    /// Same as `--opt gpt-ppl.bos=true`: the text's first token scored after `<|endoftext|>`.
     #[arg(long)]
     pub ppl_bos: bool,
-    /// MENLI's task defaults: mt (e, both directions), summ (e-c, hypothesis as premise),
-    /// summ-free (-c, source as premise).
-    #[arg(long, default_value = "mt")]
-    pub menli_task: Task,
-    /// MENLI formula, overriding the task's: e, -c, e-n, e-c, e-n-2c.
+    /// Same as `--opt menli.task=TASK` (mt, summ, summ-free).
     #[arg(long)]
-    pub menli_formula: Option<Formula>,
-    /// MENLI direction, overriding the task's: ref-hyp, hyp-ref, both.
+    pub menli_task: Option<String>,
+    /// Same as `--opt menli.formula=F` (e, -c, e-n, e-c, e-n-2c).
+    #[arg(long, allow_hyphen_values = true)]
+    pub menli_formula: Option<String>,
+    /// Same as `--opt menli.direction=D` (ref-hyp, hyp-ref, both).
     #[arg(long)]
-    pub menli_direction: Option<Direction>,
-    /// Combine MENLI with this metric: w*NLI + (1-w)*M, both min-max rescaled over the input.
+    pub menli_direction: Option<String>,
+    /// Same as `--opt menli.combine=METRIC`: w*NLI + (1-w)*M, both min-max rescaled over the input.
     #[arg(long)]
     pub menli_combine: Option<MetricId>,
-    /// Weight of the NLI score in the combination (default: the task's, MT 0.2, summarisation 0.8).
+    /// Same as `--opt menli.weight=W` (default: the task's, MT 0.2, summarisation 0.8).
     #[arg(long, requires = "menli_combine")]
     pub menli_weight: Option<f64>,
-    /// MoverScore v1: kept tokens per window (1: the paper's MoverScore, 2: its bigram variant).
+    /// Same as `--opt moverscore-v1.ngram=N`.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub moverscore_ngram: Option<u16>,
 }
 
 impl PlmArgs {
-    /// The core's settings these flags (and the ROUGE stemmer) describe.
+    /// The core's settings these flags (and the ROUGE stemmer) describe:
+    /// the shorter flags first, applied where a metric has the option, then
+    /// each `--opt`, which must apply to a metric asked for.
     pub fn settings(&self, rouge_stemmer: bool) -> Settings {
         let mut models: std::collections::BTreeMap<ModelSlot, String> = self
             .models
@@ -76,19 +82,45 @@ impl PlmArgs {
                 .entry(ModelSlot::BertScore)
                 .or_insert_with(|| dir.display().to_string());
         }
+        let alias = |kind: Option<&str>, name: &str, value: serde_json::Value| {
+            Some(OptionValue::new(kind, name, value).lenient())
+        };
+        let flags = [
+            rouge_stemmer
+                .then(|| alias(None, "stemmer", true.into()))
+                .flatten(),
+            self.layer
+                .and_then(|l| alias(Some("bertscore"), "layer", l.into())),
+            self.idf.then(|| alias(None, "idf", true.into())).flatten(),
+            self.rescale_with_baseline
+                .then(|| alias(Some("bertscore"), "rescale", true.into()))
+                .flatten(),
+            self.ppl_bos
+                .then(|| alias(Some("gpt-ppl"), "bos", true.into()))
+                .flatten(),
+            self.menli_task
+                .as_ref()
+                .and_then(|t| alias(Some("menli"), "task", t.as_str().into())),
+            self.menli_formula
+                .as_ref()
+                .and_then(|f| alias(Some("menli"), "formula", f.as_str().into())),
+            self.menli_direction
+                .as_ref()
+                .and_then(|d| alias(Some("menli"), "direction", d.as_str().into())),
+            self.menli_combine
+                .and_then(|m| alias(Some("menli"), "combine", m.as_str().into())),
+            self.menli_weight
+                .and_then(|w| alias(Some("menli"), "weight", w.into())),
+            self.moverscore_ngram
+                .and_then(|n| alias(Some("moverscore-v1"), "ngram", n.into())),
+        ];
         Settings {
-            rouge_stemmer,
             models,
-            layer: self.layer,
-            idf: self.idf,
-            rescale: self.rescale_with_baseline,
-            ppl_bos: self.ppl_bos,
-            menli_task: Some(self.menli_task),
-            menli_formula: self.menli_formula,
-            menli_direction: self.menli_direction,
-            menli_combine: self.menli_combine,
-            menli_weight: self.menli_weight,
-            moverscore_ngram: self.moverscore_ngram.map(usize::from),
+            options: flags
+                .into_iter()
+                .flatten()
+                .chain(self.opts.iter().cloned())
+                .collect(),
         }
     }
 
@@ -178,7 +210,7 @@ impl ModelStore for FolderModels {
         };
         self.load(&dir).map_err(|e| match e {
             CliError::Model { path, message } | CliError::Tokenizer { path, message } => {
-                EngineError::Model {
+                EngineError::Load {
                     model: path,
                     message,
                 }

@@ -134,29 +134,10 @@ fn write_json(out: &str, report: &impl serde::Serialize) -> Result<(), CliError>
 
 /// Expands family names into injection ids, keeping the order given.
 pub fn expand_injections(names: &[String]) -> Result<Vec<String>, CliError> {
-    let registry = inject::registry();
-    let mut ids: Vec<String> = Vec::new();
-    for name in names {
-        let family = |f: &str| {
-            registry
-                .iter()
-                .filter(|i| {
-                    serde_json::to_value(i.info().family).is_ok_and(|v| v == f) || f == "all"
-                })
-                .map(|i| i.info().id.to_owned())
-                .collect::<Vec<_>>()
-        };
-        let expanded = match name.as_str() {
-            "all" | "fluency" | "consistency" | "menli" | "character" | "other" => family(name),
-            id => vec![inject::create(id)?.info().id.to_owned()],
-        };
-        for id in expanded {
-            if !ids.contains(&id) {
-                ids.push(id);
-            }
-        }
-    }
-    Ok(ids)
+    Ok(inject::expand(names)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Reads `path` in `format` (rows that do not parse are reported and

@@ -29,8 +29,7 @@ use crate::text::words::words;
 pub type InjectRng = ChaCha8Rng;
 
 /// Paper grouping, as shown in the playground palette.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     /// [BS] fluency errors.
     Fluency,
@@ -42,6 +41,51 @@ pub enum Family {
     Character,
     /// Other [BS] tests (repetition, copy-source, prompt injection...).
     Other,
+}
+
+crate::metrics::spec::named_enum!(
+    Family,
+    "injection family",
+    [
+        (Fluency, "fluency", "Fluency [BS]"),
+        (Consistency, "consistency", "Consistency [BS]"),
+        (Menli, "menli", "MENLI attacks"),
+        (Character, "character", "Character (DeepWordBug)"),
+        (Other, "other", "Other [BS]"),
+    ]
+);
+
+impl Family {
+    /// The families a stress suite runs unless told otherwise (the papers'
+    /// fluency and consistency tests).
+    pub const SUITE_DEFAULT: [Family; 2] = [Family::Fluency, Family::Consistency];
+}
+
+/// Injection ids from names that are ids, families or `all`, each id once,
+/// in the order given.
+pub fn expand(names: &[impl AsRef<str>]) -> Result<Vec<&'static str>, InjectError> {
+    let registry = registry();
+    let mut ids: Vec<&'static str> = Vec::new();
+    for name in names {
+        let name = name.as_ref().trim();
+        let family = name.parse::<Family>().ok();
+        let expanded: Vec<&'static str> = if name == "all" || family.is_some() {
+            registry
+                .iter()
+                .map(|i| i.info())
+                .filter(|i| family.is_none_or(|f| i.family == f))
+                .map(|i| i.id)
+                .collect()
+        } else {
+            vec![create(name)?.info().id]
+        };
+        for id in expanded {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
 }
 
 /// What the level number means.

@@ -12,9 +12,17 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::Signature;
+use super::engine::{
+    Column, Detail, Engine, EngineError, model_error, part_of, require_references,
+};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::spec::named_enum;
+use super::{
+    CorpusAggregation, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
+};
 use crate::models::tokenizer::{LmTokenizer, ModelEncoding, TokenizerError};
 use crate::models::{Family, ModelError, PassLimit, Plm, read_back};
 
@@ -401,14 +409,37 @@ pub struct KnownBaseline {
     pub by: String,
 }
 
+/// Why BERTScore cannot be rescaled for a model and layer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaselineError {
+    /// No baseline for the model at all.
+    #[error(
+        "no BERTScore baseline is known for {model}: bert_score publishes baselines for its \
+         own model list, and Blindspot ships one for all-MiniLM-L6-v2; score without rescaling"
+    )]
+    Unknown {
+        /// The model asked for.
+        model: String,
+    },
+    /// Baselines for other layers only.
+    #[error("{model}'s baselines are for layer {layers}, not {layer}")]
+    Layer {
+        /// The model asked for.
+        model: String,
+        /// The layers it has baselines for, comma-separated.
+        layers: String,
+        /// The layer asked for.
+        layer: usize,
+    },
+}
+
 /// The registry's baseline for `model` at `layer`, or why there is none.
-pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> {
+pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, BaselineError> {
     let entry = registry_entry(model);
     let Some(entry) = entry.filter(|m| !m.baselines.is_empty()) else {
-        return Err(format!(
-            "no BERTScore baseline is known for {model}: bert_score publishes baselines for its \
-             own model list, and Blindspot ships one for all-MiniLM-L6-v2; score without rescaling"
-        ));
+        return Err(BaselineError::Unknown {
+            model: model.to_owned(),
+        });
     };
     match entry.baselines.iter().find(|b| b.layer == layer) {
         Some(b) => Ok(KnownBaseline {
@@ -419,15 +450,16 @@ pub fn baseline_for(model: &str, layer: usize) -> Result<KnownBaseline, String> 
                 .clone()
                 .unwrap_or_else(|| "unknown".into()),
         }),
-        None => Err(format!(
-            "{model}'s baselines are for layer {}, not {layer}",
-            entry
+        None => Err(BaselineError::Layer {
+            model: model.to_owned(),
+            layers: entry
                 .baselines
                 .iter()
                 .map(|b| b.layer.to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .join(", "),
+            layer,
+        }),
     }
 }
 
@@ -695,6 +727,269 @@ fn distinct<'a>(texts: impl Iterator<Item = &'a str>) -> (Vec<&'a str>, Vec<usiz
     (unique, index)
 }
 
+/// Which BERTScore component a column reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Part {
+    /// Precision.
+    P,
+    /// Recall.
+    R,
+    /// F1.
+    #[default]
+    F,
+}
+
+named_enum!(
+    Part,
+    "BERTScore part",
+    [
+        (P, "p", "P: hypothesis tokens matched"),
+        (R, "r", "R: reference tokens matched"),
+        (F, "f", "F1 of P and R")
+    ]
+);
+
+/// BERTScore's options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct BertScoreOptions {
+    /// # Model
+    ///
+    /// The encoder (a folder or `.bpk` natively, a loaded model's name on the
+    /// page); unset: the registry's default (bert_score `model_type`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # Layer
+    ///
+    /// The layer whose token embeddings are compared (bert_score
+    /// `num_layers`); unset: the registry's layer for the model, else
+    /// bert_score's table, else the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("x-null-label" = "the model's default"))]
+    pub layer: Option<usize>,
+    /// # idf over the references
+    ///
+    /// Weigh tokens by idf, ln((M+1)/(df+1)) over the M references of the
+    /// scored set (bert_score `idf`). Default: off (every token weighs 1).
+    pub idf: bool,
+    /// # rescale with baseline
+    ///
+    /// Rescale P, R and F with the model's baseline, (x − b)/(1 − b), b the
+    /// mean score of unrelated sentence pairs at this layer (bert_score
+    /// `rescale_with_baseline`; Blindspot's own for MiniLM). Default: off.
+    pub rescale: bool,
+    /// # Part
+    ///
+    /// The component this column reports (set by the metric id).
+    pub part: Part,
+}
+
+impl BertScoreOptions {
+    /// The spec with `part` unset: specs equal here share one model pass.
+    pub fn pass_key(&self) -> Self {
+        Self {
+            part: Part::F,
+            ..self.clone()
+        }
+    }
+}
+
+/// BERTScore's registry entry: its options, description and scoring.
+pub struct BertScoreMetric;
+
+impl MetricModule for BertScoreMetric {
+    type Options = BertScoreOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "BERTScore",
+        about: "Each hypothesis token is matched to its most similar reference token \
+                (cosine of contextual embeddings from one layer) and the other way round: \
+                precision averages the hypothesis side, recall the reference side, F1 \
+                combines them. [CLS] and [SEP] take part in the matching but weigh 0. \
+                Several references: the best P, R and F, each on its own.",
+        reference: "bert_score 0.3.13",
+        truncated: "a text was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Encoder),
+        card: Card {
+            version_of: None,
+            every_column: true,
+        },
+    };
+    const COLUMNS: &'static [About] = &[
+        About::reference_based(
+            "BERTScore P",
+            "BERTScore precision: hypothesis tokens matched to their most similar reference token",
+            Scale::UNIT,
+        ),
+        About::reference_based(
+            "BERTScore R",
+            "BERTScore recall: reference tokens matched to their most similar hypothesis token",
+            Scale::UNIT,
+        ),
+        About::reference_based(
+            "BERTScore F1",
+            "BERTScore F1 of precision and recall",
+            Scale::UNIT,
+        ),
+    ];
+    const COLUMN_OPTION: Option<&'static str> = Some("part");
+
+    fn column(o: &BertScoreOptions) -> usize {
+        o.part as usize
+    }
+
+    fn with_column(o: BertScoreOptions, column: usize) -> BertScoreOptions {
+        BertScoreOptions {
+            part: Part::ALL.get(column).copied().unwrap_or_default(),
+            ..o
+        }
+    }
+
+    fn whole_set(o: &BertScoreOptions) -> Option<&'static str> {
+        o.idf.then_some("BERTScore's idf weights")
+    }
+}
+
+impl ModelModule for BertScoreMetric {
+    fn model_name(o: &BertScoreOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    fn pass_key(o: &BertScoreOptions) -> Option<BertScoreOptions> {
+        Some(o.pass_key())
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&BertScoreOptions],
+        segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let Some(first) = group.first() else {
+            return Ok(vec![]);
+        };
+        let spec = first.pass_key();
+        let plm = engine.model(ModelSlot::BertScore, spec.model.as_deref())?;
+        let layer = spec
+            .layer
+            .unwrap_or_else(|| default_layer(&plm.name, plm.config.num_layers));
+        let baseline = if spec.rescale {
+            Some(
+                baseline_for(&plm.name, layer).map_err(|e| EngineError::Input {
+                    metric: MetricId::BertScoreF,
+                    message: e.to_string(),
+                })?,
+            )
+        } else {
+            None
+        };
+        require_references(MetricId::BertScoreF, segments)?;
+        let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+        let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
+        // Within a larger set, idf comes from the set's references.
+        let set_weights = match set.filter(|_| spec.idf) {
+            Some(set) => Some(
+                engine
+                    .set_weights("bertscore-idf", plm.load_id, set, false, || {
+                        let refs: Vec<Vec<&str>> = set.iter().map(|s| s.refs.to_vec()).collect();
+                        idf_over(&plm, &refs)
+                    })
+                    .map_err(model_error(&plm))?,
+            ),
+            None => None,
+        };
+        let idf = match &set_weights {
+            Some(weights) => Idf::Given(weights),
+            None => spec.idf.into(),
+        };
+        let (scored, weights) =
+            score_texts(&plm, &hyps, &refs, layer, idf, engine.embedding_cache())
+                .await
+                .map_err(model_error(&plm))?;
+        let signature = signature(
+            &plm.name,
+            layer,
+            spec.idf,
+            baseline.as_ref(),
+            &plm.precision_label(),
+        );
+        let totals: Vec<BertScore> = scored
+            .iter()
+            .map(|s| match &baseline {
+                Some(b) => rescale(s.score, b.prf),
+                None => s.score,
+            })
+            .collect();
+        let details = if engine.details() {
+            scored
+                .iter()
+                .map(|s| alignment(&plm, s, &weights, layer))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(model_error(&plm))?
+        } else {
+            vec![]
+        };
+        Ok(group
+            .iter()
+            .map(|o| {
+                let spec = MetricSpec::BertScore(BertScoreOptions {
+                    layer: Some(layer),
+                    part: o.part,
+                    ..spec.clone()
+                });
+                let id = spec.id().as_str();
+                let scores = totals
+                    .iter()
+                    .map(|t| Score {
+                        metric: id,
+                        value: match o.part {
+                            Part::P => t.p,
+                            Part::R => t.r,
+                            Part::F => t.f,
+                        },
+                        parts: vec![
+                            part_of("precision", t.p),
+                            part_of("recall", t.r),
+                            part_of("f1", t.f),
+                        ],
+                        signature: signature.to_string(),
+                    })
+                    .collect();
+                let mut column = Column::new(spec, scores, signature.clone());
+                column.details.clone_from(&details);
+                column
+            })
+            .collect())
+    }
+}
+
+/// The heatmap's view of one segment's alignment.
+fn alignment(
+    plm: &Plm,
+    s: &SegmentScore,
+    weights: &Weights,
+    layer: usize,
+) -> Result<Detail, ModelError> {
+    let tokens = |ids: &[u32]| -> Result<Vec<String>, ModelError> {
+        ids.iter()
+            .map(|&id| Ok(plm.tokenizer.decode(&[id])?))
+            .collect()
+    };
+    Ok(Detail::Alignment {
+        best_reference: s.best,
+        hyp_tokens: tokens(&s.hyp.ids)?,
+        ref_tokens: tokens(&s.reference.ids)?,
+        hyp_weights: s.hyp.ids.iter().map(|&id| weights.of(id)).collect(),
+        ref_weights: s.reference.ids.iter().map(|&id| weights.of(id)).collect(),
+        similarity: s.pair.similarity.clone(),
+        hyp_best: s.pair.hyp_best.clone(),
+        ref_best: s.pair.ref_best.clone(),
+        layer,
+        truncated: s.hyp.truncated || s.reference.truncated,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -715,6 +1010,7 @@ mod tests {
         assert!(
             baseline_for("roberta-large", 10)
                 .unwrap_err()
+                .to_string()
                 .contains("layer 17")
         );
         assert_eq!(baseline_for("all-MiniLM-L6-v2", 6).unwrap().by, "blindspot");
@@ -725,6 +1021,7 @@ mod tests {
         assert!(
             baseline_for("some/unknown-model", 6)
                 .unwrap_err()
+                .to_string()
                 .contains("no BERTScore baseline is known for some/unknown-model")
         );
     }

@@ -9,25 +9,55 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::signature::nrefs_value;
 use super::tokenizer_13a::tokenize_13a;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::registry::{About, Card, KindAbout, LexicalModule, MetricModule};
 use super::{
-    CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    Signature, require_references, uniform_nrefs,
+    CorpusAggregation, Level, Metric, MetricError, MetricId, MetricInfo, Scale, Score, ScorePart,
+    Segment, Signature, require_references, uniform_nrefs,
 };
 use crate::text::python_rstrip;
 
-/// Registry entry.
-pub static INFO: MetricInfo = MetricInfo {
-    id: "bleu",
-    name: "BLEU",
-    description: "n-gram precision with brevity penalty (sacrebleu 2.6 defaults: 13a, exp smoothing)",
-    higher_is_better: true,
-    needs_reference: true,
-    needs_source: false,
-    scale: Scale::Percent,
-    corpus: CorpusAggregation::SummedStatistics,
-    model: None,
-    slot: None,
-};
+/// BLEU's registry entry: its options and description.
+pub struct BleuMetric;
+
+/// BLEU's options: sacrebleu's defaults (13a tokenization, mixed case, `exp`
+/// smoothing, max order 4); none is exposed yet, so a spec is `{"metric":
+/// "bleu"}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct BleuOptions {}
+
+impl MetricModule for BleuMetric {
+    type Options = BleuOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "BLEU",
+        about: "Modified n-gram precision (n = 1..4, geometric mean) times a brevity \
+                penalty, on 13a tokens, as sacrebleu computes it; sentence scores use \
+                effective order and exp smoothing. Corpus BLEU comes from summed \
+                statistics, not a mean of sentence scores.",
+        reference: "sacrebleu 2.6.0",
+        truncated: "",
+        corpus: CorpusAggregation::SummedStatistics,
+        model: None,
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About::reference_based(
+        "BLEU",
+        "n-gram precision with brevity penalty (sacrebleu 2.6 defaults: 13a, exp smoothing)",
+        Scale::PERCENT,
+    )];
+}
+
+impl LexicalModule for BleuMetric {
+    fn metric(_: &BleuOptions) -> Box<dyn Metric> {
+        Box::new(Bleu::default())
+    }
+}
+
+/// The column BLEU fills.
+const ID: MetricId = MetricId::Bleu;
 
 /// Maximum n-gram order (sacrebleu `MAX_NGRAM_ORDER`).
 pub const MAX_ORDER: usize = 4;
@@ -279,7 +309,7 @@ impl Bleu {
             value: stats.ref_len as f64,
         });
         Score {
-            metric: INFO.id,
+            metric: ID.as_str(),
             value: v.score,
             parts,
             signature: self.signature_for(level, nrefs).to_string(),
@@ -300,7 +330,7 @@ impl Bleu {
 
 impl Metric for Bleu {
     fn info(&self) -> &'static MetricInfo {
-        &INFO
+        ID.info()
     }
 
     fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature {
@@ -308,16 +338,18 @@ impl Metric for Bleu {
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
-        require_references(INFO.id, std::slice::from_ref(segment))?;
+        require_references(ID.as_str(), std::slice::from_ref(segment))?;
         let stats = self.segment_stats(segment.hyp, segment.refs);
         Ok(self.to_score(&stats, Level::Sentence, Some(segment.refs.len())))
     }
 
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
         if segments.is_empty() {
-            return Err(MetricError::EmptyCorpus { metric: INFO.id });
+            return Err(MetricError::EmptyCorpus {
+                metric: ID.as_str(),
+            });
         }
-        require_references(INFO.id, segments)?;
+        require_references(ID.as_str(), segments)?;
         let mut sum = BleuStats::default();
         for s in segments {
             sum += self.segment_stats(s.hyp, s.refs);

@@ -10,7 +10,15 @@
 //! the longer text, one at a time, the candidate's first when both are as
 //! long, so when both are cut the reference keeps the odd token.
 
-use super::Signature;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::engine::{Column, Engine, EngineError, model_error, truncated_part};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::{
+    CorpusAggregation, MetricError, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score,
+    Segment, Signature,
+};
 use crate::models::{ModelConfig, ModelError, PassLimit, Plm, read_back};
 
 /// Pairs per encoder pass.
@@ -106,4 +114,112 @@ pub fn signature(model: &str, precision: &str) -> Signature {
         .with("conventions", CONVENTIONS)
         .with("precision", precision)
         .versioned()
+}
+
+/// BLEURT's options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct BleurtOptions {
+    /// # Model
+    ///
+    /// The BLEURT checkpoint (bleurt-pytorch's format); unset: the registry's
+    /// default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+}
+
+/// BLEURT's registry entry.
+pub struct BleurtMetric;
+
+impl MetricModule for BleurtMetric {
+    type Options = BleurtOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "BLEURT",
+        about: "A BERT-style encoder fine-tuned on human judgements reads the reference and \
+                the hypothesis together, as one input, and outputs one number. Higher is \
+                better; BLEURT-20 scores mostly fall between 0 and 1 (about 1 for a copy of \
+                the reference), but the scale is not bounded. The source box is ignored.",
+        reference: "bleurt-pytorch 0.0.1 (BLEURT-20)",
+        truncated: "the pair was longer than the model reads: the longer text was cut",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Bleurt),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        reads: "[CLS] reference [SEP] hypothesis [SEP], read together",
+        ..About::reference_based(
+            "BLEURT",
+            "learned metric: a fine-tuned encoder reading reference and candidate together",
+            Scale::REGRESSION,
+        )
+    }];
+}
+
+impl ModelModule for BleurtMetric {
+    fn model_name(o: &BleurtOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&BleurtOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            out.push(column(engine, o, segments).await?);
+        }
+        Ok(out)
+    }
+}
+
+async fn column(
+    engine: &Engine,
+    o: &BleurtOptions,
+    segments: &[Segment<'_>],
+) -> Result<Column, EngineError> {
+    let plm = engine.model(ModelSlot::Bleurt, o.model.as_deref())?;
+    let id = MetricId::Bleurt;
+    let mut pairs = Vec::with_capacity(segments.len());
+    for (i, s) in segments.iter().enumerate() {
+        match s.refs {
+            [] => {
+                return Err(MetricError::MissingReference {
+                    metric: id.as_str(),
+                    segment: i + 1,
+                }
+                .into());
+            }
+            [one] => pairs.push((*one, s.hyp)),
+            many => {
+                return Err(EngineError::Input {
+                    metric: id,
+                    message: format!(
+                        "segment {} has {} references; BLEURT scores against one: \
+                         score each reference separately",
+                        i + 1,
+                        many.len()
+                    ),
+                });
+            }
+        }
+    }
+    let scored = score(&plm, &pairs).await.map_err(model_error(&plm))?;
+    let signature = signature(&plm.name, &plm.precision_label());
+    let scores = scored
+        .iter()
+        .map(|s| Score {
+            metric: id.as_str(),
+            value: s.value,
+            parts: vec![truncated_part(s.truncated)],
+            signature: signature.to_string(),
+        })
+        .collect();
+    Ok(Column::new(
+        MetricSpec::Bleurt(o.clone()),
+        scores,
+        signature,
+    ))
 }

@@ -9,25 +9,53 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::signature::nrefs_value;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::registry::{About, Card, KindAbout, LexicalModule, MetricModule};
 use super::{
-    CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    Signature, require_references, uniform_nrefs,
+    CorpusAggregation, Level, Metric, MetricError, MetricId, MetricInfo, Scale, Score, ScorePart,
+    Segment, Signature, require_references, uniform_nrefs,
 };
 use crate::text::python_split;
 
-/// Registry entry.
-pub static INFO: MetricInfo = MetricInfo {
-    id: "chrf",
-    name: "chrF",
-    description: "character n-gram F-score (sacrebleu 2.6 defaults: order 6, beta 2)",
-    higher_is_better: true,
-    needs_reference: true,
-    needs_source: false,
-    scale: Scale::Percent,
-    corpus: CorpusAggregation::SummedStatistics,
-    model: None,
-    slot: None,
-};
+/// chrF's registry entry: its options and description.
+pub struct ChrfMetric;
+
+/// chrF's options: sacrebleu's defaults (character order 6, word order 0,
+/// beta 2, whitespace removed); none is exposed yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChrfOptions {}
+
+impl MetricModule for ChrfMetric {
+    type Options = ChrfOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "chrF",
+        about: "Character n-gram F-score (n = 1..6, recall weighted by beta = 2) with \
+                whitespace removed, as sacrebleu computes it; with several references \
+                the best-matching one counts. Corpus chrF comes from summed statistics.",
+        reference: "sacrebleu 2.6.0",
+        truncated: "",
+        corpus: CorpusAggregation::SummedStatistics,
+        model: None,
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About::reference_based(
+        "chrF",
+        "character n-gram F-score (sacrebleu 2.6 defaults: order 6, beta 2)",
+        Scale::PERCENT,
+    )];
+}
+
+impl LexicalModule for ChrfMetric {
+    fn metric(_: &ChrfOptions) -> Box<dyn Metric> {
+        Box::new(Chrf::default())
+    }
+}
+
+/// The column chrF fills.
+const ID: MetricId = MetricId::Chrf;
 
 /// Character n-gram order (sacrebleu `CHRF.CHAR_ORDER`).
 pub const CHAR_ORDER: usize = 6;
@@ -148,7 +176,7 @@ impl Chrf {
         }
         let avg = |x: f64| if eff > 0.0 { 100.0 * x / eff } else { 0.0 };
         Score {
-            metric: INFO.id,
+            metric: ID.as_str(),
             value: self.f_score(stats),
             parts: vec![
                 ScorePart {
@@ -184,7 +212,7 @@ impl Chrf {
 
 impl Metric for Chrf {
     fn info(&self) -> &'static MetricInfo {
-        &INFO
+        ID.info()
     }
 
     fn signature(&self, level: Level, nrefs: Option<usize>) -> Signature {
@@ -192,16 +220,18 @@ impl Metric for Chrf {
     }
 
     fn sentence_score(&self, segment: &Segment) -> Result<Score, MetricError> {
-        require_references(INFO.id, std::slice::from_ref(segment))?;
+        require_references(ID.as_str(), std::slice::from_ref(segment))?;
         let stats = self.segment_stats(segment.hyp, segment.refs);
         Ok(self.to_score(&stats, Level::Sentence, Some(segment.refs.len())))
     }
 
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError> {
         if segments.is_empty() {
-            return Err(MetricError::EmptyCorpus { metric: INFO.id });
+            return Err(MetricError::EmptyCorpus {
+                metric: ID.as_str(),
+            });
         }
-        require_references(INFO.id, segments)?;
+        require_references(ID.as_str(), segments)?;
         let mut sum: ChrfStats = [[0; 3]; CHAR_ORDER];
         for s in segments {
             for (acc, st) in sum.iter_mut().zip(self.segment_stats(s.hyp, s.refs)) {

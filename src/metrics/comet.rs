@@ -13,8 +13,15 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use burn::tensor::{Tensor, TensorData};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::Signature;
+use super::engine::{Column, Engine, EngineError, model_error, truncated_part};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::{
+    CorpusAggregation, MetricError, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score,
+    Segment, Signature,
+};
 use crate::models::comet::{CometKind, CometModel};
 use crate::models::{ModelError, Network, PassLimit, Plm, read_back};
 
@@ -222,4 +229,209 @@ pub fn signature(model: &str, kind: CometKind, precision: &str) -> Signature {
     .with("conventions", format!("unbabel-comet-{COMET_VERSION}"))
     .with("precision", precision)
     .versioned()
+}
+
+/// COMET's and COMET-QE's options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct CometOptions {
+    /// # Model
+    ///
+    /// The estimator checkpoint (a COMET folder: hparams.yaml and
+    /// checkpoints/model.ckpt, or a `.bpk`); unset: the registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+}
+
+/// COMET's registry entry (a reference-based estimator).
+pub struct CometMetric;
+
+/// COMET-QE's registry entry (a reference-free estimator).
+pub struct CometQeMetric;
+
+impl MetricModule for CometMetric {
+    type Options = CometOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "COMET",
+        about: "A regressor trained on human judgements reads sentence embeddings of the \
+                hypothesis, the reference and the source (needed: fill in the source box). \
+                Higher is better; the scale is the checkpoint's (wmt22 models give roughly \
+                0–1, wmt20 ones z-score-like values), so compare scores of one checkpoint \
+                only.",
+        reference: "unbabel-comet 2.2.7",
+        truncated: "a text was cut to the encoder's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Comet),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        name: "COMET",
+        description: "learned MT metric: a regressor on sentence embeddings of hypothesis, reference and source",
+        higher_is_better: true,
+        needs_reference: true,
+        needs_source: true,
+        reads: "hypothesis + reference + source",
+        scale: Scale::REGRESSION,
+    }];
+}
+
+impl MetricModule for CometQeMetric {
+    type Options = CometOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "COMET-QE",
+        about: "Reference-free: the regressor reads only the hypothesis and the source \
+                (needed: fill in the source box); the reference box is ignored. Higher is \
+                better, on the checkpoint's own scale.",
+        reference: "unbabel-comet 2.2.7",
+        truncated: "a text was cut to the encoder's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::CometQe),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        name: "COMET-QE",
+        description: "reference-free COMET: a regressor on sentence embeddings of hypothesis and source",
+        higher_is_better: true,
+        needs_reference: false,
+        needs_source: true,
+        reads: "hypothesis + source",
+        scale: Scale::REGRESSION,
+    }];
+}
+
+impl ModelModule for CometMetric {
+    fn model_name(o: &CometOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&CometOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let spec = MetricSpec::Comet((*o).clone());
+            out.push(column(engine, spec, ModelSlot::Comet, o, segments).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl ModelModule for CometQeMetric {
+    fn model_name(o: &CometOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&CometOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let spec = MetricSpec::CometQe((*o).clone());
+            out.push(column(engine, spec, ModelSlot::CometQe, o, segments).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// The segments as COMET's inputs, checked against the checkpoint's kind.
+fn inputs<'a>(
+    plm: &Plm,
+    id: MetricId,
+    kind: CometKind,
+    segments: &[Segment<'a>],
+) -> Result<Vec<CometInput<'a>>, EngineError> {
+    let input = |message: String| EngineError::Input {
+        metric: id,
+        message,
+    };
+    let wanted = match id {
+        MetricId::CometQe => CometKind::Referenceless,
+        _ => CometKind::Regression,
+    };
+    if kind != wanted {
+        return Err(input(format!(
+            "{} is a {} checkpoint; {id} needs a {} one",
+            plm.name,
+            match kind {
+                CometKind::Regression => "reference-based COMET",
+                CometKind::Referenceless => "reference-free (COMET-QE)",
+            },
+            match wanted {
+                CometKind::Regression => "reference-based (e.g. Unbabel/wmt22-comet-da)",
+                CometKind::Referenceless => "reference-free (e.g. Unbabel/wmt20-comet-qe-da)",
+            }
+        )));
+    }
+    let mut inputs = Vec::with_capacity(segments.len());
+    for (i, s) in segments.iter().enumerate() {
+        // An empty source is scored, as COMET scores `<s></s>`; none is an error.
+        let src = s.src.ok_or_else(|| {
+            input(format!(
+                "segment {} has no source: COMET reads the source sentence too",
+                i + 1
+            ))
+        })?;
+        let reference = match kind {
+            CometKind::Referenceless => None,
+            CometKind::Regression => match s.refs {
+                [] => {
+                    return Err(MetricError::MissingReference {
+                        metric: id.as_str(),
+                        segment: i + 1,
+                    }
+                    .into());
+                }
+                [one] => Some(*one),
+                many => {
+                    return Err(input(format!(
+                        "segment {} has {} references; COMET scores against one \
+                         (unbabel-comet has no multi-reference mode): score each \
+                         reference separately",
+                        i + 1,
+                        many.len()
+                    )));
+                }
+            },
+        };
+        inputs.push(CometInput {
+            mt: s.hyp,
+            reference,
+            src,
+        });
+    }
+    Ok(inputs)
+}
+
+async fn column(
+    engine: &Engine,
+    spec: MetricSpec,
+    slot: ModelSlot,
+    o: &CometOptions,
+    segments: &[Segment<'_>],
+) -> Result<Column, EngineError> {
+    let plm = engine.model(slot, o.model.as_deref())?;
+    let id = spec.id();
+    let kind = kind_of(&plm).map_err(model_error(&plm))?;
+    let inputs = inputs(&plm, id, kind, segments)?;
+    let scored = score(&plm, &inputs, Some(engine.sentence_cache()))
+        .await
+        .map_err(model_error(&plm))?;
+    let signature = signature(&plm.name, kind, &plm.precision_label());
+    let scores = scored
+        .iter()
+        .map(|s| Score {
+            metric: id.as_str(),
+            value: s.value,
+            parts: vec![truncated_part(s.truncated)],
+            signature: signature.to_string(),
+        })
+        .collect();
+    Ok(Column::new(spec, scores, signature))
 }

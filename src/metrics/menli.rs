@@ -14,10 +14,15 @@
 //! Label order differs between checkpoints, so it is read from `id2label`.
 //! Several references: the best-scoring reference counts.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::Signature;
-use super::spec::named_enum;
+use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::spec::{SpecError, named_enum};
+use super::{
+    CorpusAggregation, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
+};
 
 use crate::models::{ModelError, PassLimit, Plm, read_back};
 
@@ -43,11 +48,11 @@ named_enum!(
     Formula,
     "MENLI formula",
     [
-        (E, "e"),
-        (NegC, "-c"),
-        (EMinusN, "e-n"),
-        (EMinusC, "e-c"),
-        (EMinusNMinus2C, "e-n-2c"),
+        (E, "e", "e: entailment"),
+        (NegC, "-c", "-c: minus contradiction"),
+        (EMinusN, "e-n", "e-n: entailment minus neutral"),
+        (EMinusC, "e-c", "e-c: entailment minus contradiction"),
+        (EMinusNMinus2C, "e-n-2c", "e-n-2c"),
     ]
 );
 
@@ -78,7 +83,15 @@ pub enum Direction {
 named_enum!(
     Direction,
     "MENLI direction",
-    [(RefHyp, "ref-hyp"), (HypRef, "hyp-ref"), (Both, "both")]
+    [
+        (
+            RefHyp,
+            "ref-hyp",
+            "ref-hyp: reference (or source) as premise"
+        ),
+        (HypRef, "hyp-ref", "hyp-ref: hypothesis as premise"),
+        (Both, "both", "both: the two directions averaged")
+    ]
 );
 
 /// What is compared with the hypothesis.
@@ -119,9 +132,17 @@ named_enum!(
     Task,
     "MENLI task",
     [
-        (Mt, "mt"),
-        (Summarization, "summ"),
-        (SummarizationRefFree, "summ-free")
+        (Mt, "mt", "mt: e, both, reference as premise"),
+        (
+            Summarization,
+            "summ",
+            "summ: e-c, hyp-ref, reference as premise"
+        ),
+        (
+            SummarizationRefFree,
+            "summ-free",
+            "summ-free: -c, ref-hyp, source as premise"
+        )
     ]
 );
 
@@ -362,6 +383,230 @@ pub fn signature(
         None => sig,
     }
     .versioned()
+}
+
+/// MENLI's options: the task's defaults, overridden where set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MenliOptions {
+    /// # Model
+    ///
+    /// The NLI classifier (entailment, neutral and contradiction labels);
+    /// unset: the registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # Task
+    ///
+    /// Whose defaults apply: mt (e, both directions, the reference as
+    /// premise), summ (e-c, the hypothesis as premise), summ-free (-c, the
+    /// source as premise). Default: mt.
+    pub task: Task,
+    /// # Formula
+    ///
+    /// How the probabilities become one number (MENLI's `formula`); unset:
+    /// the task's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-null-label" = "task default"))]
+    pub formula: Option<Formula>,
+    /// # Direction
+    ///
+    /// Which text is the premise (MENLI's `direction`); unset: the task's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-null-label" = "task default"))]
+    pub direction: Option<Direction>,
+    /// # Combine with
+    ///
+    /// Another metric M (an id): the score becomes w*NLI + (1-w)*M, both
+    /// min-max rescaled over the scored set (MENLI's combination with
+    /// BERTScore or MoverScore). Unset: NLI alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("x-metric" = true, "x-page" = false))]
+    pub combine: Option<Box<MetricSpec>>,
+    /// # NLI weight
+    ///
+    /// The weight w of the NLI score in the combination, 0 to 1; unset: the
+    /// task's (MT 0.2, summarisation 0.8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0), extend("x-page" = false))]
+    pub weight: Option<f64>,
+}
+
+impl Default for MenliOptions {
+    fn default() -> Self {
+        Self {
+            model: None,
+            task: Task::Mt,
+            formula: None,
+            direction: None,
+            combine: None,
+            weight: None,
+        }
+    }
+}
+
+impl MenliOptions {
+    /// The complete setup: the task's defaults with these overrides.
+    pub fn setup(&self) -> Result<Setup, SpecError> {
+        let task = self.task.setup();
+        let setup = Setup {
+            formula: self.formula.unwrap_or(task.formula),
+            direction: self.direction.unwrap_or(task.direction),
+            weight: self.weight.unwrap_or(task.weight),
+            ..task
+        };
+        if !(0.0..=1.0).contains(&setup.weight) {
+            return Err(SpecError(format!(
+                "MENLI's combination weight must be between 0 and 1, not {}",
+                setup.weight
+            )));
+        }
+        Ok(setup)
+    }
+}
+
+/// MENLI's registry entry.
+pub struct MenliMetric;
+
+impl MetricModule for MenliMetric {
+    type Options = MenliOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "MENLI",
+        about: "An NLI classifier reads the reference (or, reference-free, the source) and \
+                the hypothesis as premise and hypothesis, in one or both directions; the \
+                entailment, neutral and contradiction probabilities become one number by \
+                the task's formula. Several references: the best one counts.",
+        reference: "MENLI (Chen & Eger 2023)",
+        truncated: "a text was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Nli),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        name: "MENLI",
+        description: "NLI score (entailment, contradiction) of hypothesis and reference or source",
+        higher_is_better: true,
+        needs_reference: false,
+        needs_source: false,
+        reads: "hypothesis + references (or the source, reference-free)",
+        scale: Scale::NLI,
+    }];
+
+    fn validate(o: &MenliOptions) -> Result<(), SpecError> {
+        o.setup()?;
+        if let Some(other) = &o.combine {
+            if matches!(**other, MetricSpec::Menli(_)) {
+                return Err(SpecError("MENLI cannot be combined with itself".into()));
+            }
+            other.validate()?;
+        }
+        Ok(())
+    }
+
+    fn whole_set(o: &MenliOptions) -> Option<&'static str> {
+        o.combine.is_some().then_some("MENLI's min-max combination")
+    }
+
+    fn reads_set_scores(o: &MenliOptions) -> bool {
+        o.combine.is_some()
+    }
+}
+
+impl ModelModule for MenliMetric {
+    fn model_name(o: &MenliOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&MenliOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            out.push(column(engine, o, segments).await?);
+        }
+        Ok(out)
+    }
+}
+
+async fn column(
+    engine: &Engine,
+    m: &MenliOptions,
+    segments: &[Segment<'_>],
+) -> Result<Column, EngineError> {
+    let plm = engine.model(ModelSlot::Menli, m.model.as_deref())?;
+    let setup = m.setup()?;
+    let hyps: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+    let refs: Vec<Vec<&str>> = segments.iter().map(|s| s.refs.to_vec()).collect();
+    let srcs: Vec<Option<&str>> = segments.iter().map(|s| s.src).collect();
+    let nli = score_set(&plm, &hyps, &refs, &srcs, &setup)
+        .await
+        .map_err(model_error(&plm))?;
+    let combined = match &m.combine {
+        None => None,
+        Some(other) => {
+            let other_values = engine.column(other, segments).await?.values();
+            let nli_values: Vec<f64> = nli.iter().map(|s| s.value).collect();
+            let mixed = combine(&nli_values, &other_values, setup.weight).map_err(|e| {
+                EngineError::Input {
+                    metric: MetricId::Menli,
+                    message: e.to_string(),
+                }
+            })?;
+            Some((other.id(), other_values, mixed))
+        }
+    };
+    let signature = signature(
+        &plm.name,
+        &setup,
+        &plm.precision_label(),
+        combined.as_ref().map(|(id, ..)| id.as_str()),
+    );
+    let scores = nli
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut parts = vec![
+                part_of("nli", s.value),
+                part_of("e", s.forward.e),
+                part_of("n", s.forward.n),
+                part_of("c", s.forward.c),
+                part_of("e_backward", s.backward.e),
+                part_of("n_backward", s.backward.n),
+                part_of("c_backward", s.backward.c),
+            ];
+            let value = match &combined {
+                Some((_, other, mixed)) => {
+                    parts.push(part_of("other", other[i]));
+                    mixed[i]
+                }
+                None => s.value,
+            };
+            Score {
+                metric: MetricId::Menli.as_str(),
+                value,
+                parts,
+                signature: signature.to_string(),
+            }
+        })
+        .collect();
+    let mut column = Column::new(MetricSpec::Menli(m.clone()), scores, signature);
+    if engine.details() {
+        column.details = nli
+            .iter()
+            .map(|s| Detail::Nli {
+                forward: s.forward,
+                backward: s.backward,
+                premise: s.premise,
+                premise_kind: setup.premise,
+                formula: setup.formula,
+                direction: setup.direction,
+            })
+            .collect();
+    }
+    Ok(column)
 }
 
 #[cfg(test)]

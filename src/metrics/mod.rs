@@ -1,15 +1,25 @@
-//! Evaluation metrics behind one interface, plus the registry that names them.
+//! Evaluation metrics: one module per metric, listed once.
 //!
-//! Every metric scores a [`Segment`] (hypothesis, references, optional source)
-//! and, where the reference implementation defines one, a corpus. Lexical
-//! metrics follow sacrebleu's design: per-segment sufficient statistics, and a
-//! corpus score computed from their sum, so a sentence score is the corpus
-//! score of one segment (BLEU, chrF). ROUGE has no corpus statistic in
-//! rouge-score; its corpus score is the mean of segment scores.
+//! Every metric scores a [`Segment`] (hypothesis, references, optional source).
+//! A metric module owns its options (a serde struct: the spec's fields and the
+//! option schema the CLI and the page build their controls from), its
+//! description ([`registry::About`]) and its scoring: model-free metrics
+//! implement [`Metric`] ([`registry::LexicalModule`]), model-based ones
+//! [`registry::ModelModule`], which the [`Engine`] calls with the specs that
+//! share a pass. The registry below names each module once; [`MetricId`],
+//! [`MetricSpec`], [`ModelSlot`], the info table and the exported schema
+//! ([`registry::kinds`]) come from it.
 //!
-//! All scores are "higher is better"; each carries its breakdown and the
-//! metric's signature string, which records every option that changes the
-//! number.
+//! Lexical metrics follow sacrebleu's design: per-segment sufficient
+//! statistics, and a corpus score computed from their sum, so a sentence
+//! score is the corpus score of one segment (BLEU, chrF). ROUGE has no corpus
+//! statistic in rouge-score; its corpus score is the mean of segment scores,
+//! as is every model-based metric's.
+//!
+//! Each score carries its breakdown and the metric's signature string, which
+//! records every option that changes the number. Most metrics are "higher is
+//! better" ([`MetricInfo::higher_is_better`] says which are not); suites and
+//! searches orient scores through [`MetricInfo::oriented`].
 
 pub mod bartscore;
 pub mod bertscore;
@@ -17,11 +27,13 @@ pub mod bleu;
 pub mod bleurt;
 pub mod chrf;
 pub mod comet;
+pub mod detail;
 pub mod engine;
 pub mod mauve;
 pub mod menli;
 pub mod moverscore;
 pub mod perplexity;
+pub mod registry;
 pub mod rouge;
 pub mod signature;
 pub mod spec;
@@ -34,7 +46,41 @@ pub use chrf::Chrf;
 pub use engine::{Column, Engine, EngineError, ModelStore};
 pub use rouge::{Rouge, RougeKind};
 pub use signature::Signature;
-pub use spec::{MetricId, MetricSpec, ModelSlot, ParseError, Settings};
+pub use spec::{ParseError, Settings};
+
+// The one list of metrics: every kind (a spec tag and the module that owns
+// it) with the ids of the columns it fills. Adding a metric is a module and
+// a line here.
+registry::metric_registry! {
+    lexical {
+        Bleu("bleu") = bleu::BleuMetric [Bleu "bleu"],
+        Chrf("chrf") = chrf::ChrfMetric [Chrf "chrf"],
+        Rouge1("rouge1") = rouge::Rouge1Metric [Rouge1 "rouge1"],
+        Rouge2("rouge2") = rouge::Rouge2Metric [Rouge2 "rouge2"],
+        RougeL("rougeL") = rouge::RougeLMetric [RougeL "rougeL"],
+    }
+    model {
+        BertScore("bertscore") = bertscore::BertScoreMetric
+            [BertScoreP "bertscore-p", BertScoreR "bertscore-r", BertScoreF "bertscore-f"],
+        GptPpl("gpt-ppl") = perplexity::GptPplMetric [GptPpl "gpt-ppl"],
+        MlmPpl("mlm-ppl") = perplexity::MlmPplMetric [MlmPpl "mlm-ppl"],
+        Menli("menli") = menli::MenliMetric [Menli "menli"],
+        Comet("comet") = comet::CometMetric [Comet "comet"],
+        CometQe("comet-qe") = comet::CometQeMetric [CometQe "comet-qe"],
+        Bleurt("bleurt") = bleurt::BleurtMetric [Bleurt "bleurt"],
+        BartScore("bartscore") = bartscore::BartScoreMetric [
+            BartScoreP "bartscore-p",
+            BartScoreR "bartscore-r",
+            BartScoreF "bartscore-f",
+            BartScoreFaithful "bartscore-faithful",
+        ],
+        MoverScore("moverscore") = moverscore::MoverScoreMetric [MoverScore "moverscore"],
+        MoverScoreV1("moverscore-v1") = moverscore::MoverScoreV1Metric [MoverScoreV1 "moverscore-v1"],
+    }
+    sets {
+        Mauve("mauve"),
+    }
+}
 
 /// Version written into every signature.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -60,48 +106,113 @@ pub enum Level {
     Corpus,
 }
 
-/// The range a metric's values live in, for display.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scale {
-    /// 0 to 100 (sacrebleu's BLEU and chrF).
-    Percent,
-    /// 0 to 1 (rouge-score, BERTScore).
-    Unit,
-    /// Negated perplexity (unbounded below, -1 at best).
-    NegPerplexity,
-    /// A formula of NLI probabilities (-2 to 1).
-    Nli,
-    /// A learned regressor's output (COMET: about 0 to 1 for wmt22 models,
-    /// unbounded z-score-like for wmt20 ones; BLEURT-20: about 0 to 1).
-    Regression,
-    /// A mean token log-likelihood in nats (at most 0; BARTScore).
-    LogLikelihood,
+/// The range a metric's values live in, for display: a few shared ones
+/// below, and a metric module may define its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scale {
+    /// Stable name (`percent`), what result files and the page read.
+    pub id: &'static str,
+    /// The short label shown beside a value (`0–100`).
+    pub label: &'static str,
+    /// Decimal places a value is shown with (sacrebleu prints BLEU and chrF
+    /// with 2; 0-1 scores need 4 to show a small change).
+    pub digits: usize,
 }
 
-/// What the registry knows about a metric before it is run.
+impl Scale {
+    /// 0 to 100 (sacrebleu's BLEU and chrF).
+    pub const PERCENT: Scale = Scale {
+        id: "percent",
+        label: "0–100",
+        digits: 2,
+    };
+    /// 0 to 1 (rouge-score, BERTScore).
+    pub const UNIT: Scale = Scale {
+        id: "unit",
+        label: "0–1",
+        digits: 4,
+    };
+    /// Negated perplexity (unbounded below, -1 at best).
+    pub const NEG_PERPLEXITY: Scale = Scale {
+        id: "negperplexity",
+        label: "−perplexity",
+        digits: 4,
+    };
+    /// A formula of NLI probabilities (-2 to 1).
+    pub const NLI: Scale = Scale {
+        id: "nli",
+        label: "NLI",
+        digits: 4,
+    };
+    /// A learned regressor's output (COMET: about 0 to 1 for wmt22 models,
+    /// unbounded z-score-like for wmt20 ones; BLEURT-20: about 0 to 1).
+    pub const REGRESSION: Scale = Scale {
+        id: "regression",
+        label: "learned",
+        digits: 4,
+    };
+    /// A mean token log-likelihood in nats (at most 0; BARTScore).
+    pub const LOG_LIKELIHOOD: Scale = Scale {
+        id: "loglikelihood",
+        label: "log-likelihood",
+        digits: 4,
+    };
+}
+
+impl Serialize for Scale {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id)
+    }
+}
+
+/// What the registry knows about a metric column before it is run: built
+/// from its module's [`registry::About`] and the registry's id.
 #[derive(Debug, Clone, Serialize)]
 pub struct MetricInfo {
     /// Stable identifier used by the CLI, the page and result files (`bleu`).
     pub id: &'static str,
+    /// The kind (spec tag) whose module fills it (`bertscore` for `bertscore-f`).
+    pub kind: &'static str,
     /// Human-readable name (`BLEU`).
     pub name: &'static str,
-    /// One-line description for tooltips and `--help`.
+    /// One line: what the number means (tooltips, `blindspot metrics`).
     pub description: &'static str,
-    /// True when larger values mean better text (all registered metrics).
+    /// True when larger values mean better text.
     pub higher_is_better: bool,
     /// True when the metric cannot run without a reference.
     pub needs_reference: bool,
     /// True when the metric cannot run without a source.
     pub needs_source: bool,
+    /// What it reads, for people (`hypothesis + reference + source`).
+    pub reads: &'static str,
     /// Value range, for display.
     pub scale: Scale,
+    /// The scale's label ([`Scale::label`]).
+    pub scale_label: &'static str,
+    /// Decimal places values are shown with ([`Scale::digits`]).
+    pub digits: usize,
     /// How the corpus-level score is formed.
     pub corpus: CorpusAggregation,
     /// The kind of model it runs on; `None` for model-free metrics.
     pub model: Option<ModelKind>,
     /// The `models.toml` slot whose default checkpoint it uses.
     pub slot: Option<ModelSlot>,
+}
+
+impl MetricSpec {
+    /// The registry's information on the column this spec fills.
+    pub fn info(&self) -> &'static MetricInfo {
+        self.id().info()
+    }
+}
+
+impl MetricInfo {
+    /// `value` oriented so that larger is better (negated where smaller is
+    /// better): what the rank rule, the preference test and the searches
+    /// compare. Reports keep the metric's own values.
+    pub fn oriented(&self, value: f64) -> f64 {
+        if self.higher_is_better { value } else { -value }
+    }
 }
 
 /// How a corpus-level score is built from segments.
@@ -174,7 +285,7 @@ pub trait Metric: Send + Sync {
     fn corpus_score(&self, segments: &[Segment]) -> Result<Score, MetricError>;
 }
 
-/// Every registered metric, model-based ones included, in display order.
+/// Every registered metric column, model-based ones included, in display order.
 pub fn registry() -> Vec<&'static MetricInfo> {
     MetricId::ALL.iter().map(|id| id.info()).collect()
 }
@@ -199,173 +310,6 @@ pub enum ModelKind {
     Bleurt,
     /// An encoder-decoder with a language-model head (BART).
     Seq2SeqLm,
-}
-
-/// The registry entries of the model-based metrics.
-mod models_info {
-    use super::{CorpusAggregation, MetricInfo, ModelKind, ModelSlot, Scale};
-
-    const fn model(
-        id: &'static str,
-        name: &'static str,
-        description: &'static str,
-        needs_reference: bool,
-        scale: Scale,
-        kind: ModelKind,
-        slot: ModelSlot,
-    ) -> MetricInfo {
-        MetricInfo {
-            id,
-            name,
-            description,
-            higher_is_better: true,
-            needs_reference,
-            needs_source: matches!(kind, ModelKind::Comet | ModelKind::CometQe),
-            scale,
-            corpus: CorpusAggregation::MeanOfSegments,
-            model: Some(kind),
-            slot: Some(slot),
-        }
-    }
-
-    pub static BERTSCORE_P: MetricInfo = model(
-        "bertscore-p",
-        "BERTScore P",
-        "BERTScore precision: hypothesis tokens matched to their most similar reference token",
-        true,
-        Scale::Unit,
-        ModelKind::Encoder,
-        ModelSlot::BertScore,
-    );
-    pub static BERTSCORE_R: MetricInfo = model(
-        "bertscore-r",
-        "BERTScore R",
-        "BERTScore recall: reference tokens matched to their most similar hypothesis token",
-        true,
-        Scale::Unit,
-        ModelKind::Encoder,
-        ModelSlot::BertScore,
-    );
-    pub static BERTSCORE_F: MetricInfo = model(
-        "bertscore-f",
-        "BERTScore F1",
-        "BERTScore F1 of precision and recall",
-        true,
-        Scale::Unit,
-        ModelKind::Encoder,
-        ModelSlot::BertScore,
-    );
-    pub static GPT_PPL: MetricInfo = model(
-        "gpt-ppl",
-        "GPT-PPL",
-        "negated perplexity of the hypothesis under a causal language model (GPT-2)",
-        false,
-        Scale::NegPerplexity,
-        ModelKind::CausalLm,
-        ModelSlot::GptPpl,
-    );
-    pub static MLM_PPL: MetricInfo = model(
-        "mlm-ppl",
-        "MLM-PPL",
-        "negated pseudo-perplexity of the hypothesis under a masked language model",
-        false,
-        Scale::NegPerplexity,
-        ModelKind::MaskedLm,
-        ModelSlot::MlmPpl,
-    );
-    pub static MENLI: MetricInfo = model(
-        "menli",
-        "MENLI",
-        "NLI score (entailment, contradiction) of hypothesis and reference or source",
-        false,
-        Scale::Nli,
-        ModelKind::Nli,
-        ModelSlot::Menli,
-    );
-    pub static COMET: MetricInfo = model(
-        "comet",
-        "COMET",
-        "learned MT metric: a regressor on sentence embeddings of hypothesis, reference and source",
-        true,
-        Scale::Regression,
-        ModelKind::Comet,
-        ModelSlot::Comet,
-    );
-    pub static COMET_QE: MetricInfo = model(
-        "comet-qe",
-        "COMET-QE",
-        "reference-free COMET: a regressor on sentence embeddings of hypothesis and source",
-        false,
-        Scale::Regression,
-        ModelKind::CometQe,
-        ModelSlot::CometQe,
-    );
-    pub static BLEURT: MetricInfo = model(
-        "bleurt",
-        "BLEURT",
-        "learned metric: a fine-tuned encoder reading reference and candidate together",
-        true,
-        Scale::Regression,
-        ModelKind::Bleurt,
-        ModelSlot::Bleurt,
-    );
-    pub static BARTSCORE_P: MetricInfo = model(
-        "bartscore-p",
-        "BARTScore P",
-        "BARTScore precision: mean log-likelihood of the hypothesis given the reference under BART",
-        true,
-        Scale::LogLikelihood,
-        ModelKind::Seq2SeqLm,
-        ModelSlot::BartScore,
-    );
-    pub static BARTSCORE_R: MetricInfo = model(
-        "bartscore-r",
-        "BARTScore R",
-        "BARTScore recall: mean log-likelihood of the reference given the hypothesis under BART",
-        true,
-        Scale::LogLikelihood,
-        ModelKind::Seq2SeqLm,
-        ModelSlot::BartScore,
-    );
-    pub static BARTSCORE_F: MetricInfo = model(
-        "bartscore-f",
-        "BARTScore F",
-        "BARTScore F: the arithmetic mean of precision and recall (as the released code computes it)",
-        true,
-        Scale::LogLikelihood,
-        ModelKind::Seq2SeqLm,
-        ModelSlot::BartScore,
-    );
-    pub static MOVERSCORE: MetricInfo = model(
-        "moverscore",
-        "MoverScore",
-        "MoverScore (v2): 1 minus the Earth mover's distance between the reference's and the hypothesis's token embeddings",
-        true,
-        Scale::Unit,
-        ModelKind::Encoder,
-        ModelSlot::MoverScore,
-    );
-    pub static MOVERSCORE_V1: MetricInfo = model(
-        "moverscore-v1",
-        "MoverScore v1",
-        "MoverScore as the paper computes it (moverscore.py): the last 5 layers' min, mean and max per token, n-grams of kept tokens, squared distances",
-        true,
-        Scale::Unit,
-        ModelKind::Encoder,
-        ModelSlot::MoverScoreV1,
-    );
-    pub static BARTSCORE_FAITHFUL: MetricInfo = MetricInfo {
-        needs_source: true,
-        ..model(
-            "bartscore-faithful",
-            "BARTScore faithfulness",
-            "BARTScore faithfulness: mean log-likelihood of the hypothesis given the source under BART",
-            false,
-            Scale::LogLikelihood,
-            ModelKind::Seq2SeqLm,
-            ModelSlot::BartScore,
-        )
-    };
 }
 
 /// The kinds of model-based metric a checkpoint with this head can run.
@@ -413,14 +357,11 @@ pub fn model_metrics_for(config: &crate::models::ModelConfig) -> Vec<MetricId> {
 /// and the ROUGE stemmer as given.
 pub fn create(id: &str, rouge_stemmer: bool) -> Result<Box<dyn Metric>, MetricError> {
     let id: MetricId = id.parse()?;
-    let settings = Settings {
-        rouge_stemmer,
-        ..Settings::default()
-    };
-    settings
-        .spec(id)
-        .lexical()
-        .ok_or(MetricError::NeedsModel(id))
+    let mut spec = MetricSpec::default_for(id);
+    if let MetricSpec::Rouge1(o) | MetricSpec::Rouge2(o) | MetricSpec::RougeL(o) = &mut spec {
+        o.stemmer = rouge_stemmer;
+    }
+    spec.lexical().ok_or(MetricError::NeedsModel(id))
 }
 
 /// The number of references when every segment has the same count.

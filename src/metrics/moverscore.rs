@@ -45,8 +45,19 @@ use std::collections::HashMap;
 
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
-use super::Signature;
+use std::rc::Rc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use super::bertscore::{self, EmbeddingCache, TokenEmbeddings};
+use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of, truncated_part};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::spec::SpecError;
+use super::{
+    CorpusAggregation, MetricError, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment,
+    Signature,
+};
 use crate::models::{ModelError, PassLimit, Plm, read_back};
 use burn::tensor::Tensor;
 
@@ -101,6 +112,17 @@ pub struct MoverScore {
     pub truncated: bool,
 }
 
+/// Why a transport problem has no plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// A side's histogram is all zeros.
+    #[error("one side has no mass to move")]
+    NoMass,
+    /// The simplex solver failed.
+    #[error("the transport problem did not solve: {0}")]
+    Solver(String),
+}
+
 /// An optimal transport plan and its cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transport {
@@ -115,7 +137,7 @@ pub struct Transport {
 /// problem solved exactly by the simplex method. Empty bins are left out of
 /// the linear program; one column constraint is dropped, since with equal
 /// totals it follows from the others (rounding cannot make it infeasible).
-pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
+pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, TransportError> {
     transport(a, b, cost, true)
 }
 
@@ -125,7 +147,12 @@ pub fn emd(a: &[f64], b: &[f64], cost: &[f64]) -> Result<Transport, String> {
 /// charged at `penalty` (pyemd's default: the largest entry of its distance
 /// matrix). With equal totals it is [`emd`]. Solved exactly; FastEMD itself
 /// rounds masses and costs to millionths of their largest value first.
-pub fn emd_hat(a: &[f64], b: &[f64], cost: &[f64], penalty: f64) -> Result<Transport, String> {
+pub fn emd_hat(
+    a: &[f64],
+    b: &[f64],
+    cost: &[f64],
+    penalty: f64,
+) -> Result<Transport, TransportError> {
     let (sa, sb) = (a.iter().sum::<f64>(), b.iter().sum::<f64>());
     let mut t = transport(a, b, cost, (sa - sb).abs() <= 1e-15 * sa.max(sb))?;
     t.cost += (sa - sb).abs() * penalty;
@@ -135,14 +162,14 @@ pub fn emd_hat(a: &[f64], b: &[f64], cost: &[f64], penalty: f64) -> Result<Trans
 /// The least-cost flow from `a` to `b`: with `equal` totals every bin is
 /// filled exactly; otherwise the smaller side's bins are emptied exactly and
 /// the larger side's receive at most their mass.
-fn transport(a: &[f64], b: &[f64], cost: &[f64], equal: bool) -> Result<Transport, String> {
+fn transport(a: &[f64], b: &[f64], cost: &[f64], equal: bool) -> Result<Transport, TransportError> {
     let (n, m) = (a.len(), b.len());
     assert_eq!(cost.len(), n * m, "cost is [a, b]");
     let rows: Vec<usize> = (0..n).filter(|&i| a[i] > 0.0).collect();
     let cols: Vec<usize> = (0..m).filter(|&j| b[j] > 0.0).collect();
     let mut flow = vec![0.0; n * m];
     if rows.is_empty() || cols.is_empty() {
-        return Err("one side has no mass to move".into());
+        return Err(TransportError::NoMass);
     }
     let a_smaller = a.iter().sum::<f64>() <= b.iter().sum::<f64>();
     let (row_op, col_op, col_count) = if equal {
@@ -171,7 +198,7 @@ fn transport(a: &[f64], b: &[f64], cost: &[f64], equal: bool) -> Result<Transpor
     }
     let solution = problem
         .solve()
-        .map_err(|e| format!("the transport problem did not solve: {e}"))?;
+        .map_err(|e| TransportError::Solver(e.to_string()))?;
     let mut total = 0.0;
     for (r, &i) in rows.iter().enumerate() {
         for (c, &j) in cols.iter().enumerate() {
@@ -495,7 +522,7 @@ enum PairError {
     /// No token of this side carries weight.
     NoWeight(&'static str),
     /// The transport problem failed.
-    Transport(String),
+    Transport(TransportError),
 }
 
 /// Weights divided by their sum plus `epsilon`, or the side's error when
@@ -633,6 +660,296 @@ pub fn signature(version: Version, model: &str, idf: bool, precision: &str) -> S
     .with("conventions", conventions)
     .with("precision", precision)
     .versioned()
+}
+
+/// MoverScore's (v2) options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MoverScoreOptions {
+    /// # Model
+    ///
+    /// The encoder; unset: the registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # idf over the set
+    ///
+    /// Weigh tokens by idf over the scored set, references and hypotheses
+    /// apart (moverscore's `idf_dict_ref` and `idf_dict_hyp`); default: off
+    /// (every token weighs 1, as moverscore's `defaultdict(lambda: 1.)`).
+    pub idf: bool,
+}
+
+/// MoverScore v1's options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MoverScoreV1Options {
+    /// # Model
+    ///
+    /// The encoder (the paper's: BERT fine-tuned on MNLI); unset: the
+    /// registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # idf over the set
+    ///
+    /// Weigh tokens by idf over the scored set, references and hypotheses
+    /// apart (moverscore's `idf_dict_ref` and `idf_dict_hyp`); default: off.
+    pub idf: bool,
+    /// # n-gram
+    ///
+    /// Kept tokens per window (moverscore's `n_gram`): 1 is the paper's
+    /// MoverScore, 2 its bigram variant. Default: 1.
+    #[schemars(
+        range(min = 1),
+        extend("x-choices" = [
+            {"value": 1, "label": "1 (the paper's MoverScore)"},
+            {"value": 2, "label": "2 (its bigram variant)"}
+        ])
+    )]
+    pub ngram: usize,
+}
+
+impl Default for MoverScoreV1Options {
+    fn default() -> Self {
+        Self {
+            model: None,
+            idf: false,
+            ngram: 1,
+        }
+    }
+}
+
+/// MoverScore's (v2) registry entry.
+pub struct MoverScoreMetric;
+
+/// MoverScore v1's registry entry.
+pub struct MoverScoreV1Metric;
+
+const MOVERSCORE_ABOUT: &str = "Each text's tokens become points in the encoder's space; \
+    MoverScore is 1 minus the least total cost of moving the reference's points onto the \
+    hypothesis's (the Earth mover's distance), so 1 means the same tokens in the same \
+    contexts. v2 (moverscore_v2): the last layer and Euclidean costs; subword pieces and \
+    punctuation weigh nothing, [CLS] and [SEP] count, as in the released code. v1 (the \
+    paper's moverscore.py, made for a BERT fine-tuned on MNLI): each token is the min, mean \
+    and max of the last 5 layers, windows of n kept tokens are the points, costs are \
+    squared distances. idf weights need a set of texts: on one pair every token weighs the \
+    same.";
+
+impl MetricModule for MoverScoreMetric {
+    type Options = MoverScoreOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "MoverScore",
+        about: MOVERSCORE_ABOUT,
+        reference: "moverscore 1.0.3 (moverscore_v2.py)",
+        truncated: "a text was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Encoder),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About::reference_based(
+        "MoverScore",
+        "MoverScore (v2): 1 minus the Earth mover's distance between the reference's and the hypothesis's token embeddings",
+        Scale::UNIT,
+    )];
+
+    fn whole_set(o: &MoverScoreOptions) -> Option<&'static str> {
+        o.idf.then_some("MoverScore's idf weights")
+    }
+
+    fn reads_set_hypotheses(o: &MoverScoreOptions) -> bool {
+        o.idf
+    }
+}
+
+impl MetricModule for MoverScoreV1Metric {
+    type Options = MoverScoreV1Options;
+    const KIND: KindAbout = KindAbout {
+        name: "MoverScore v1",
+        about: MOVERSCORE_ABOUT,
+        reference: "moverscore 1.0.3 (moverscore.py)",
+        truncated: "a text was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::Encoder),
+        card: Card {
+            version_of: Some("moverscore"),
+            every_column: false,
+        },
+    };
+    const COLUMNS: &'static [About] = &[About::reference_based(
+        "MoverScore v1",
+        "MoverScore as the paper computes it (moverscore.py): the last 5 layers' min, mean and max per token, n-grams of kept tokens, squared distances",
+        Scale::UNIT,
+    )];
+
+    fn validate(o: &MoverScoreV1Options) -> Result<(), SpecError> {
+        if o.ngram == 0 {
+            return Err(SpecError(
+                "MoverScore v1's n-gram must be at least 1 (1: the paper's MoverScore)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn whole_set(o: &MoverScoreV1Options) -> Option<&'static str> {
+        o.idf.then_some("MoverScore's idf weights")
+    }
+
+    fn reads_set_hypotheses(o: &MoverScoreV1Options) -> bool {
+        o.idf
+    }
+}
+
+impl ModelModule for MoverScoreMetric {
+    fn model_name(o: &MoverScoreOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&MoverScoreOptions],
+        segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let plm = engine.model(ModelSlot::MoverScore, o.model.as_deref())?;
+            let spec = MetricSpec::MoverScore((*o).clone());
+            out.push(column(engine, spec, &plm, Version::V2, o.idf, segments, set).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl ModelModule for MoverScoreV1Metric {
+    fn model_name(o: &MoverScoreV1Options) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&MoverScoreV1Options],
+        segments: &[Segment<'_>],
+        set: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let plm = engine.model(ModelSlot::MoverScoreV1, o.model.as_deref())?;
+            let spec = MetricSpec::MoverScoreV1((*o).clone());
+            let version = Version::V1 { ngram: o.ngram };
+            out.push(column(engine, spec, &plm, version, o.idf, segments, set).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// idf as the released usages build it: with one reference per segment,
+/// over the references as listed (the README's `get_idf_dict(references)`,
+/// a repeated reference counting again); with several, over each distinct
+/// reference once (run_summarization.py: an article's references, however
+/// many summaries share them). Hypotheses: each segment's once.
+fn weights_of(plm: &Plm, counted: &[Segment<'_>]) -> Result<IdfWeights, ModelError> {
+    let single = counted.iter().all(|s| s.refs.len() == 1);
+    let mut seen = std::collections::HashSet::new();
+    let texts = IdfTexts {
+        references: counted
+            .iter()
+            .flat_map(|s| s.refs.iter().copied())
+            .filter(|r| single || seen.insert(*r))
+            .collect(),
+        hypotheses: counted.iter().map(|s| s.hyp).collect(),
+    };
+    idf_weights(plm, &texts)
+}
+
+async fn column(
+    engine: &Engine,
+    spec: MetricSpec,
+    plm: &Plm,
+    version: Version,
+    idf: bool,
+    segments: &[Segment<'_>],
+    set: Option<&[Segment<'_>]>,
+) -> Result<Column, EngineError> {
+    let id = spec.id();
+    // Several references: the hypothesis is scored against each and the
+    // scores averaged, as the released examples do (example.py's
+    // `sentence_score`, run_summarization.py).
+    let mut pairs = Vec::new();
+    let mut first = Vec::with_capacity(segments.len());
+    for (i, s) in segments.iter().enumerate() {
+        if s.refs.is_empty() {
+            return Err(MetricError::MissingReference {
+                metric: id.as_str(),
+                segment: i + 1,
+            }
+            .into());
+        }
+        first.push(pairs.len());
+        pairs.extend(s.refs.iter().map(|r| (*r, s.hyp)));
+    }
+    // Within a larger set, the set's texts count instead (its weights
+    // counted once for all its batches).
+    let weights = match (idf, set) {
+        (false, _) => None,
+        (true, None) => Some(Rc::new(
+            weights_of(plm, segments).map_err(model_error(plm))?,
+        )),
+        (true, Some(set)) => Some(
+            engine
+                .set_weights("moverscore-idf", plm.load_id, set, true, || {
+                    weights_of(plm, set)
+                })
+                .map_err(model_error(plm))?,
+        ),
+    };
+    let scored = score(
+        plm,
+        &pairs,
+        version,
+        weights.as_deref(),
+        &[],
+        engine.embedding_cache(),
+    )
+    .await
+    .map_err(model_error(plm))?;
+    let signature = signature(version, &plm.name, idf, &plm.precision_label());
+    let scores = segments
+        .iter()
+        .zip(&first)
+        .map(|(s, &k)| {
+            let mine = &scored[k..k + s.refs.len()];
+            let value = mine.iter().map(|m| m.value).sum::<f64>() / mine.len() as f64;
+            let truncated = mine.iter().any(|m| m.truncated);
+            Score {
+                metric: id.as_str(),
+                value,
+                parts: vec![
+                    truncated_part(truncated),
+                    part_of("references", mine.len() as f64),
+                ],
+                signature: signature.to_string(),
+            }
+        })
+        .collect();
+    let mut column = Column::new(spec, scores, signature);
+    if engine.details() {
+        // The plan against each segment's first reference.
+        let mut plans: Vec<Option<MoverScore>> = scored.into_iter().map(Some).collect();
+        column.details = first
+            .iter()
+            .filter_map(|&k| plans.get_mut(k).and_then(Option::take))
+            .map(|m| Detail::Flow {
+                ref_tokens: m.ref_tokens,
+                hyp_tokens: m.hyp_tokens,
+                ref_mass: m.ref_mass,
+                hyp_mass: m.hyp_mass,
+                flow: m.flow,
+                truncated: m.truncated,
+            })
+            .collect();
+    }
+    Ok(column)
 }
 
 #[cfg(test)]

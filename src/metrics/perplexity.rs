@@ -13,9 +13,14 @@
 //! and the target's column), so only one number per token is read back.
 
 use burn::tensor::{Int, Tensor, TensorData, activation};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::Signature;
+use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of, truncated_part};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::{
+    CorpusAggregation, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
+};
 use crate::models::{LmToken, ModelError, PassLimit, Plm, read_back};
 
 /// Token positions per model pass (GPT-2's logits take 200 KB per token).
@@ -216,6 +221,209 @@ pub fn pseudo_signature(model: &str, precision: &str) -> Signature {
         .flag("neg", true)
         .with("precision", precision)
         .versioned()
+}
+
+/// GPT-PPL's options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct GptPplOptions {
+    /// # Model
+    ///
+    /// The causal LM (GPT-2 family); unset: the registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # score the first token after <|endoftext|>
+    ///
+    /// Put `<|endoftext|>` first so the text's first token is scored too (as
+    /// lm-evaluation-harness does); default: off, as transformers'
+    /// `model(ids, labels=ids).loss` leaves the first token unscored.
+    pub bos: bool,
+}
+
+/// MLM-PPL's options.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MlmPplOptions {
+    /// # Model
+    ///
+    /// The masked LM (BERT or RoBERTa with its MLM head); unset: the
+    /// registry's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+}
+
+/// GPT-PPL's registry entry.
+pub struct GptPplMetric;
+
+/// MLM-PPL's registry entry.
+pub struct MlmPplMetric;
+
+impl MetricModule for GptPplMetric {
+    type Options = GptPplOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "GPT-PPL",
+        about: "The perplexity of the hypothesis under a causal language model: exp of the \
+                mean negative log-likelihood of each token given the ones before it, \
+                reported negated so that higher is better (-1 at best). The reference \
+                and the source are not read.",
+        reference: "transformers (GPT-2 `labels=ids` loss)",
+        truncated: "the hypothesis was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::CausalLm),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        needs_reference: false,
+        reads: "hypothesis",
+        ..About::reference_based(
+            "GPT-PPL",
+            "negated perplexity of the hypothesis under a causal language model (GPT-2)",
+            Scale::NEG_PERPLEXITY,
+        )
+    }];
+}
+
+impl ModelModule for GptPplMetric {
+    fn model_name(o: &GptPplOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&GptPplOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let plm = engine.model(ModelSlot::GptPpl, o.model.as_deref())?;
+            let spec = MetricSpec::GptPpl((*o).clone());
+            out.push(column(engine, spec, &plm, segments, Some(o.bos)).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl MetricModule for MlmPplMetric {
+    type Options = MlmPplOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "MLM-PPL",
+        about: "The pseudo-perplexity of the hypothesis under a masked language model: \
+                every token masked in turn, exp of the mean negative log-probability of \
+                the masked token, reported negated so that higher is better.",
+        reference: "Salazar et al. 2020 (pseudo-log-likelihood)",
+        truncated: "the hypothesis was cut to the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::MaskedLm),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[About {
+        needs_reference: false,
+        reads: "hypothesis",
+        ..About::reference_based(
+            "MLM-PPL",
+            "negated pseudo-perplexity of the hypothesis under a masked language model",
+            Scale::NEG_PERPLEXITY,
+        )
+    }];
+}
+
+impl ModelModule for MlmPplMetric {
+    fn model_name(o: &MlmPplOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&MlmPplOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        let mut out = Vec::with_capacity(group.len());
+        for o in group {
+            let plm = engine.model(ModelSlot::MlmPpl, o.model.as_deref())?;
+            let spec = MetricSpec::MlmPpl((*o).clone());
+            out.push(column(engine, spec, &plm, segments, None).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// A perplexity column: GPT-PPL's (`causal_bos` set) or MLM-PPL's.
+async fn column(
+    engine: &Engine,
+    spec: MetricSpec,
+    plm: &Plm,
+    segments: &[Segment<'_>],
+    causal_bos: Option<bool>,
+) -> Result<Column, EngineError> {
+    let id = spec.id();
+    let texts: Vec<&str> = segments.iter().map(|s| s.hyp).collect();
+    let precision = plm.precision_label();
+    let (result, signature) = match causal_bos {
+        Some(bos) => (
+            causal(plm, &texts, bos).await,
+            causal_signature(&plm.name, bos, &precision),
+        ),
+        None => (
+            pseudo(plm, &texts).await,
+            pseudo_signature(&plm.name, &precision),
+        ),
+    };
+    let result = result.map_err(model_error(plm))?;
+    let mut scores = Vec::with_capacity(result.len());
+    for (i, p) in result.iter().enumerate() {
+        let ppl = p.perplexity.ok_or_else(|| EngineError::Input {
+            metric: id,
+            message: format!(
+                "segment {} has no token to score{}",
+                i + 1,
+                match causal_bos {
+                    Some(false) =>
+                        " (one token has no context: score it after <|endoftext|> (--ppl-bos, \
+                         or the card's first-token switch), or add text)",
+                    _ => " (it is empty)",
+                }
+            ),
+        })?;
+        let scored = p.surprisal.iter().flatten().count() as f64;
+        scores.push(Score {
+            metric: id.as_str(),
+            value: -ppl,
+            parts: vec![
+                part_of("perplexity", ppl),
+                part_of("tokens_scored", scored),
+                truncated_part(p.truncated),
+            ],
+            signature: signature.to_string(),
+        });
+    }
+    let mut column = Column::new(spec, scores, signature);
+    if engine.details() {
+        column.details = result
+            .iter()
+            .map(|p| {
+                Ok(Detail::Surprisal {
+                    tokens: p
+                        .tokens
+                        .iter()
+                        .zip(&p.surprisal)
+                        .map(|(t, s)| Ok((plm.tokenizer.decode(&[t.id])?, *s)))
+                        .collect::<Result<_, ModelError>>()?,
+                    spans: p
+                        .tokens
+                        .iter()
+                        .map(|t| (t.span.start, t.span.end))
+                        .collect(),
+                    truncated: p.truncated,
+                })
+            })
+            .collect::<Result<_, ModelError>>()
+            .map_err(model_error(plm))?;
+    }
+    Ok(column)
 }
 
 #[cfg(test)]

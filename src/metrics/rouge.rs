@@ -13,45 +13,87 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::signature::nrefs_value;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::registry::{About, Card, KindAbout, LexicalModule, MetricModule};
 use super::{
-    CorpusAggregation, Level, Metric, MetricError, MetricInfo, Scale, Score, ScorePart, Segment,
-    Signature, require_references, uniform_nrefs,
+    CorpusAggregation, Level, Metric, MetricError, MetricId, MetricInfo, Scale, Score, ScorePart,
+    Segment, Signature, require_references, uniform_nrefs,
 };
 use crate::text::{porter, sequences};
 
-/// Registry entry for ROUGE-1.
-pub static ROUGE1_INFO: MetricInfo = info(
-    "rouge1",
-    "ROUGE-1",
-    "unigram overlap F-measure (rouge-score 0.1.2)",
-);
-/// Registry entry for ROUGE-2.
-pub static ROUGE2_INFO: MetricInfo = info(
-    "rouge2",
-    "ROUGE-2",
-    "bigram overlap F-measure (rouge-score 0.1.2)",
-);
-/// Registry entry for ROUGE-L.
-pub static ROUGEL_INFO: MetricInfo = info(
-    "rougeL",
-    "ROUGE-L",
-    "longest-common-subsequence F-measure (rouge-score 0.1.2)",
-);
+/// ROUGE's options (one struct for ROUGE-1, ROUGE-2 and ROUGE-L).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RougeOptions {
+    /// # Porter stemmer
+    ///
+    /// Stem tokens longer than 3 characters with NLTK's Porter stemmer before
+    /// matching (rouge-score `use_stemmer`). Default: off.
+    pub stemmer: bool,
+}
 
-const fn info(id: &'static str, name: &'static str, description: &'static str) -> MetricInfo {
-    MetricInfo {
-        id,
+/// The schema of the stemmer option every ROUGE kind has: what the page's
+/// one stemmer switch (and a suite's `rouge_stemmer`) sets.
+pub fn stemmer_schema() -> serde_json::Value {
+    super::registry::options_schema::<Rouge1Metric>()["properties"]["stemmer"].clone()
+}
+
+/// What every ROUGE kind shares.
+const fn rouge_kind(name: &'static str) -> KindAbout {
+    KindAbout {
         name,
-        description,
-        higher_is_better: true,
-        needs_reference: true,
-        needs_source: false,
-        scale: Scale::Unit,
+        about: "Overlap F-measure of lowercased [a-z0-9] tokens (optionally Porter-stemmed), \
+                as rouge-score computes it: precision over the hypothesis, recall over the \
+                reference; with several references the best F counts. rouge-score has no \
+                corpus statistic: the corpus score is the mean of segment scores.",
+        reference: "rouge-score 0.1.2",
+        truncated: "",
         corpus: CorpusAggregation::MeanOfSegments,
         model: None,
-        slot: None,
+        card: Card::OWN,
     }
 }
+
+macro_rules! rouge_metric {
+    ($marker:ident, $kind:expr, $name:literal, $description:literal) => {
+        #[doc = concat!($name, "'s registry entry: its options and description.")]
+        pub struct $marker;
+
+        impl MetricModule for $marker {
+            type Options = RougeOptions;
+            const KIND: KindAbout = rouge_kind($name);
+            const COLUMNS: &'static [About] =
+                &[About::reference_based($name, $description, Scale::UNIT)];
+        }
+
+        impl LexicalModule for $marker {
+            fn metric(options: &RougeOptions) -> Box<dyn Metric> {
+                Box::new(Rouge::new($kind, options.stemmer))
+            }
+        }
+    };
+}
+
+rouge_metric!(
+    Rouge1Metric,
+    RougeKind::N(1),
+    "ROUGE-1",
+    "unigram overlap F-measure (rouge-score 0.1.2)"
+);
+rouge_metric!(
+    Rouge2Metric,
+    RougeKind::N(2),
+    "ROUGE-2",
+    "bigram overlap F-measure (rouge-score 0.1.2)"
+);
+rouge_metric!(
+    RougeLMetric,
+    RougeKind::Lcs,
+    "ROUGE-L",
+    "longest-common-subsequence F-measure (rouge-score 0.1.2)"
+);
 
 /// Which ROUGE variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,9 +169,9 @@ impl Rouge {
 
     fn info_ref(&self) -> &'static MetricInfo {
         match self.kind {
-            RougeKind::N(1) => &ROUGE1_INFO,
-            RougeKind::N(_) => &ROUGE2_INFO,
-            RougeKind::Lcs => &ROUGEL_INFO,
+            RougeKind::N(1) => MetricId::Rouge1.info(),
+            RougeKind::N(_) => MetricId::Rouge2.info(),
+            RougeKind::Lcs => MetricId::RougeL.info(),
         }
     }
 

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::suite::MetricEntry;
 use crate::data::SummEvalDoc;
 use crate::metrics::engine::Column;
+use crate::metrics::perplexity::GptPplOptions;
 use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment, uniform_nrefs};
 use crate::text::words::words;
 
@@ -299,9 +300,11 @@ pub async fn run_audit(
     progress: impl AsyncFn(usize, usize) -> bool,
 ) -> Result<AuditReport, EngineError> {
     // The perplexity is scored with the metrics, last, then set apart.
-    let perplexity = ppl_model.map(|model| MetricSpec::GptPpl {
-        model: Some(model.to_owned()),
-        bos: true,
+    let perplexity = ppl_model.map(|model| {
+        MetricSpec::GptPpl(GptPplOptions {
+            model: Some(model.to_owned()),
+            bos: true,
+        })
     });
     let specs: Vec<MetricSpec> = specs.iter().cloned().chain(perplexity).collect();
     let specs = specs.as_slice();
@@ -433,7 +436,9 @@ pub async fn run_audit(
         }
         sums.iter().map(|(t, n)| t / *n as f64).collect()
     };
-    let pairwise = |metric: &[f64], humans: &[f64]| -> f64 {
+    // A metric agrees with the humans on a pair of systems when it ranks
+    // them the same way, in its own direction (lower TER is better).
+    let pairwise = |info: &crate::metrics::MetricInfo, metric: &[f64], humans: &[f64]| -> f64 {
         let (mut agree, mut total) = (0usize, 0usize);
         for i in 0..metric.len() {
             for j in i + 1..metric.len() {
@@ -442,7 +447,7 @@ pub async fn run_audit(
                     continue;
                 }
                 total += 1;
-                agree += usize::from((metric[i] - metric[j]) * dh > 0.0);
+                agree += usize::from(info.oriented(metric[i] - metric[j]) * dh > 0.0);
             }
         }
         agree as f64 / total.max(1) as f64
@@ -467,7 +472,7 @@ pub async fn run_audit(
                 correlates: with_correlates,
                 system_accuracy: human_system
                     .iter()
-                    .map(|h| pairwise(&metric_system, h))
+                    .map(|h| pairwise(column.spec.info(), &metric_system, h))
                     .collect(),
                 flags,
             }

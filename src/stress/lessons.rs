@@ -13,7 +13,7 @@ use super::attack::{
 };
 use crate::inject::{self, Context};
 use crate::metrics::mauve;
-use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, ModelSlot, Segment, Settings};
+use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, ModelSlot, Segment};
 use crate::models::{LmTokenizer, ModelError};
 
 /// A lesson: one finding of one paper.
@@ -32,6 +32,40 @@ pub struct Lesson {
     pub paper_model: Option<&'static str>,
     /// The steps, in order.
     pub steps: Vec<Step>,
+}
+
+impl Lesson {
+    /// What the lesson's steps score with, in words ("lexical metrics and
+    /// MiniLM", "GPT-2"), from the model kinds of their metrics.
+    pub fn runs_with(&self) -> String {
+        use crate::metrics::ModelKind;
+        let kinds: Vec<Option<ModelKind>> = self
+            .steps
+            .iter()
+            .flat_map(|s| &s.metrics)
+            .map(|&m| match m.parse::<MetricId>() {
+                Ok(id) => id.info().model,
+                // MAUVE's features are GPT-2's.
+                Err(_) => Some(ModelKind::CausalLm),
+            })
+            .collect();
+        let has = |k: Option<ModelKind>| kinds.contains(&k);
+        let parts: Vec<&str> = [
+            (has(None), "lexical metrics"),
+            (has(Some(ModelKind::Encoder)), "MiniLM"),
+            (has(Some(ModelKind::Nli)), "an NLI model"),
+            (has(Some(ModelKind::CausalLm)), "GPT-2"),
+            (has(Some(ModelKind::MaskedLm)), "a masked LM"),
+        ]
+        .into_iter()
+        .filter_map(|(on, words)| on.then_some(words))
+        .collect();
+        match parts.as_slice() {
+            [] => "the lexical metrics".to_owned(),
+            [one] => (*one).to_owned(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        }
+    }
 }
 
 /// The texts a step starts from.
@@ -785,10 +819,10 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
     let metric: MetricId = id
         .parse()
         .map_err(|e: crate::metrics::ParseError| LessonError::Failed(e.to_string()))?;
-    let mut spec = Settings::default().spec(metric);
+    let mut spec = MetricSpec::default_for(metric);
     match &mut spec {
         MetricSpec::BertScore(b) => b.model = Some(bertscore_model(models)?),
-        MetricSpec::GptPpl { model, .. } => *model = Some(causal_lm(models)?),
+        MetricSpec::GptPpl(g) => g.model = Some(causal_lm(models)?),
         MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \

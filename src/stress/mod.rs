@@ -13,7 +13,7 @@ pub mod suite;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::inject::{self, Context, InjectError, Injection, InjectionInfo};
-use crate::metrics::{Metric, MetricError, Segment};
+use crate::metrics::{Metric, MetricError, MetricInfo, Segment};
 
 /// The rank-rule outcome for one metric and one injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -104,8 +104,10 @@ pub fn verdict(base: f64, level_means: &[f64], graded: bool) -> Verdict {
 /// per level, where `applied` is how often the injection changed a text (a
 /// count or a share). A level that changed nothing (a text too short for
 /// it) says nothing about the metric, so it is left out rather than judged a
-/// tie with the base.
+/// tie with the base. Scores are oriented first ([`MetricInfo::oriented`]):
+/// for a metric where lower is better (TER), noise must raise the score.
 pub fn verdict_of_applied(
+    metric: &MetricInfo,
     base: f64,
     levels: impl IntoIterator<Item = (f64, f64)>,
     graded: bool,
@@ -113,9 +115,22 @@ pub fn verdict_of_applied(
     let means: Vec<f64> = levels
         .into_iter()
         .filter(|&(_, applied)| applied > 0.0)
-        .map(|(mean, _)| mean)
+        .map(|(mean, _)| metric.oriented(mean))
         .collect();
-    verdict(base, &means, graded)
+    verdict(metric.oriented(base), &means, graded)
+}
+
+/// The registry's information on a metric a report names, or a
+/// higher-is-better stand-in for an id this version does not know (an older
+/// report's).
+pub fn metric_info(id: &str) -> std::borrow::Cow<'static, MetricInfo> {
+    match id.parse::<crate::metrics::MetricId>() {
+        Ok(id) => std::borrow::Cow::Borrowed(id.info()),
+        Err(_) => std::borrow::Cow::Owned(MetricInfo {
+            higher_is_better: true,
+            ..crate::metrics::MetricId::ALL[0].info().clone()
+        }),
+    }
 }
 
 /// Whether `info`'s levels are amounts of one noise, which the rank rule
@@ -240,7 +255,7 @@ pub async fn sweep(
     let verdicts = (0..metrics.len())
         .map(|m| {
             let means = levels.iter().map(|l| (l.scores[m], l.applied as f64));
-            verdict_of_applied(base[m], means, graded(info))
+            verdict_of_applied(metrics[m].info(), base[m], means, graded(info))
         })
         .collect();
     Ok(Sweep {

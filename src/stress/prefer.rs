@@ -268,11 +268,14 @@ pub async fn run_preference(
         for (m, r) in results.iter_mut().enumerate() {
             let [bw, ba] = &outcomes[0][m];
             let [fw, fa] = &outcomes[1][m];
+            // "Prefers" in the metric's own direction (lower TER is better).
+            let info = specs[m].info();
+            let prefers = |a: f64, b: f64| info.oriented(a) > info.oriented(b);
             for (i, &e) in type_of[rows.clone()].iter().enumerate() {
-                let based = bw[i] > ba[i];
+                let based = prefers(bw[i], ba[i]);
                 r.ref_based[e].add(based);
                 r.ref_based_overall.add(based);
-                let free = fw[i] > fa[i];
+                let free = prefers(fw[i], fa[i]);
                 r.ref_free[e].add(free);
                 r.ref_free_overall.add(free);
             }

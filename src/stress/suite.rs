@@ -33,7 +33,7 @@ use super::{Verdict, verdict_of_applied};
 use crate::data::Item;
 use crate::inject::masked_lm::MaskedLm;
 use crate::inject::{self, Context, Family, InjectError, Injection};
-use crate::metrics::spec::ParseError;
+use crate::metrics::spec::{OptionValue, ParseError};
 use crate::metrics::{Level, Metric, MetricError, MetricSpec, Segment, Settings};
 use crate::models::tokenizer::LmTokenizer;
 
@@ -227,7 +227,9 @@ impl SuiteReport {
                 if self.base[m].is_nan() || levels().any(|(mean, _)| mean.is_nan()) {
                     continue;
                 }
-                if shown != verdict_of_applied(self.base[m], levels(), super::graded(info)) {
+                let metric = super::metric_info(&self.metrics[m].id);
+                if shown != verdict_of_applied(&metric, self.base[m], levels(), super::graded(info))
+                {
                     return Err(format!(
                         "{}'s verdict for {} is not the rank rule's on its scores",
                         test.injection, self.metrics[m].id
@@ -677,10 +679,10 @@ fn plan(
             config.seeds
         )));
     }
-    let settings = Settings {
-        rouge_stemmer: config.rouge_stemmer,
-        ..models.settings.clone()
-    };
+    let settings = models
+        .settings
+        .clone()
+        .with(OptionValue::new(None, "stemmer", config.rouge_stemmer).lenient());
     let specs = match &models.specs {
         Some(specs) => {
             let ids: Vec<String> = specs.iter().map(|s| s.id().to_string()).collect();
@@ -1114,7 +1116,7 @@ pub async fn run_part_async(
         if let Some(f) = stream {
             streamed
                 .tests
-                .push(aggregate_test(test, &base_mean, plan.seeds)?);
+                .push(aggregate_test(test, &metrics, &base_mean, plan.seeds)?);
             f(&streamed);
         }
         Ok(())
@@ -1531,7 +1533,12 @@ fn base_means(base: &[Vec<f64>], metric_count: usize) -> Vec<f64> {
 }
 
 /// One test's result from its per-item outcomes over all items.
-fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestResult, SuiteError> {
+fn aggregate_test(
+    test: &TestPart,
+    metrics: &[MetricEntry],
+    base: &[f64],
+    seeds: usize,
+) -> Result<TestResult, SuiteError> {
     let info = inject::create(&test.injection)?.info();
     let metric_count = base.len();
     let n = test.items.len();
@@ -1576,7 +1583,10 @@ fn aggregate_test(test: &TestPart, base: &[f64], seeds: usize) -> Result<TestRes
         (0..metric_count)
             .map(|m| {
                 let means = levels.iter().map(|l| (l.scores[m].mean, l.applied));
-                verdict_of_applied(base[m], means, super::graded(info))
+                let metric = metrics
+                    .get(m)
+                    .map_or_else(|| super::metric_info(""), |e| super::metric_info(&e.id));
+                verdict_of_applied(&metric, base[m], means, super::graded(info))
             })
             .collect()
     };
@@ -1649,7 +1659,7 @@ fn aggregate_part(part: &SuitePart, complete: bool) -> Result<SuiteReport, Suite
     let tests = part
         .tests
         .iter()
-        .map(|t| aggregate_test(t, &base, part.config.seeds as usize))
+        .map(|t| aggregate_test(t, &part.metrics, &base, part.config.seeds as usize))
         .collect::<Result<_, _>>()?;
     Ok(SuiteReport {
         tool: part.tool.clone(),

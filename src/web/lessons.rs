@@ -6,10 +6,25 @@ use wasm_bindgen::prelude::*;
 use super::{js_err, to_js};
 use crate::stress::lessons::{LessonModels, registry, run_step};
 
-/// Every lesson with its steps (texts, actions, metrics, claims).
+/// Every lesson with its steps (texts, actions, metrics, claims), and
+/// `runsWith`: what its steps score with, in words.
 #[wasm_bindgen(js_name = lessonRegistry)]
 pub fn lesson_registry() -> Result<JsValue, JsError> {
-    to_js(&registry())
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Shown {
+        #[serde(flatten)]
+        lesson: crate::stress::lessons::Lesson,
+        runs_with: String,
+    }
+    let shown: Vec<Shown> = registry()
+        .into_iter()
+        .map(|lesson| Shown {
+            runs_with: lesson.runs_with(),
+            lesson,
+        })
+        .collect();
+    to_js(&shown)
 }
 
 /// Runs step `step` of lesson `lesson`. `bertscore` names the loaded model

@@ -113,51 +113,24 @@ pub fn metric_registry() -> Result<JsValue, JsError> {
     to_js(&metrics::registry())
 }
 
-/// The option lists and defaults the page offers, from the core: MENLI's
-/// tasks (with the formula, direction and premise each implies), formulas
-/// and directions, BERTScore parts, each metric's default spec, and how
+/// The metric schema the page builds its cards from: every kind with its
+/// description, columns, default spec and options' JSON Schema
+/// ([`metrics::registry::KindInfo`]), each metric id's default spec, and how
 /// verdicts are shown.
 #[wasm_bindgen(js_name = metricChoices)]
 pub fn metric_choices() -> Result<JsValue, JsError> {
-    use crate::metrics::menli::{Direction, Formula, Premise, Task};
-    use crate::metrics::spec::{BartPart, Part};
-    #[derive(Serialize)]
-    struct TaskChoice {
-        id: Task,
-        formula: Formula,
-        direction: Direction,
-        premise: Premise,
-        weight: f64,
-    }
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Choices {
-        menli_tasks: Vec<TaskChoice>,
-        menli_formulas: &'static [Formula],
-        menli_directions: &'static [Direction],
-        bertscore_parts: &'static [Part],
-        bartscore_parts: &'static [BartPart],
+        kinds: &'static [metrics::registry::KindInfo],
+        /// The ROUGE option the page's stemmer box sets (its title and help).
+        rouge_stemmer: serde_json::Value,
         defaults: Vec<MetricSpec>,
         verdicts: Vec<crate::stress::VerdictInfo>,
     }
     to_js(&Choices {
-        menli_tasks: Task::ALL
-            .iter()
-            .map(|&id| {
-                let s = id.setup();
-                TaskChoice {
-                    id,
-                    formula: s.formula,
-                    direction: s.direction,
-                    premise: s.premise,
-                    weight: s.weight,
-                }
-            })
-            .collect(),
-        menli_formulas: Formula::ALL,
-        menli_directions: Direction::ALL,
-        bertscore_parts: Part::ALL,
-        bartscore_parts: BartPart::ALL,
+        kinds: metrics::registry::kinds(),
+        rouge_stemmer: metrics::rouge::stemmer_schema(),
         defaults: metrics::MetricId::ALL
             .iter()
             .map(|&id| MetricSpec::default_for(id))
@@ -167,6 +140,30 @@ pub fn metric_choices() -> Result<JsValue, JsError> {
             .map(|v| v.info())
             .collect(),
     })
+}
+
+/// The model-free metrics' default specs, in registry order, with the
+/// page's ROUGE stemmer applied where a metric has it.
+#[wasm_bindgen(js_name = lexicalSpecs)]
+pub fn lexical_specs(rouge_stemmer: bool) -> Result<JsValue, JsError> {
+    let settings = Settings::default()
+        .with(crate::metrics::spec::OptionValue::new(None, "stemmer", rouge_stemmer).lenient());
+    let specs = metrics::MetricId::ALL
+        .iter()
+        .filter(|id| !id.is_model_based())
+        .map(|&id| settings.spec(id))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(js_err)?;
+    to_js(&specs)
+}
+
+/// The id of the column a spec fills (`{metric: "bertscore", part: "r"}`
+/// is `bertscore-r`).
+#[wasm_bindgen(js_name = specId)]
+pub fn spec_id(spec: JsValue) -> Result<String, JsError> {
+    let spec: MetricSpec = serde_wasm_bindgen::from_value(spec)
+        .map_err(|e| JsError::new(&format!("invalid metric spec: {e}")))?;
+    Ok(spec.id().to_string())
 }
 
 /// The references of a reference box (blank-line separated), as every
@@ -218,10 +215,9 @@ pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
         refs: &refs,
         src: source,
     };
-    let settings = Settings {
-        rouge_stemmer: request.rouge_stemmer,
-        ..Settings::default()
-    };
+    let settings = Settings::default().with(
+        crate::metrics::spec::OptionValue::new(None, "stemmer", request.rouge_stemmer).lenient(),
+    );
     let outcomes: Vec<ScoreOutcome> = request
         .metrics
         .iter()
@@ -245,6 +241,28 @@ pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
         })
         .collect();
     to_js(&outcomes)
+}
+
+/// The injection families in display order: `[{id, label, suiteDefault}]`
+/// (`suiteDefault`: a stress suite runs it unless told otherwise).
+#[wasm_bindgen(js_name = injectionFamilies)]
+pub fn injection_families() -> Result<JsValue, JsError> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct FamilyInfo {
+        id: inject::Family,
+        label: &'static str,
+        suite_default: bool,
+    }
+    let families: Vec<FamilyInfo> = inject::Family::ALL
+        .iter()
+        .map(|&id| FamilyInfo {
+            id,
+            label: id.label(),
+            suite_default: inject::Family::SUITE_DEFAULT.contains(&id),
+        })
+        .collect();
+    to_js(&families)
 }
 
 /// Every registered injection (`InjectionInfo` objects), grouped by family.

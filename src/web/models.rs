@@ -126,6 +126,8 @@ struct ModelInfo {
     labels: Vec<String>,
     /// Model-based metric ids this checkpoint can run.
     metrics: Vec<crate::metrics::MetricId>,
+    /// What the model can serve as (`encoder`, `causal-lm`, `nli`...).
+    kinds: Vec<crate::metrics::ModelKind>,
     backend: &'static str,
     precision: Precision,
     /// The network's parameter count.
@@ -233,6 +235,7 @@ pub async fn load_model(
             .unwrap_or(plm.config.max_tokens()),
         labels: plm.config.labels.clone(),
         metrics: crate::metrics::model_metrics_for(&plm.config),
+        kinds: crate::metrics::model_kinds(&plm.config),
         backend,
         precision,
         parameters: plm.parameters(),

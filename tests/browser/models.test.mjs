@@ -472,6 +472,67 @@ test("BERTScore updates as the user types, draws its heatmap, and equals the nat
   await context.close();
 });
 
+test("a card's controls come from the core's option schema, and an option set on a card reaches the engine", async () => {
+  const { context, page, errors } = await openPage();
+  await page.selectOption("#example", "custom");
+  const ref = "The committee approved the new budget after a long debate on Tuesday.";
+  const hyp = "The committee approved the budget on Tuesday.";
+  await page.fill("#reference", ref);
+  await page.fill("#hypothesis", hyp);
+  await page.selectOption("#model-pick", MINILM);
+  await page.selectOption("#model-backend", "cpu");
+  await page.click("#model-load");
+  await page.waitForSelector('.card[data-metric="bertscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  await page.waitForSelector('.card[data-metric="moverscore"] [data-role="value"][data-raw]', { timeout: 120_000 });
+  // Every option the schema offers for a card's kinds has its control, with
+  // the schema's label, type and default; the card has no other control.
+  const cards = await page.evaluate(() => {
+    const { kinds } = window.wasmBindings.metricChoices();
+    return [...document.querySelectorAll(".card.plm-card")].map((card) => {
+      const mine = kinds.filter((k) => k.kind === card.dataset.metric || k.card.versionOf === card.dataset.metric);
+      const wanted = [];
+      for (const k of mine) {
+        for (const [name, p] of Object.entries(k.options.properties)) {
+          if (p["x-page"] === false || (k.card.everyColumn && name === k.columnOption)) continue;
+          const c = card.querySelector(`[data-role="options"] [data-option="${name}"]`);
+          const types = [p.type].flat();
+          const value = c && (c.type === "checkbox" ? c.checked : c.value);
+          const shown = k.defaults[name] ?? "";
+          wanted.push({
+            kind: k.kind, name, found: Boolean(c), disabled: c?.disabled,
+            label: c?.closest("label")?.textContent.includes(p.title) ?? false,
+            control: c && (types.includes("boolean") ? c.type === "checkbox" : c.tagName === "SELECT" || c.type === "number"),
+            default: c?.dataset.kinds.split(" ")[0] !== k.kind || value === (typeof shown === "boolean" ? shown : String(shown)),
+          });
+        }
+      }
+      const controls = [...card.querySelectorAll('[data-role="options"] [data-option]')].map((c) => c.dataset.option);
+      return { card: card.dataset.metric, wanted, controls, versions: [...card.querySelectorAll('[data-role="version"] option')].map((o) => o.value) };
+    });
+  });
+  assert.deepEqual(cards.map((c) => c.card).sort(), ["bertscore", "moverscore"]);
+  for (const c of cards) {
+    for (const w of c.wanted) assert.deepEqual([w.found, w.label, w.control, w.default], [true, true, true, true], `${c.card}: ${JSON.stringify(w)}`);
+    assert.deepEqual([...new Set(c.controls)].sort(), [...new Set(c.wanted.map((w) => w.name))].sort(), c.card);
+  }
+  // MoverScore's card offers its kinds as versions; an option only v1 has is off for v2.
+  const mover = cards.find((c) => c.card === "moverscore");
+  assert.equal(mover.versions.length, 2);
+  const onlyV1 = mover.wanted.filter((w) => w.kind === mover.versions[1] && !mover.wanted.some((o) => o.kind === mover.versions[0] && o.name === w.name));
+  assert.ok(onlyV1.length >= 1 && onlyV1.every((w) => w.disabled), JSON.stringify(onlyV1));
+  // A layer typed on the BERTScore card is the CLI's --opt bertscore.layer=3.
+  const card = '.card[data-metric="bertscore"]';
+  await page.fill(`${card} [data-option="layer"]`, "3");
+  await page.dispatchEvent(`${card} [data-option="layer"]`, "change");
+  await page.waitForFunction((sel) => document.querySelector(`${sel} [data-role="signature"]`).textContent.includes("|layer:3|"), card);
+  const native = JSON.parse(execFileSync(CLI, ["score", "--input", "-", "--format", "jsonl", "--metrics", "bertscore-f", "--opt", "bertscore.layer=3"],
+    { input: JSON.stringify({ hyp, ref }) + "\n" }).toString().split("\n")[0])["bertscore-f"];
+  await page.waitForFunction(({ sel, want }) => Math.abs(Number(document.querySelector(`${sel} [data-role="value"]`).dataset.raw) - want) <= 1e-5,
+    { sel: card, want: native });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("MAUVE between two sets of texts in the model worker equals the native CLI", async () => {
   const { context, page, errors } = await openPage();
   const read = (name, from) =>

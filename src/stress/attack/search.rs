@@ -17,6 +17,7 @@ use super::{
 };
 use crate::inject::masked_lm::PlmMaskedLm;
 use crate::inject::{InjectRng, diff};
+use crate::metrics::perplexity::GptPplOptions;
 use crate::metrics::{Engine, MetricSpec, Segment};
 
 /// Helpers that score a share of each batch of candidates in parallel with
@@ -82,7 +83,7 @@ impl AttackTools<'_> {
     /// the registry's default): every token scored, the first one after
     /// `<|endoftext|>`, so a one-word text has a perplexity too.
     pub fn fluency_spec(model: Option<String>) -> MetricSpec {
-        MetricSpec::GptPpl { model, bos: true }
+        MetricSpec::GptPpl(GptPplOptions { model, bos: true })
     }
 
     /// Their names, for the run's header: what `goal` uses (the raising
@@ -95,12 +96,12 @@ impl AttackTools<'_> {
         if let Some(n) = self.neighbours {
             out.push(format!("neighbours:{}", n.name()));
         }
-        if let Some(MetricSpec::GptPpl { model, .. }) =
+        if let Some(MetricSpec::GptPpl(fluency)) =
             self.fluency.as_ref().filter(|_| goal != Goal::Raise)
         {
             out.push(format!(
                 "fluency:{}",
-                model.as_deref().unwrap_or("default causal LM")
+                fluency.model.as_deref().unwrap_or("default causal LM")
             ));
         }
         out
@@ -121,6 +122,13 @@ pub fn check(
         return refuse(format!(
             "{what} depend on the whole set of texts scored together, so a candidate's score would \
              depend on the batch it was scored in: attack without them"
+        ));
+    }
+    if !info.higher_is_better {
+        return refuse(format!(
+            "{} is lower-is-better, and the searches read a drop of the score as a penalty: \
+             attack a higher-is-better metric",
+            info.name
         ));
     }
     if config.goal == Goal::Inconsistency && !info.needs_reference {

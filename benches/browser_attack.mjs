@@ -6,7 +6,9 @@
 // the search spends its whole budget; a budget-1 run measures the fixed part
 // (the z scale over the bundled pairs), which is subtracted. Runs alternate
 // between the worker counts. `cargo bench --bench attack` measures the same
-// search natively.
+// search natively. It also reports the page's own tasks over 50 ms while the
+// searches run (the browser test checks only that the page's engine runs none
+// of the search).
 //
 //   make dist && node benches/browser_attack.mjs [budget] [workers, e.g. 1,2] [runs] [f32|q8]
 //
@@ -52,6 +54,12 @@ const run = (b, workers) => page.evaluate(async ({ b, id, workers }) => {
 // Helpers load their model copies on first use: one short search each first.
 for (const w of counts) await run(2, w);
 const rates = Object.fromEntries(counts.map((w) => [w, []]));
+// The page's own thread while the searches run in workers: its tasks over 50 ms.
+await page.evaluate(() => {
+  window.longTasks = [];
+  new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
+    .observe({ type: "longtask" });
+});
 for (let r = 0; r < runs; r++) {
   for (const w of counts) {
     const fixed = await run(1, w);
@@ -64,5 +72,8 @@ for (let r = 0; r < runs; r++) {
 const span = (v) => `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`;
 console.log(`MiniLM-BERTScore DeepWordBug in the page's model worker (CPU wasm, ${cores} cores): ` +
   counts.map((w) => `${w} worker(s) ${span(rates[w])} queries/s`).join(", "));
+const longTasks = await page.evaluate(() => window.longTasks);
+console.log(`the page's thread meanwhile: ${longTasks.length} tasks over 50 ms` +
+  (longTasks.length ? `, the longest ${Math.max(...longTasks).toFixed(0)} ms` : ""));
 await browser.close();
 server.close();

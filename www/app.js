@@ -194,6 +194,7 @@ function save() {
     models: models.m,
     cards: models.c,
   };
+  state.unsaved = false;
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(data));
   } catch {
@@ -355,9 +356,12 @@ const waitsForPause = () => (state.slowPasses ?? 0) >= 2;
 function schedule() {
   if (state.frame) return;
   if (waitsForPause()) {
+    // Texts this long are saved when the pass runs (and when the page is
+    // left, below), not per keystroke: serialising them into localStorage
+    // cost the page's thread tens of milliseconds a key.
     clearTimeout(state.pause);
     state.pause = setTimeout(scoreNow, Math.min(1000, Math.max(200, state.passMs)));
-    save(); // kept on reload before the pass, as the texts are at every frame otherwise
+    state.unsaved = true;
     return;
   }
   state.frame = requestAnimationFrame(scoreNow);
@@ -904,6 +908,14 @@ async function main() {
       schedule();
     });
   }
+  // A reload or a closed tab keeps what was typed since the last pass.
+  const saveUnsaved = () => {
+    if (state.unsaved) save();
+  };
+  addEventListener("pagehide", saveUnsaved);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") saveUnsaved();
+  });
   $("apply-injection").addEventListener("click", applyInjection);
   for (const id of ["injection", "level", "seed"]) $(id).addEventListener("change", save);
   $("seed").addEventListener("input", save);

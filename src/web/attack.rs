@@ -251,6 +251,7 @@ pub async fn attack_scores(
     references: Vec<String>,
     source: Option<String>,
 ) -> Result<Vec<f64>, JsError> {
+    super::count_job();
     let spec: MetricSpec = serde_wasm_bindgen::from_value(spec)
         .map_err(|e| JsError::new(&format!("invalid metric spec: {e}")))?;
     let refs: Vec<&str> = references.iter().map(String::as_str).collect();
@@ -313,6 +314,7 @@ pub async fn attack_pair(
     progress: js_sys::Function,
     pool: JsValue,
 ) -> Result<JsValue, JsError> {
+    super::count_job();
     let start = js_sys::Date::now();
     STOP.with(|s| s.set(false));
     let r: AttackRequest = serde_wasm_bindgen::from_value(request)

@@ -40,6 +40,7 @@ pub async fn run_lesson_step(
     nli: Option<String>,
     causal_lm: Option<String>,
 ) -> Result<JsValue, JsError> {
+    super::count_job();
     let neighbours = match bertscore.as_deref() {
         Some(name) => Some(super::attack::neighbours_of(name).await?),
         None => None,

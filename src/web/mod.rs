@@ -198,6 +198,32 @@ enum ScoreOutcome {
     Error { metric: String, message: String },
 }
 
+/// The heavy jobs this instance of the engine ran (sweeps, suites, attacks,
+/// model passes): the page's thread reads its own count to show that such
+/// work ran in a worker, whatever the host's speed.
+static JOBS_RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Counts one heavy job ([`jobs_run`]).
+pub(crate) fn count_job() {
+    JOBS_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The heavy jobs this instance ran so far.
+#[wasm_bindgen(js_name = jobsRun)]
+pub fn jobs_run() -> u32 {
+    JOBS_RUN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How many times [`score_pair`] ran: the page's scoring passes, counted by
+/// the engine (a pass per keystroke shows here, whatever the host's speed).
+static SCORE_PAIR_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// [`score_pair`]'s calls so far.
+#[wasm_bindgen(js_name = scorePairCalls)]
+pub fn score_pair_calls() -> u32 {
+    SCORE_PAIR_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Scores one pair with each requested model-free metric.
 ///
 /// Takes `{hypothesis, references, source?, metrics: [ids], rougeStemmer?}`
@@ -206,6 +232,7 @@ enum ScoreOutcome {
 /// requested order.
 #[wasm_bindgen(js_name = scorePair)]
 pub fn score_pair(request: JsValue) -> Result<JsValue, JsError> {
+    SCORE_PAIR_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let request: ScoreRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
     let refs = crate::text::references(&request.references);
@@ -409,6 +436,7 @@ struct SweepRequest {
 /// cannot run.
 #[wasm_bindgen(js_name = sweepInjection)]
 pub async fn sweep_injection(request: JsValue) -> Result<JsValue, JsError> {
+    count_job();
     let r: SweepRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid sweep request: {e}")))?;
     let err = |e: &dyn std::fmt::Display| JsError::new(&e.to_string());
@@ -528,6 +556,7 @@ pub async fn stress_suite(
     on_progress: js_sys::Function,
     on_test: js_sys::Function,
 ) -> Result<JsValue, JsError> {
+    count_job();
     let r = SuiteRequest::from_js(request)?;
     let progress = js_progress(&on_progress);
     let tell = |report: &JsValue| {
@@ -552,6 +581,7 @@ pub async fn stress_suite_shard(
     on_progress: js_sys::Function,
     on_part: js_sys::Function,
 ) -> Result<(), JsError> {
+    count_job();
     use crate::stress::suite::{ModelScorer, Shard, SuiteModels, SuitePart, run_part_async};
     #[derive(Deserialize)]
     struct ShardRequest {
@@ -675,6 +705,7 @@ pub async fn stress_suite_models(
     request: JsValue,
     on_event: js_sys::Function,
 ) -> Result<JsValue, JsError> {
+    count_job();
     STOP_SUITE.with(|s| s.set(false));
     let mut r: ModelSuiteRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid suite request: {e}")))?;
@@ -854,6 +885,7 @@ pub async fn preference_suite(
     request: JsValue,
     on_progress: js_sys::Function,
 ) -> Result<JsValue, JsError> {
+    count_job();
     STOP_ANALYSIS.with(|s| s.set(false));
     let r = dataset_request(request, "preference")?;
     if r.ppl_model.is_some() {
@@ -905,6 +937,7 @@ pub async fn audit_suite(
     request: JsValue,
     on_progress: js_sys::Function,
 ) -> Result<JsValue, JsError> {
+    count_job();
     STOP_ANALYSIS.with(|s| s.set(false));
     let r = dataset_request(request, "audit")?;
     let loaded = crate::data::load_summeval(&r.text);

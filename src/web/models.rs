@@ -292,6 +292,7 @@ pub async fn embed_text(
     text: String,
     layer: Option<usize>,
 ) -> Result<JsValue, JsError> {
+    super::count_job();
     let start = js_sys::Date::now();
     let plm = model(handle)?;
     let layers = plm.config.num_layers;
@@ -359,6 +360,7 @@ struct ModelColumnView {
 /// `{spec, scores: [{score, detail}], signature, references, elapsedMs}`.
 #[wasm_bindgen(js_name = scoreModel)]
 pub async fn score_model(request: JsValue) -> Result<JsValue, JsError> {
+    super::count_job();
     let start = js_sys::Date::now();
     let r: ModelScoreRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid score request: {e}")))?;
@@ -439,6 +441,7 @@ struct PairsView {
 /// no embeddings are kept from one call to the next.
 #[wasm_bindgen(js_name = scorePairs)]
 pub async fn score_pairs(request: JsValue) -> Result<JsValue, JsError> {
+    super::count_job();
     let start = js_sys::Date::now();
     let r: PairsRequest = serde_wasm_bindgen::from_value(request)
         .map_err(|e| JsError::new(&format!("invalid pairs request: {e}")))?;
@@ -506,6 +509,7 @@ pub async fn mauve_texts(
     seed: Option<u64>,
     on_progress: Option<js_sys::Function>,
 ) -> Result<JsValue, JsError> {
+    super::count_job();
     use crate::metrics::mauve::{self, Options};
     super::STOP_MAUVE.with(|s| s.set(false));
     let start = js_sys::Date::now();

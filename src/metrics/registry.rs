@@ -266,9 +266,8 @@ pub fn listing() -> Vec<Listing> {
 /// The metrics table of the README (`blindspot metrics --format
 /// markdown`): one row per metric id, from the registry.
 pub fn markdown_table() -> String {
-    let mut out = String::from(
-        "| id | metric | reads | scale | reproduces |\n|---|---|---|---|---|\n",
-    );
+    let mut out =
+        String::from("| id | metric | reads | scale | reproduces |\n|---|---|---|---|---|\n");
     for l in listing() {
         let i = l.info;
         out.push_str(&format!(

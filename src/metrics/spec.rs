@@ -408,6 +408,10 @@ fn coerce(value: &Value, schema: &Value) -> Result<Value, String> {
         Value::Number(n) if allows("integer") && (n.is_u64() || n.is_i64()) => Ok(value.clone()),
         Value::Number(_) if allows("number") => Ok(value.clone()),
         Value::Number(n) if allows("string") => Ok(Value::from(n.to_string())),
+        // `--opt x=1` for a switch.
+        Value::Number(n) if allows("boolean") && matches!(n.as_u64(), Some(0 | 1)) => {
+            Ok(Value::Bool(n.as_u64() == Some(1)))
+        }
         Value::String(s) if allows("string") => Ok(Value::from(s.as_str())),
         Value::String(s) => {
             let s = s.trim();

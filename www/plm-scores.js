@@ -786,11 +786,13 @@ export function initPlmScores(modelEngine, wasm, pinned) {
   // announces itself. The page announces an edit at once (before its own frame)
   // and again after scoring; a pass starts only when the texts differ from the
   // last ones announced.
-  let announced = "";
+  // (Compared field by field: serialising 40,000-word texts on every
+  // keystroke cost the page's thread milliseconds a key.)
+  let announced = {};
   document.addEventListener("blindspot:texts", () => {
-    const key = JSON.stringify(texts());
-    if (key === announced) return;
-    announced = key;
+    const now = texts();
+    if (Object.keys(now).every((k) => now[k] === announced[k])) return;
+    announced = now;
     scoreAll();
   });
 }

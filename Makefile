@@ -57,6 +57,7 @@ bench:
 ## Regenerate tests/golden/*.json (needs the Python venv, see README).
 golden:
 	$(HOME)/.cache/blindspot-py/bin/python scripts/golden_lexical.py
+	$(HOME)/.cache/blindspot-py/bin/python scripts/golden_ter.py
 
 lint:
 	cargo fmt --all -- --check

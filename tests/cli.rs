@@ -564,6 +564,7 @@ fn metrics_lists_the_registry_as_json() {
         [
             "bleu",
             "chrf",
+            "ter",
             "rouge1",
             "rouge2",
             "rougeL",
@@ -585,7 +586,8 @@ fn metrics_lists_the_registry_as_json() {
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);
-    let faithful = &list[17];
+    assert_eq!(list[2]["higher_is_better"], false, "TER: lower is better");
+    let faithful = &list[18];
     assert_eq!(
         (&faithful["needs_source"], &faithful["needs_reference"]),
         (&Value::Bool(true), &Value::Bool(false))

@@ -23,4 +23,5 @@ mod plm_parity;
 mod published_vectors;
 mod stress_suite;
 mod tagger;
+mod ter;
 mod www;

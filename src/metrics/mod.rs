@@ -37,6 +37,7 @@ pub mod registry;
 pub mod rouge;
 pub mod signature;
 pub mod spec;
+pub mod ter;
 pub mod tokenizer_13a;
 
 use serde::Serialize;
@@ -55,6 +56,7 @@ registry::metric_registry! {
     lexical {
         Bleu("bleu") = bleu::BleuMetric [Bleu "bleu"],
         Chrf("chrf") = chrf::ChrfMetric [Chrf "chrf"],
+        Ter("ter") = ter::TerMetric [Ter "ter"],
         Rouge1("rouge1") = rouge::Rouge1Metric [Rouge1 "rouge1"],
         Rouge2("rouge2") = rouge::Rouge2Metric [Rouge2 "rouge2"],
         RougeL("rougeL") = rouge::RougeLMetric [RougeL "rougeL"],

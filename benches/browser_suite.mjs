@@ -29,7 +29,7 @@ import { chromium } from "playwright-core";
 import { serveDist, CHROMIUM_ARGS } from "../tests/browser/static-server.mjs";
 
 const ROOT = resolve(import.meta.dirname, "..");
-const DATA = resolve(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl");
+const DATA = resolve(ROOT, "tests", "data", "wmt21_de_en.jsonl");
 const CLI = process.env.BLINDSPOT_BIN ??
   join(process.env.CARGO_TARGET_DIR ?? join(process.env.HOME, ".cache/blindspot/target"), "release", "blindspot");
 

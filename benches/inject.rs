@@ -1,4 +1,4 @@
-//! Injection throughput on WMT21 sentences (`../shared/data`).
+//! Injection throughput on WMT21 sentences (`tests/data`).
 //!
 //! `cargo bench --bench inject`: each iteration applies every registered
 //! injection of a group at its first default level to 200 single sentences.
@@ -31,10 +31,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 fn sentences() -> Vec<String> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/wmt21_de_en.jsonl"
+        "/tests/data/wmt21_de_en.jsonl"
     );
     std::fs::read_to_string(path)
-        .expect("../shared/data/wmt21_de_en.jsonl is readable")
+        .expect("tests/data/wmt21_de_en.jsonl is readable")
         .lines()
         .take(200)
         .map(|l| {

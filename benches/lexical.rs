@@ -1,4 +1,4 @@
-//! Lexical metric throughput on real WMT21 pairs (`../shared/data`).
+//! Lexical metric throughput on real WMT21 pairs (`tests/data`).
 //!
 //! `cargo bench --bench lexical`. The playground re-scores one pair per
 //! keystroke, so the per-pair cost of each metric is what matters; a pasted
@@ -11,9 +11,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 fn load_pairs(n: usize) -> Vec<(String, String)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/wmt21_de_en.jsonl"
+        "/tests/data/wmt21_de_en.jsonl"
     );
-    let text = std::fs::read_to_string(path).expect("../shared/data/wmt21_de_en.jsonl is readable");
+    let text = std::fs::read_to_string(path).expect("tests/data/wmt21_de_en.jsonl is readable");
     text.lines()
         .take(n)
         .map(|line| {

@@ -21,10 +21,10 @@ const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v
 fn wmt_rows(n: usize) -> Vec<serde_json::Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/wmt21_de_en.jsonl"
+        "/tests/data/wmt21_de_en.jsonl"
     );
     std::fs::read_to_string(path)
-        .expect("../shared/data/wmt21_de_en.jsonl")
+        .expect("tests/data/wmt21_de_en.jsonl")
         .lines()
         .take(n)
         .map(|l| serde_json::from_str(l).unwrap())

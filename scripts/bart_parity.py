@@ -11,7 +11,7 @@ Writes, all committed (small):
   layers, `scale_embedding` is on and `final_logits_bias` is drawn, so a
   mixed-up stack, a missing scale or bias shows. Its tokenizer is a
   byte-level BPE (BART's pipeline: byte-level pre-tokenizer, RoBERTa
-  post-processor with <s> and </s>) trained here on ../shared/data with 1000
+  post-processor with <s> and </s>) trained here on tests/data with 1000
   entries. Positions stop at 64, so long texts are cut as BARTScore cuts
   them (there at 1024).
 - tests/fixtures/bart/tiny-torch/: the same weights as pytorch_model.bin and
@@ -40,7 +40,7 @@ import transformers as tf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 OUT = ROOT / "tests" / "fixtures" / "bart"
 GOLDEN = ROOT / "tests" / "golden"
 SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]

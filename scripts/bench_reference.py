@@ -14,7 +14,7 @@ import timeit
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF
 
-DATA = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "wmt21_de_en.jsonl"
+DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "wmt21_de_en.jsonl"
 pairs = [(r["ref_a"], r["ref_b"]) for r in map(json.loads, DATA.open(encoding="utf-8"))][:200]
 
 bleu, chrf = BLEU(effective_order=True), CHRF()

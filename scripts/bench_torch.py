@@ -17,7 +17,7 @@ import torch
 import transformers as tf
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "wmt21_de_en.jsonl"
+DATA = ROOT / "tests" / "data" / "wmt21_de_en.jsonl"
 
 
 def main():

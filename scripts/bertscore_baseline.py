@@ -4,7 +4,7 @@ not publish, computed the way bert_score computes its own: the mean P, R and F
 of randomly paired, unrelated English news sentences, for every layer (0 = the
 embeddings), with bert-score 0.3.13 itself.
 
-Sentences: the English references (ref_a and ref_b) of ../shared/data's
+Sentences: the English references (ref_a and ref_b) of tests/data's
 WMT21 de-en file with fewer than 32 words (bert_score used WMT news crawl 2017
 with the same length limit), deduplicated. Pairs: ROUNDS shuffles of the pool
 (fixed seed), each paired first half against second half, so no sentence is
@@ -26,7 +26,7 @@ import bert_score
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "wmt21_de_en.jsonl"
+DATA = ROOT / "tests" / "data" / "wmt21_de_en.jsonl"
 MODEL = str(ROOT / "models" / "all-MiniLM-L6-v2")
 OUT = ROOT / "tests" / "golden" / "bertscore_baseline.json"
 ROUNDS = 10

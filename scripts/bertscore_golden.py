@@ -2,7 +2,7 @@
 """Golden BERTScore values from bert-score 0.3.13 for tests/bertscore.rs.
 
 all-MiniLM-L6-v2 (models/, from PyPI) on 300 WMT21 de-en pairs from
-../shared/data: the first system's translation of each of the first 300
+tests/data: the first system's translation of each of the first 300
 segments against ref_a (single reference) and against [ref_a, ref_b]
 (multi-reference, bert_score takes the max of P, R and F separately), at
 layers 6 and 3, idf off and on (idf over the references of the whole set, as
@@ -18,7 +18,7 @@ import bert_score
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "wmt21_de_en.jsonl"
+DATA = ROOT / "tests" / "data" / "wmt21_de_en.jsonl"
 MODEL = str(ROOT / "models" / "all-MiniLM-L6-v2")
 OUT = ROOT / "tests" / "golden" / "bertscore.json"
 N = 300

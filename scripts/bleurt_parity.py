@@ -10,7 +10,7 @@ Writes, all committed (small):
   in the hub repositories' layout: config.json (model_type bleurt, an
   embedding size below the hidden size, so the embedding projection runs),
   pytorch_model.bin, spm.model (a SentencePiece Unigram model trained here
-  on ../shared/data with nmt_nfkc normalisation and [PAD] [UNK] [CLS] [SEP]
+  on tests/data with nmt_nfkc normalisation and [PAD] [UNK] [CLS] [SEP]
   [MASK] as BLEURT-20's vocabulary has them), tokenizer_config.json and
   special_tokens_map.json, exactly as `save_pretrained` writes them. Its
   positions stop at 128, so long pairs exercise the truncation.
@@ -45,7 +45,7 @@ from bleurt_pytorch import BleurtConfig, BleurtForSequenceClassification, Bleurt
 from bleurt_pytorch.bleurt.tokenization_bleurt_sp import BleurtSPTokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 FIXTURE = ROOT / "tests" / "fixtures" / "bleurt" / "tiny"
 SAFETENSORS = ROOT / "tests" / "fixtures" / "bleurt" / "tiny-safetensors"
 GOLDEN = ROOT / "tests" / "golden" / "bleurt.json"

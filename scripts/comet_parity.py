@@ -17,11 +17,11 @@ Writes, all committed (small):
                an XLM-R tokenizer (eamt22-cometinho-da's kind);
     comet-l1max  regression_metric reading one layer (1) with max pooling.
   The tokenizer is a small SentencePiece-style Unigram trained here on
-  ../shared/data (the real XLM-R tokenizer needs the hub); the encoders cut
+  tests/data (the real XLM-R tokenizer needs the hub); the encoders cut
   at 62 and 60 tokens, so long sources exercise COMET's truncation.
 - tests/golden/comet.json: for each checkpoint, COMET's own segment scores
   (`load_from_checkpoint(...).predict(..., gpus=0)`) on 70 pairs from
-  ../shared/data (German-English WMT21 and Chinese-English TED; 10 with
+  tests/data (German-English WMT21 and Chinese-English TED; 10 with
   the reference or source of another line), named by
   file, line and field; no dataset text is copied.
 
@@ -44,7 +44,7 @@ import comet.encoders.minilm as comet_minilm
 from comet.models import ReferencelessRegression, RegressionMetric
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 FIXTURES = ROOT / "tests" / "fixtures" / "comet"
 GOLDEN = ROOT / "tests" / "golden" / "comet.json"
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]

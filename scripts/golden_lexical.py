@@ -2,9 +2,9 @@
 """Writes tests/golden/lexical.json: reference values for the lexical metrics.
 
 Runs sacrebleu 2.6.0 and rouge-score 0.1.2 (NLTK Porter stemmer) over real
-pairs from ../shared/data. Dataset text is not copied into the golden file:
+pairs from tests/data. Dataset text is not copied into the golden file:
 each case names its file, line and fields, and the Rust test rebuilds the same
-pair from ../shared/data. A few hand-written edge cases are stored inline.
+pair from tests/data. A few hand-written edge cases are stored inline.
 
 Usage (a venv outside the repo, see README):
     ~/.cache/blindspot-py/bin/pip install sacrebleu==2.6.0 rouge-score==0.1.2
@@ -23,7 +23,7 @@ from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 OUT = ROOT / "tests" / "golden" / "lexical.json"
 
 

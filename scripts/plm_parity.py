@@ -14,7 +14,7 @@ Writes, all committed (small):
 - tests/golden/plm_parity.json: inputs (a padded batch of two sequences) and
   transformers' hidden states (every layer) and head logits, in fp32 on CPU.
 - tests/golden/minilm_hidden.safetensors: all-MiniLM-L6-v2 (models/, fetched
-  by scripts/fetch_models.py) on 50 sentences from ../shared/data: token ids,
+  by scripts/fetch_models.py) on 50 sentences from tests/data: token ids,
   every layer's hidden states projected onto 8 fixed random directions, and
   layers 3 and 6 in full for the first 5 sentences. Inputs are cut at the
   model's 512 positions (model_max_length), as bert_score and the engine do. Sentences are named by
@@ -40,7 +40,7 @@ from safetensors.torch import save_file as save_torch
 import transformers as tf
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 FIXTURES = ROOT / "tests" / "fixtures" / "plm"
 GOLDEN = ROOT / "tests" / "golden"
 MINILM = ROOT / "models" / "all-MiniLM-L6-v2"
@@ -147,7 +147,7 @@ def write_checkpoints():
 
 
 def sentences(n):
-    """n (file, line, field, text) from ../shared/data: each (file, field) in
+    """n (file, line, field, text) from tests/data: each (file, field) in
     hash order, taken in turn, so English, German and Chinese all appear."""
     groups = []
     for file, fields in [("wmt21_de_en.jsonl", ["ref_a", "src"]), ("ted_mt_zh_en.jsonl", ["src"]),

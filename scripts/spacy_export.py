@@ -11,7 +11,7 @@ writes:
   tag -> UPOS rules of spaCy's attribute ruler and the lexeme norm table in
   the safetensors metadata;
 - tests/golden/spacy_parity.json: spaCy's tokens (as character spans), tags
-  and entity labels for texts from ../shared/data, named by file/line/field,
+  and entity labels for texts from tests/data, named by file/line/field,
   so the Rust port can be checked on spaCy's own tokenization.
 
 Weights are MIT licensed (spaCy models); see the model package's LICENSE.
@@ -30,7 +30,7 @@ from spacy.lang.norm_exceptions import BASE_NORMS
 from safetensors.numpy import save_file
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 OUT = ROOT / "src" / "text" / "data" / "en_core_web_sm.safetensors"
 PARITY = ROOT / "tests" / "golden" / "spacy_parity.json"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Annotates English text from ../shared/data with spaCy en_core_web_sm 3.8.0.
+"""Annotates English text from tests/data with spaCy en_core_web_sm 3.8.0.
 
 Blindspot's tagger (src/text/tagger) is a port of spaCy's small English
 tagger and entity recognizer. This script writes what measuring it needs:
@@ -7,7 +7,7 @@ tagger and entity recognizer. This script writes what measuring it needs:
 - tests/golden/tagger_heldout.json: spaCy's full-pipeline annotation (its own
   tokenizer, parser sentence boundaries, tags, entities) of a sample of texts,
   as character spans only: each text is named by file, line and field, and
-  tests/tagger.rs reads it back from ../shared/data and compares our end-to-end
+  tests/tagger.rs reads it back from tests/data and compares our end-to-end
   output (our tokenizer and sentence splitter included);
 - src/text/data/verb_lemmas.tsv: spaCy's English verb lemma exceptions
   (irregular forms such as went -> go) and src/text/data/verb_index.txt, its
@@ -28,7 +28,7 @@ import pathlib
 import spacy
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 HELDOUT = ROOT / "tests" / "golden" / "tagger_heldout.json"
 LEMMAS = ROOT / "src" / "text" / "data" / "verb_lemmas.tsv"
 VERB_INDEX = ROOT / "src" / "text" / "data" / "verb_index.txt"

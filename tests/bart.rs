@@ -53,7 +53,7 @@ impl ModelStore for One {
     }
 }
 
-/// `(reference, hypothesis, source)` of each golden segment, rebuilt from ../shared/data.
+/// `(reference, hypothesis, source)` of each golden segment, rebuilt from tests/data.
 fn triples(g: &Value) -> Vec<(String, String, String)> {
     let rows = common::rows("wmt21_de_en.jsonl");
     g["pairs"]

@@ -41,7 +41,7 @@ fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
-/// `(reference, candidate)` of each golden pair, rebuilt from ../shared/data
+/// `(reference, candidate)` of each golden pair, rebuilt from tests/data
 /// (or given literally for the edge pairs).
 fn pairs(g: &Value) -> Vec<(String, String)> {
     g["pairs"]

@@ -57,10 +57,10 @@ fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> Output {
     out
 }
 
-/// Golden single-reference WMT21 pairs, rebuilt from ../shared/data.
+/// Golden single-reference WMT21 pairs, rebuilt from tests/data.
 fn golden_pairs(n: usize) -> Vec<(String, String, Value)> {
     let golden = common::golden("lexical.json");
-    let data: Vec<Value> = std::fs::read_to_string("../shared/data/wmt21_de_en.jsonl")
+    let data: Vec<Value> = std::fs::read_to_string("tests/data/wmt21_de_en.jsonl")
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -1122,7 +1122,7 @@ fn score_perplexities_and_menli_match_transformers_golden() {
 #[test]
 fn mauve_command_compares_two_sets() {
     let dir = scratch("mauve");
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let head = |name: &str, n: usize| {
         let text = std::fs::read_to_string(data.join(name)).unwrap();
         let lines: Vec<&str> = text
@@ -1253,7 +1253,7 @@ fn bert_diverge_samples_from_a_masked_lm() {
 fn audit_adds_gpt2_perplexity_as_a_correlate() {
     let dir = scratch("audit-ppl");
     let gpt2 = gpt2_folder(&dir);
-    let summeval = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/summeval.jsonl");
+    let summeval = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/summeval.jsonl");
     let out = run_ok(
         bin()
             .args(["audit", "--summeval", summeval, "--metrics", "rougeL"])

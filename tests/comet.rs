@@ -42,7 +42,7 @@ impl ModelStore for One {
     }
 }
 
-/// `(src, mt, ref)` of each golden pair, rebuilt from ../shared/data.
+/// `(src, mt, ref)` of each golden pair, rebuilt from tests/data.
 fn pairs(g: &Value) -> Vec<[String; 3]> {
     g["pairs"]
         .as_array()

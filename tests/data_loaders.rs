@@ -1,10 +1,10 @@
-//! The loaders read every file in ../shared/data completely and cleanly.
+//! The loaders read every file in tests/data completely and cleanly.
 
 use blindspot::data::{load_menli_csv, load_summeval, load_wmt};
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(format!(
-        "{}/../shared/data/{file}",
+        "{}/tests/data/{file}",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()

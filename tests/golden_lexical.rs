@@ -1,7 +1,7 @@
 //! Parity with sacrebleu 2.6.0 and rouge-score 0.1.2 on real data.
 //!
 //! `tests/golden/lexical.json` is written by `scripts/golden_lexical.py`. Each
-//! case names a file, line and fields of `../shared/data`; this test rebuilds
+//! case names a file, line and fields of `tests/data`; this test rebuilds
 //! the same pair and compares every value.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! Property tests of every rule-based injection over real texts from
-//! ../shared/data: applied means changed, same seed means same output, only
+//! tests/data: applied means changed, same seed means same output, only
 //! the intended kind of word changes, and noise grows with the level.
 
 use blindspot::inject::{self, Context, Injected, LevelKind, apply, registry};
@@ -9,7 +9,7 @@ use blindspot::text::tagger::{Analysis, Tagged, Tagger};
 use blindspot::text::words::words;
 use serde_json::Value;
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
 /// English texts of every shape in the data: sentences (WMT21), paragraphs
 /// (TED, WikiText), summaries and articles (SummEval).

@@ -119,7 +119,7 @@ fn mauve_matches_mauve_text_on_the_same_features() {
 #[test]
 fn featurisation_is_the_last_tokens_final_state() {
     let plm = minilm();
-    let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/data/wikitext_a.txt")).unwrap();
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -142,7 +142,7 @@ fn featurisation_is_the_last_tokens_final_state() {
 #[test]
 fn featurising_reports_progress_and_can_be_stopped() {
     let plm = minilm();
-    let text = std::fs::read_to_string(root().join("../shared/data/wikitext_a.txt")).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/data/wikitext_a.txt")).unwrap();
     let lines: Vec<String> = text
         .lines()
         .map(|l| l.split(". ").next().unwrap_or("").trim().to_owned())

@@ -48,7 +48,7 @@ impl ModelStore for One {
     }
 }
 
-/// `(reference, hypothesis)` of each golden pair, rebuilt from ../shared/data.
+/// `(reference, hypothesis)` of each golden pair, rebuilt from tests/data.
 fn pairs(g: &Value) -> Vec<(String, String)> {
     g["pairs"]
         .as_array()

@@ -1,5 +1,5 @@
 //! The dataset runner against the papers' published findings, with lexical
-//! metrics on ../shared/data, plus its own guarantees (determinism across
+//! metrics on tests/data, plus its own guarantees (determinism across
 //! thread counts, cancellation, the CLI writing the library's numbers).
 
 use blindspot::data::MenliCase;

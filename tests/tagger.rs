@@ -6,7 +6,7 @@
 //!    give spaCy's tags, coarse POS and entities on (nearly) every token; the
 //!    f16 weights and the attribute-ruler rules that need a parse are the only
 //!    expected sources of difference.
-//! 2. End-to-end agreement on English text from ../shared/data
+//! 2. End-to-end agreement on English text from tests/data
 //!    (tests/golden/tagger_heldout.json, scripts/tagger_data.py), with our
 //!    tokenizer and sentence splitter: coarse POS agreement counts every spaCy
 //!    token (a token we cut differently counts as a disagreement); entity
@@ -14,7 +14,7 @@
 //!    Bars from the issue: UPOS >= 95%, entity F1 >= 85%.
 //!
 //! Golden files name texts by file, line and field; the tests read them back
-//! from ../shared/data. Run with `-- --nocapture` to see the figures.
+//! from tests/data. Run with `-- --nocapture` to see the figures.
 
 use std::collections::{BTreeMap, HashSet};
 

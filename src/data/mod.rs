@@ -1,4 +1,4 @@
-//! Loaders for the dataset formats Blindspot reads (../shared/data and user
+//! Loaders for the dataset formats Blindspot reads (tests/data and user
 //! uploads). A malformed row never sinks the file: it is reported with its
 //! line number and what is wrong, and the other rows are kept.
 //!

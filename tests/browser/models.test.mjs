@@ -531,7 +531,7 @@ test("a card's controls come from the core's option schema, and an option set on
 test("MAUVE between two sets of texts in the model worker equals the native CLI", async () => {
   const { context, page, errors } = await openPage();
   const read = (name, from) =>
-    readFileSync(join(ROOT, "..", "shared", "data", name), "utf8").split("\n").filter((l) => l.trim())
+    readFileSync(join(ROOT, "tests", "data", name), "utf8").split("\n").filter((l) => l.trim())
       // Each paragraph's first sentence keeps the wasm featurising short.
       .slice(from, from + 12).map((l) => l.split(". ")[0].trim() + ".");
   const hyps = read("wikitext_a.txt", 0), refs = read("wikitext_b.txt", 0);
@@ -626,7 +626,7 @@ test("a stress suite with the model cards showing runs in the model worker, equa
   const { context, page, errors } = await openPage();
   const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-models-"));
   const file = join(dir, "wmt4.jsonl");
-  writeFileSync(file, readFileSync(join(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 4).join("\n") + "\n");
+  writeFileSync(file, readFileSync(join(ROOT, "tests", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 4).join("\n") + "\n");
   await page.selectOption("#model-pick", MINILM);
   await page.selectOption("#model-backend", "cpu");
   await page.click("#model-load");
@@ -705,7 +705,7 @@ test("a suite with a CPU model runs in a shard per core, each with its own copy 
   });
   const dir = mkdtempSync(join(tmpdir(), "blindspot-suite-shards-"));
   const file = join(dir, "wmt16.jsonl");
-  writeFileSync(file, readFileSync(join(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 16).join("\n") + "\n");
+  writeFileSync(file, readFileSync(join(ROOT, "tests", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 16).join("\n") + "\n");
   await page.selectOption("#model-pick", MINILM);
   await page.selectOption("#model-backend", "cpu");
   await page.click("#model-load");

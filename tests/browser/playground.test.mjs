@@ -14,7 +14,7 @@ import { ROOT, CLI, playground } from "./harness.mjs";
 
 const openPlayground = playground();
 const ARTIFACTS = join(ROOT, "test-artifacts");
-const DATA = resolve(ROOT, "..", "shared", "data");
+const DATA = resolve(ROOT, "tests", "data");
 
 /** The native CLI's sentence-level scores for one pair. */
 function nativeScores(hyp, ref) {

@@ -235,7 +235,7 @@ test("the preference suite scores MENLI on the loaded model, equal to the CLI", 
   const { context, page, errors } = await openPage();
   await load(page, "test/tiny-nli", "cpu");
   // The first 30 cases of the MENLI suite (one per line in the file).
-  const lines = readFileSync(join(ROOT, "..", "shared", "data", "menli_wmt20_de.csv"), "utf8").split("\n");
+  const lines = readFileSync(join(ROOT, "tests", "data", "menli_wmt20_de.csv"), "utf8").split("\n");
   const file = join(mkdtempSync(join(tmpdir(), "blindspot-menli-")), "menli30.csv");
   writeFileSync(file, lines.slice(0, 31).join("\n") + "\n");
   await page.setInputFiles("#analysis-file", file);
@@ -637,7 +637,7 @@ test("BERT-diverge on WebGPU: the loaded masked LM rewrites in the playground, t
   // The suite: BERT-diverge runs in the model worker on the loaded masked LM, and its texts are the CLI's.
   const dir = mkdtempSync(join(tmpdir(), "blindspot-diverge-"));
   const file = join(dir, "wmt3.jsonl");
-  writeFileSync(file, readFileSync(join(ROOT, "..", "shared", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 3).join("\n") + "\n");
+  writeFileSync(file, readFileSync(join(ROOT, "tests", "data", "wmt21_de_en.jsonl"), "utf8").split("\n").slice(0, 3).join("\n") + "\n");
   await page.setInputFiles("#suite-file", file);
   await page.waitForFunction(() => document.querySelector("#suite-status").textContent.includes("3 items"));
   await page.selectOption("#suite-format", "wmt");

@@ -1,4 +1,4 @@
-//! Helpers shared by the integration tests: reading rows of ../shared/data
+//! Helpers shared by the integration tests: reading rows of tests/data
 //! back by file, line and field path (golden files name data, never copy it),
 //! and the golden files themselves.
 
@@ -29,7 +29,7 @@ pub fn assert_user_error(out: &std::process::Output, needle: &str) {
 }
 
 /// The shared test data folder.
-pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
 /// Rows of a data file as JSON values: JSONL objects, CSV rows keyed by the
 /// header, or `{"text": line}` for one-text-per-line files.

@@ -620,6 +620,10 @@ fn perform_shift(words: &[u32], start: usize, length: usize, target: usize) -> V
     parts.concat()
 }
 
+/// How sacrebleu ranks candidate shifts, the largest first: (gain, length,
+/// -start, -target).
+type ShiftRank = (i64, usize, i64, i64);
+
 /// The best shift of `hyp` (sacrebleu's `_shift`): how much it lowers the
 /// distance (0: no shift found) and the shifted words; `checked` counts the
 /// candidates tried.
@@ -634,8 +638,7 @@ fn best_shift(
     let sum = |v: &[u8], from: usize, len: usize| -> u32 {
         v.iter().skip(from).take(len).map(|&x| u32::from(x)).sum()
     };
-    // (gain, length, -start, -target): the largest wins, as sacrebleu's tuples.
-    let mut best: Option<((i64, usize, i64, i64), Vec<u32>)> = None;
+    let mut best: Option<(ShiftRank, Vec<u32>)> = None;
     for (sh, sr, length) in shifted_pairs(hyp, ed.reference) {
         if sum(&a.hyp_err, sh, length) == 0 || sum(&a.ref_err, sr, length) == 0 {
             continue;

@@ -20,8 +20,8 @@ use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricSpec, ModelSlot, ModelStore, Segment, Settings};
 use blindspot::models::Plm;
 use blindspot::stress::attack::{
-    Attack, AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, Neighbours,
-    ScorePool, StopReason, Strategy, run_attacks, score_hypotheses, z_norm,
+    Attack, AttackConfig, AttackError, AttackOutcome, AttackRun, AttackTools, Goal, HelperError,
+    Neighbours, ScorePool, StopReason, Strategy, run_attacks, score_hypotheses, z_norm,
 };
 use blindspot::stress::suite::Shard;
 use common::DATA;
@@ -240,7 +240,7 @@ fn a_damaged_run_or_outcome_is_refused() {
     let refused = |damage: &dyn Fn(&mut AttackRun), why: &str| {
         let mut run = good.clone();
         damage(&mut run);
-        let err = run.check().unwrap_err();
+        let err = run.check().unwrap_err().to_string();
         assert!(err.contains(why), "{err}");
     };
     refused(
@@ -823,7 +823,7 @@ impl ScorePool for Helpers {
         texts: &[String],
         refs: &[&str],
         src: Option<&str>,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, HelperError>>>> {
         self.shares.borrow_mut().push((helper, texts.len()));
         let result = match self.broken {
             Some("short") => Ok(vec![0.0; texts.len() - 1]),
@@ -838,12 +838,12 @@ impl ScorePool for Helpers {
                     }
                 })
                 .collect()),
-            Some(why) => Err(why.to_owned()),
+            Some(why) => Err(HelperError(why.to_owned())),
             None => score_hypotheses(&self.engines[helper], spec, texts, refs, src)
                 .now_or_never()
                 .expect("a CPU engine scores without waiting")
                 .map(|(v, _)| v)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| HelperError(e.to_string())),
         };
         Box::pin(std::future::ready(result))
     }

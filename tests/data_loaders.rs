@@ -3,11 +3,7 @@
 use blindspot::data::{load_menli_csv, load_summeval, load_wmt};
 
 fn read(file: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/data/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 #[test]

@@ -186,7 +186,9 @@ fn featurising_reports_progress_and_can_be_stopped() {
     let refused = |edit: &dyn Fn(&mut mauve::MauveRecord)| {
         let mut damaged = record.clone();
         edit(&mut damaged);
-        mauve::MauveRecord::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+        mauve::MauveRecord::from_json(&serde_json::to_string(&damaged).unwrap())
+            .unwrap_err()
+            .to_string()
     };
     assert!(refused(&|r| r.result.mauve = 1.5).contains("out of range"));
     assert!(refused(&|r| r.result.curve[1].0 = -0.1).contains("unit square"));
@@ -204,6 +206,7 @@ fn featurising_reports_progress_and_can_be_stopped() {
     assert!(
         mauve::MauveRecord::from_json("{\"result\": 1}")
             .unwrap_err()
+            .to_string()
             .starts_with("not a valid MAUVE result")
     );
     // Stopped after the first pass: an error, not a score of part of the texts.

@@ -283,7 +283,7 @@ impl ChrfAsModel {
         &mut self,
         specs: &[MetricSpec],
         rows: &ModelRows,
-    ) -> Result<ModelColumns, String> {
+    ) -> Result<ModelColumns, blindspot::metrics::EngineError> {
         let settings = Settings::default().with(OptionValue::new(None, "idf", self.idf).lenient());
         let metric = if self.metric.is_empty() {
             "bertscore-f"
@@ -956,7 +956,7 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
         edit(&mut damaged);
         let json = serde_json::to_string(&damaged).unwrap();
         match SuiteReport::from_json(&json) {
-            Err(SuiteError::Invalid(why)) => why,
+            Err(SuiteError::Kept(why)) => why.to_string(),
             other => panic!("a damaged report was read: {other:?}"),
         }
     };
@@ -1011,7 +1011,8 @@ fn a_report_reads_back_from_json_and_a_damaged_one_is_refused() {
     SuiteReport::from_json(&serde_json::to_string(&infinite).unwrap()).unwrap();
     let cut = serde_json::to_string(&report).unwrap();
     match SuiteReport::from_json(&cut[..cut.len() / 2]) {
-        Err(SuiteError::Invalid(why)) => {
+        Err(SuiteError::Kept(why)) => {
+            let why = why.to_string();
             assert!(why.starts_with("not a valid stress suite report"), "{why}")
         }
         other => panic!("half a report was read: {other:?}"),
@@ -1029,7 +1030,9 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
     let refused = |edit: &dyn Fn(&mut PreferenceReport)| {
         let mut damaged = report.clone();
         edit(&mut damaged);
-        PreferenceReport::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+        PreferenceReport::from_json(&serde_json::to_string(&damaged).unwrap())
+            .unwrap_err()
+            .to_string()
     };
     let why = refused(&|r| {
         r.metrics[1].ref_free.pop();
@@ -1074,7 +1077,9 @@ fn preference_and_audit_reports_read_back_from_json_and_damaged_ones_are_refused
     let refused = |edit: &dyn Fn(&mut AuditReport)| {
         let mut damaged = report.clone();
         edit(&mut damaged);
-        AuditReport::from_json(&serde_json::to_string(&damaged).unwrap()).unwrap_err()
+        AuditReport::from_json(&serde_json::to_string(&damaged).unwrap())
+            .unwrap_err()
+            .to_string()
     };
     let why = refused(&|r| {
         r.metrics[3].human.pop();

@@ -18,6 +18,49 @@ pub struct RowProblem {
     pub message: String,
 }
 
+/// Why a kept result (a report file, a download, the copy the page keeps
+/// across visits) is refused when it is read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeptError {
+    /// It is not JSON of the result's shape.
+    #[error("not a valid {what}: {message}")]
+    Parse {
+        /// What was read (`stress suite report`...).
+        what: &'static str,
+        /// serde's account of the problem.
+        message: String,
+    },
+    /// It parses but no run could have written it.
+    #[error("the {what} is damaged: {damage}")]
+    Damaged {
+        /// What was read.
+        what: &'static str,
+        /// What is wrong inside it.
+        damage: Damage,
+    },
+}
+
+/// What is wrong inside a kept result (a check's finding: a count that does
+/// not match, a value out of range, a verdict its scores do not give).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Damage(pub String);
+
+/// A kept result read back: parsed, then held to `check`, so a damaged or
+/// edited one is refused rather than indexed.
+pub(crate) fn read_kept<T: serde::de::DeserializeOwned>(
+    json: &str,
+    what: &'static str,
+    check: impl FnOnce(&T) -> Result<(), Damage>,
+) -> Result<T, KeptError> {
+    let kept: T = serde_json::from_str(json).map_err(|e| KeptError::Parse {
+        what,
+        message: e.to_string(),
+    })?;
+    check(&kept).map_err(|damage| KeptError::Damaged { what, damage })?;
+    Ok(kept)
+}
+
 /// The rows that loaded and the problems with the others.
 #[derive(Debug, Clone, Serialize)]
 pub struct Loaded<T> {
@@ -79,8 +122,36 @@ pub struct MenliCase {
     pub adversarial_ref_free: String,
 }
 
+/// Why a row of a dataset file is skipped (its [`RowProblem`]'s message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    /// The line is not JSON.
+    #[error("invalid JSON ({0})")]
+    Json(String),
+    /// The line is JSON but not an object.
+    #[error("not a JSON object (each line holds one object)")]
+    NotObject,
+    /// A field the format needs is missing.
+    #[error("missing field '{0}'")]
+    Missing(String),
+    /// A field is not text.
+    #[error("field '{0}' must be a string")]
+    NotString(String),
+    /// A row that breaks one of the format's rules.
+    #[error("{0}")]
+    Rule(String),
+    /// A SummEval system output's problem.
+    #[error("system {system}: {error}")]
+    System {
+        /// The system's name.
+        system: String,
+        /// Its problem.
+        error: Box<RowError>,
+    },
+}
+
 /// Parses JSON lines with `parse`, collecting problems; blank lines are skipped.
-fn jsonl<T>(text: &str, mut parse: impl FnMut(&Value, usize) -> Result<T, String>) -> Loaded<T> {
+fn jsonl<T>(text: &str, mut parse: impl FnMut(&Value, usize) -> Result<T, RowError>) -> Loaded<T> {
     let mut loaded = Loaded {
         rows: Vec::new(),
         problems: Vec::new(),
@@ -90,27 +161,27 @@ fn jsonl<T>(text: &str, mut parse: impl FnMut(&Value, usize) -> Result<T, String
             continue;
         }
         let result = serde_json::from_str::<Value>(line)
-            .map_err(|e| format!("invalid JSON ({e})"))
+            .map_err(|e| RowError::Json(e.to_string()))
             .and_then(|v| match v {
                 Value::Object(_) => parse(&v, i + 1),
-                _ => Err("not a JSON object (each line holds one object)".into()),
+                _ => Err(RowError::NotObject),
             });
         match result {
             Ok(row) => loaded.rows.push(row),
-            Err(message) => loaded.problems.push(RowProblem {
+            Err(error) => loaded.problems.push(RowProblem {
                 line: i + 1,
-                message,
+                message: error.to_string(),
             }),
         }
     }
     loaded
 }
 
-fn string(v: &Value, key: &str) -> Result<String, String> {
+fn string(v: &Value, key: &str) -> Result<String, RowError> {
     match v.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(format!("field '{key}' must be a string")),
-        None => Err(format!("missing field '{key}'")),
+        Some(_) => Err(RowError::NotString(key.to_owned())),
+        None => Err(RowError::Missing(key.to_owned())),
     }
 }
 
@@ -250,11 +321,13 @@ pub fn load_pairs(text: &str) -> Loaded<Item> {
                 .iter()
                 .map(|r| r.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
-                .ok_or("field 'ref' must hold strings only")?,
+                .ok_or_else(|| RowError::Rule("field 'ref' must hold strings only".into()))?,
             Some(_) => {
-                return Err("field 'ref' must be a string or a non-empty list of strings".into());
+                return Err(RowError::Rule(
+                    "field 'ref' must be a string or a non-empty list of strings".into(),
+                ));
             }
-            None => return Err("missing field 'ref'".into()),
+            None => return Err(RowError::Missing("ref".into())),
         };
         let src = match v.get("src") {
             None | Some(Value::Null) => None,
@@ -286,34 +359,39 @@ fn summeval(text: &str, scored: bool) -> Loaded<SummEvalDoc> {
         let all: Vec<String> = v
             .get("refs")
             .and_then(Value::as_array)
-            .ok_or("missing list field 'refs'")?
+            .ok_or_else(|| RowError::Rule("missing list field 'refs'".into()))?
             .iter()
             .map(|r| {
                 r.as_str()
                     .map(str::to_string)
-                    .ok_or("field 'refs' must hold strings only".to_string())
+                    .ok_or_else(|| RowError::Rule("field 'refs' must hold strings only".into()))
             })
             .collect::<Result<_, _>>()?;
         let refs: Vec<String> = all.into_iter().filter(|r| *r != gold).collect();
         if refs.is_empty() {
-            return Err("no reference besides the gold 'ref'".into());
+            return Err(RowError::Rule("no reference besides the gold 'ref'".into()));
         }
         let mut systems = Vec::new();
         for (name, out) in v
             .get("systems")
             .and_then(Value::as_object)
-            .ok_or("missing object field 'systems'")?
+            .ok_or_else(|| RowError::Rule("missing object field 'systems'".into()))?
         {
-            let summary = string(out, "summary").map_err(|e| format!("system {name}: {e}"))?;
+            let summary = string(out, "summary").map_err(|e| RowError::System {
+                system: name.clone(),
+                error: Box::new(e),
+            })?;
             let scores = out
                 .get("scores")
                 .and_then(Value::as_object)
-                .ok_or(format!("system {name}: missing object field 'scores'"))?
+                .ok_or_else(|| {
+                    RowError::Rule(format!("system {name}: missing object field 'scores'"))
+                })?
                 .iter()
                 .map(|(k, s)| {
-                    s.as_f64()
-                        .map(|x| (k.clone(), x))
-                        .ok_or(format!("system {name}: score '{k}' is not a number"))
+                    s.as_f64().map(|x| (k.clone(), x)).ok_or_else(|| {
+                        RowError::Rule(format!("system {name}: score '{k}' is not a number"))
+                    })
                 })
                 .collect::<Result<_, _>>()?;
             systems.push(SystemOutput {
@@ -330,13 +408,13 @@ fn summeval(text: &str, scored: bool) -> Loaded<SummEvalDoc> {
             };
             let row_keys = systems.first().map(keys).unwrap_or_default();
             if let Some(out) = systems.iter().find(|out| keys(out) != row_keys) {
-                return Err(format!(
+                return Err(RowError::Rule(format!(
                     "system {} has human scores {:?}, system {} {row_keys:?} (every summary \
                      needs the same ones)",
                     out.system,
                     keys(out),
                     systems[0].system
-                ));
+                )));
             }
             kept.push((line, row_keys));
         }

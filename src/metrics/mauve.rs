@@ -21,6 +21,7 @@ use rand_xoshiro::rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use super::Signature;
+use crate::data::{Damage, KeptError, read_kept};
 use crate::models::{ModelError, PassLimit, Plm, read_back};
 
 /// Texts per forward pass when featurising.
@@ -146,9 +147,11 @@ pub struct MauveRecord {
 
 impl MauveRecord {
     /// Reads and checks a record written as JSON.
-    pub fn from_json(json: &str) -> Result<Self, String> {
-        let record: Self =
-            serde_json::from_str(json).map_err(|e| format!("not a valid MAUVE result: {e}"))?;
+    pub fn from_json(json: &str) -> Result<Self, KeptError> {
+        read_kept(json, "MAUVE result", Self::check)
+    }
+
+    fn check(record: &Self) -> Result<(), Damage> {
         let r = &record.result;
         let unit = |v: f64| (0.0..=1.0).contains(&v);
         let histogram =
@@ -172,8 +175,8 @@ impl MauveRecord {
             None
         };
         match problem {
-            Some(p) => Err(format!("the MAUVE result is damaged: {p}")),
-            None => Ok(record),
+            Some(p) => Err(Damage(p.to_owned())),
+            None => Ok(()),
         }
     }
 }

@@ -392,10 +392,20 @@ fn ids_of(columns: &[MetricId]) -> String {
     ids.join(", ")
 }
 
+/// A value that is none of the types an option takes.
+#[derive(Debug, thiserror::Error)]
+#[error("{value} is not {types}")]
+struct NotOfType {
+    /// The value as given.
+    value: String,
+    /// The types the option takes, joined by "or".
+    types: String,
+}
+
 /// `value` as the JSON type `schema` asks for: text given on a command line
 /// (`"2"`, `"yes"`) becomes a number or a boolean where the option is one,
 /// and a number becomes text where the option is text.
-fn coerce(value: &Value, schema: &Value) -> Result<Value, String> {
+fn coerce(value: &Value, schema: &Value) -> Result<Value, NotOfType> {
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
@@ -435,14 +445,20 @@ fn coerce(value: &Value, schema: &Value) -> Result<Value, String> {
             {
                 return Ok(Value::Number(n));
             }
-            Err(format!("'{s}' is not {}", types.join(" or ")))
+            Err(NotOfType {
+                value: format!("'{s}'"),
+                types: types.join(" or "),
+            })
         }
         Value::Object(_) | Value::Array(_) if allows("object") || allows("array") => {
             Ok(value.clone())
         }
         // Objects for options typed as text are specs of nested metrics.
         Value::Object(_) if allows("string") => Ok(value.clone()),
-        other => Err(format!("{other} is not {}", types.join(" or "))),
+        other => Err(NotOfType {
+            value: other.to_string(),
+            types: types.join(" or "),
+        }),
     }
 }
 

@@ -51,8 +51,17 @@ pub enum ModelError {
     #[error(transparent)]
     Tokenizer(#[from] tokenizer::TokenizerError),
     /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the model needs is not there.
     #[error("{0}")]
-    Io(String),
+    Missing(String),
     /// The device failed (WebGPU lost, out of memory, readback failed).
     #[error("device: {0}")]
     Device(String),

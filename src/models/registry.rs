@@ -120,7 +120,11 @@ mod tests {
         }
         // And no row for a model the file no longer has.
         let rows = doc.lines().filter(|l| l.starts_with("| `")).count();
-        assert_eq!(rows, all.len(), "docs/models.md's checkpoint table has {rows} rows");
+        assert_eq!(
+            rows,
+            all.len(),
+            "docs/models.md's checkpoint table has {rows} rows"
+        );
     }
 
     #[test]

@@ -37,13 +37,18 @@ pub enum Precision {
     Int8,
 }
 
+/// A precision name that is none of f32, fp32, none, q8, int8.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown precision `{0}` (f32 or q8)")]
+pub struct UnknownPrecision(pub String);
+
 impl std::str::FromStr for Precision {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPrecision;
+    fn from_str(s: &str) -> Result<Self, UnknownPrecision> {
         match s {
             "f32" | "fp32" | "none" => Ok(Self::F32),
             "q8" | "int8" => Ok(Self::Int8),
-            other => Err(format!("unknown precision `{other}` (f32 or q8)")),
+            other => Err(UnknownPrecision(other.to_owned())),
         }
     }
 }
@@ -115,7 +120,9 @@ impl ModelFiles {
                 ))
             })
         };
-        let stored_precision = get(META_PRECISION)?.parse().map_err(ModelError::Weights)?;
+        let stored_precision = get(META_PRECISION)?
+            .parse()
+            .map_err(|e: UnknownPrecision| ModelError::Weights(e.to_string()))?;
         Ok(Self {
             config_json: get(META_CONFIG)?,
             tokenizer_json: meta.get(META_TOKENIZER).map(|t| t.clone().into_bytes()),
@@ -133,14 +140,16 @@ impl ModelFiles {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_path(path: &std::path::Path) -> Result<Self, ModelError> {
         let read = |p: &std::path::Path| {
-            std::fs::read(p)
-                .map_err(|e| ModelError::Io(format!("cannot read {}: {e}", p.display())))
+            std::fs::read(p).map_err(|source| ModelError::Io {
+                path: p.to_path_buf(),
+                source,
+            })
         };
         if path.is_file() {
             return Self::from_burnpack(read(path)?);
         }
         if !path.is_dir() {
-            return Err(ModelError::Io("no such model folder or file".into()));
+            return Err(ModelError::Missing("no such model folder or file".into()));
         }
         let hparams = path.join("hparams.yaml");
         let ckpt = path.join("checkpoints").join("model.ckpt");
@@ -216,7 +225,7 @@ impl ModelFiles {
         };
         if comet_hparams.is_some() {
             if !ckpt.is_file() {
-                return Err(ModelError::Io(format!(
+                return Err(ModelError::Missing(format!(
                     "the COMET folder has no checkpoints/model.ckpt ({})",
                     ckpt.display()
                 )));
@@ -1049,7 +1058,7 @@ impl Plm {
     ) -> Result<Self, ModelError> {
         let config = files.config()?;
         let tokenizer_json = files.tokenizer_json.ok_or_else(|| {
-            ModelError::Io(match &config.comet {
+            ModelError::Missing(match &config.comet {
                 Some(h) => format!(
                     "{name} has no tokenizer.json: COMET reads its encoder's, from \
                      https://huggingface.co/{}",

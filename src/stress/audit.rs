@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::suite::MetricEntry;
-use crate::data::SummEvalDoc;
+use crate::data::{Damage, KeptError, SummEvalDoc, read_kept};
 use crate::metrics::engine::Column;
 use crate::metrics::perplexity::GptPplOptions;
 use crate::metrics::{Engine, EngineError, Level, MetricSpec, Segment, uniform_nrefs};
@@ -182,15 +182,15 @@ impl AuditReport {
     /// a damaged one (a correlation per dimension or correlate missing or
     /// out of range, flags other than those its correlations give) is
     /// refused.
-    pub fn from_json(json: &str) -> Result<Self, String> {
-        super::read_report(json, "audit report", |r: &Self| {
+    pub fn from_json(json: &str) -> Result<Self, KeptError> {
+        read_kept(json, "audit report", |r: &Self| {
             let (dims, cors) = (r.dimensions.len(), r.correlates.len());
             if r.human_vs_correlates.len() != dims
                 || r.human_vs_correlates.iter().any(|row| row.len() != cors)
             {
-                return Err(
+                return Err(Damage(
                     "the humans' correlations do not match the dimensions and correlates".into(),
-                );
+                ));
             }
             // |r| <= 1 up to rounding: Pearson on two exactly linear series
             // may come out as 1.0000000000000002.
@@ -200,17 +200,19 @@ impl AuditReport {
                     .all(|v| v.is_nan() || v.abs() <= 1.0 + 1e-12)
             };
             if !r.human_vs_correlates.iter().flatten().all(in_range) {
-                return Err("a correlation of the humans' is out of range".into());
+                return Err(Damage(
+                    "a correlation of the humans' is out of range".into(),
+                ));
             }
             for m in &r.metrics {
                 if m.human.len() != dims
                     || m.correlates.len() != cors
                     || m.system_accuracy.len() != dims
                 {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{} does not have a value per dimension and correlate",
                         m.metric.id
-                    ));
+                    )));
                 }
                 if !m.human.iter().chain(&m.correlates).all(in_range)
                     || !m
@@ -218,16 +220,16 @@ impl AuditReport {
                         .iter()
                         .all(|a| a.is_nan() || (0.0..=1.0).contains(a))
                 {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{} has a correlation or accuracy out of range",
                         m.metric.id
-                    ));
+                    )));
                 }
                 if m.flags != flags(&m.correlates, &m.human, &r.correlates, &r.dimensions) {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{}'s flags are not those its correlations give",
                         m.metric.id
-                    ));
+                    )));
                 }
             }
             Ok(())

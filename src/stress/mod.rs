@@ -268,19 +268,6 @@ pub async fn sweep(
     })
 }
 
-/// A report file read back (`--out`, the page's download or the copy it
-/// keeps across visits): parsed, then held to `check`, so a damaged or
-/// edited one is refused rather than indexed.
-pub(crate) fn read_report<T: serde::de::DeserializeOwned>(
-    json: &str,
-    what: &str,
-    check: impl FnOnce(&T) -> Result<(), String>,
-) -> Result<T, String> {
-    let report: T = serde_json::from_str(json).map_err(|e| format!("not a valid {what}: {e}"))?;
-    check(&report).map_err(|e| format!("the {what} is damaged: {e}"))?;
-    Ok(report)
-}
-
 /// Reads back an `f64` that JSON wrote as `null`: serde_json and the page
 /// write NaN (an undefined correlation) so.
 pub(crate) fn nan_from_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {

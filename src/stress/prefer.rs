@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::suite::MetricEntry;
-use crate::data::{Item, MenliCase};
+use crate::data::{Damage, Item, KeptError, MenliCase, read_kept};
 use crate::inject::{self, Context, Family, InjectError};
 use crate::metrics::{Column, Engine, EngineError, MetricSpec, Segment};
 
@@ -84,25 +84,25 @@ impl PreferenceReport {
     /// Reads a report written as JSON (`blindspot prefer --out`, the page's
     /// download or its kept copy); a damaged one (an accuracy per error type
     /// missing, more passes than cases) is refused.
-    pub fn from_json(json: &str) -> Result<Self, String> {
-        super::read_report(json, "preference report", |r: &Self| {
+    pub fn from_json(json: &str) -> Result<Self, KeptError> {
+        read_kept(json, "preference report", |r: &Self| {
             let types = r.error_types.len();
             for m in &r.metrics {
                 let all = m.ref_based.iter().chain(&m.ref_free);
                 let overall = [m.ref_based_overall, m.ref_free_overall];
                 if m.ref_based.len() != types || m.ref_free.len() != types {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{} has no accuracy for every error type",
                         m.metric.id
-                    ));
+                    )));
                 }
                 let consistent =
                     |a: &Accuracy| a.passed <= a.total && *a == Accuracy::of(a.passed, a.total);
                 if !all.chain(&overall).all(consistent) {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{}'s accuracies do not match its passed and scored cases",
                         m.metric.id
-                    ));
+                    )));
                 }
             }
             Ok(())

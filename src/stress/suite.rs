@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attack::{AttackEntry, AttackRun};
 use super::{Verdict, verdict_of_applied};
+use crate::data::Damage;
 use crate::data::Item;
 use crate::inject::masked_lm::MaskedLm;
 use crate::inject::{self, Context, Family, InjectError, Injection};
@@ -170,8 +171,11 @@ impl SuiteReport {
     /// download or the copy it keeps across reloads). A damaged or edited
     /// one is refused, not indexed: see [`SuiteReport::check`].
     pub fn from_json(json: &str) -> Result<Self, SuiteError> {
-        super::read_report(json, "stress suite report", Self::consistency)
-            .map_err(SuiteError::Invalid)
+        Ok(crate::data::read_kept(
+            json,
+            "stress suite report",
+            Self::consistency,
+        )?)
     }
 
     /// Checks that the report's per-metric arrays have one entry per metric
@@ -185,13 +189,13 @@ impl SuiteReport {
             .map_err(|e| SuiteError::Invalid(format!("the stress suite report is damaged: {e}")))
     }
 
-    fn consistency(&self) -> Result<(), String> {
+    fn consistency(&self) -> Result<(), Damage> {
         let metrics = self.metrics.len();
         if self.base.len() != metrics {
-            return Err(format!(
+            return Err(Damage(format!(
                 "{} base scores for {metrics} metrics",
                 self.base.len()
-            ));
+            )));
         }
         for test in &self.tests {
             // A skipped test has no verdicts; its levels, where it has any
@@ -200,13 +204,13 @@ impl SuiteReport {
             if test.verdicts.len() != verdicts
                 || test.levels.iter().any(|l| l.scores.len() != metrics)
             {
-                return Err(format!(
+                return Err(Damage(format!(
                     "{}'s verdicts or scores do not match its {metrics} metrics",
                     test.injection
-                ));
+                )));
             }
             let info = inject::create(&test.injection)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| Damage(e.to_string()))?
                 .info();
             if test.family != info.family
                 || test.levels.windows(2).any(|w| w[0].level >= w[1].level)
@@ -215,10 +219,10 @@ impl SuiteReport {
                     .iter()
                     .any(|l| !(0.0..=1.0).contains(&l.applied))
             {
-                return Err(format!(
+                return Err(Damage(format!(
                     "{}'s family or levels are not the injection's",
                     test.injection
-                ));
+                )));
             }
             for (m, &shown) in test.verdicts.iter().enumerate() {
                 // JSON writes NaN and ±inf alike as null, read back as NaN:
@@ -230,10 +234,10 @@ impl SuiteReport {
                 let metric = super::metric_info(&self.metrics[m].id);
                 if shown != verdict_of_applied(&metric, self.base[m], levels(), super::graded(info))
                 {
-                    return Err(format!(
+                    return Err(Damage(format!(
                         "{}'s verdict for {} is not the rank rule's on its scores",
                         test.injection, self.metrics[m].id
-                    ));
+                    )));
                 }
             }
         }
@@ -321,6 +325,12 @@ pub enum SuiteError {
     /// The progress callback asked to stop.
     #[error("cancelled")]
     Cancelled,
+    /// A report or part read back that no run could have written.
+    #[error(transparent)]
+    Kept(#[from] crate::data::KeptError),
+    /// A model-based metric could not score a batch.
+    #[error(transparent)]
+    Engine(#[from] crate::metrics::EngineError),
 }
 
 impl From<MetricError> for SuiteError {
@@ -407,7 +417,8 @@ pub struct ModelColumns {
 
 /// What [`ModelScorer::score`] returns: model passes read back
 /// asynchronously in the browser.
-pub type Scored<'a> = futures::future::LocalBoxFuture<'a, Result<ModelColumns, String>>;
+pub type Scored<'a> =
+    futures::future::LocalBoxFuture<'a, Result<ModelColumns, crate::metrics::EngineError>>;
 
 /// Scores the metrics that need a language model; the caller owns the models.
 pub trait ModelScorer {
@@ -425,8 +436,7 @@ impl ModelScorer for &crate::metrics::Engine {
             let columns = match &rows.set {
                 Some(set) => engine.score_within(specs, &segments, &set.segments()).await,
                 None => engine.score(specs, &segments).await,
-            }
-            .map_err(|e| e.to_string())?;
+            }?;
             Ok(ModelColumns {
                 values: columns.iter().map(|c| c.values()).collect(),
                 signatures: columns.iter().map(|c| c.signature.to_string()).collect(),
@@ -901,10 +911,7 @@ async fn model_pass(
             steps.skip(chunk.len());
             continue;
         }
-        let scored = scorer
-            .score(&specs, &rows)
-            .await
-            .map_err(SuiteError::Metric)?;
+        let scored = scorer.score(&specs, &rows).await?;
         if scored.values.len() != specs.len()
             || scored.values.iter().any(|v| v.len() != rows.hyps.len())
         {

@@ -16,8 +16,8 @@ use super::{JsEdit, js_err, to_js};
 use crate::data::bundled_pairs;
 use crate::metrics::{Engine, MetricSpec};
 use crate::stress::attack::{
-    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Neighbours, ScorePool, Strategy, ZNorm,
-    check, pair_z_norm, score_hypotheses,
+    Attack, AttackConfig, AttackOutcome, AttackTools, Goal, HelperError, Neighbours, ScorePool,
+    Strategy, ZNorm, check, pair_z_norm, score_hypotheses,
 };
 
 thread_local! {
@@ -140,16 +140,17 @@ struct AttackView {
 /// damaged one.
 #[wasm_bindgen(js_name = readAttackResult)]
 pub fn read_attack_result(json: &str) -> Result<JsValue, JsError> {
-    let mut view: AttackView =
-        crate::stress::read_report(json, "attack result", |v: &AttackView| {
-            v.z.check()?;
-            v.outcome.check(&v.z)?;
-            if v.signature.is_empty() || v.workers == 0 {
-                return Err("it names no metric signature or no worker".into());
-            }
-            Ok(())
-        })
-        .map_err(js_err)?;
+    let mut view: AttackView = crate::data::read_kept(json, "attack result", |v: &AttackView| {
+        v.z.check()?;
+        v.outcome.check(&v.z)?;
+        if v.signature.is_empty() || v.workers == 0 {
+            return Err(crate::data::Damage(
+                "it names no metric signature or no worker".into(),
+            ));
+        }
+        Ok(())
+    })
+    .map_err(js_err)?;
     view.edits = JsEdit::of(&view.outcome.text, &view.outcome.edits);
     to_js(&view)
 }
@@ -210,7 +211,7 @@ impl ScorePool for JsPool {
         texts: &[String],
         refs: &[&str],
         src: Option<&str>,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, HelperError>>>> {
         let strings =
             |v: &mut dyn Iterator<Item = &str>| v.map(JsValue::from_str).collect::<js_sys::Array>();
         let args = js_sys::Array::of5(
@@ -224,17 +225,19 @@ impl ScorePool for JsPool {
         let started = self.score.apply(&JsValue::NULL, &args);
         Box::pin(async move {
             let message = |e: JsValue| {
-                e.dyn_ref::<js_sys::Error>()
-                    .map(|e| String::from(e.message()))
-                    .or_else(|| e.as_string())
-                    .unwrap_or_else(|| "a scoring helper failed".into())
+                HelperError(
+                    e.dyn_ref::<js_sys::Error>()
+                        .map(|e| String::from(e.message()))
+                        .or_else(|| e.as_string())
+                        .unwrap_or_else(|| "a scoring helper failed".into()),
+                )
             };
             let promise = started.map_err(message)?;
             let value = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&promise))
                 .await
                 .map_err(message)?;
             if !js_sys::Array::is_array(&value) && !value.is_instance_of::<js_sys::Float64Array>() {
-                return Err("a scoring helper returned no scores".into());
+                return Err(HelperError("a scoring helper returned no scores".into()));
             }
             Ok(js_sys::Float64Array::new(&value).to_vec())
         })

@@ -110,7 +110,7 @@ pub fn precision_name(precision: &str) -> Result<String, JsError> {
     precision
         .parse::<Precision>()
         .map(|p| p.to_string())
-        .map_err(|e| JsError::new(&e))
+        .map_err(js_err)
 }
 
 /// What the page shows about a loaded model.
@@ -187,7 +187,7 @@ pub async fn load_model(
     sentencepiece: Option<Vec<u8>>,
     tokenizer_config: Option<String>,
 ) -> Result<JsValue, JsError> {
-    let precision: Precision = precision.parse().map_err(|e: String| JsError::new(&e))?;
+    let precision: Precision = precision.parse().map_err(js_err)?;
     let tokenizer_json = match (tokenizer_json, sentencepiece) {
         (None, Some(spm)) => Some(
             crate::models::weights::sentencepiece_tokenizer_json(&spm, tokenizer_config.as_deref())

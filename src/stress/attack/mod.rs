@@ -20,10 +20,12 @@ mod search;
 use serde::{Deserialize, Serialize};
 
 pub use edits::Neighbours;
-pub use search::{Attack, AttackProgress, AttackTools, ScorePool, check, score_hypotheses};
+pub use search::{
+    Attack, AttackProgress, AttackTools, HelperError, ScorePool, check, score_hypotheses,
+};
 
 use super::suite::Shard;
-use crate::data::Item;
+use crate::data::{Damage, Item};
 use crate::inject::Edit;
 use crate::metrics::spec::{ParseError, named_enum};
 use crate::metrics::{Engine, EngineError, MetricSpec, Segment};
@@ -290,12 +292,12 @@ impl ZNorm {
 
     /// Refuses statistics [`ZNorm::from_scores`] cannot give (a copy read
     /// back from a file or the page's storage).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Damage> {
         if self.count < 2 || !self.mean.is_finite() || !self.std.is_finite() || self.std <= 0.0 {
-            return Err(format!(
+            return Err(Damage(format!(
                 "its z statistics are impossible (mean {}, std {} over {} texts)",
                 self.mean, self.std, self.count
-            ));
+            )));
         }
         Ok(())
     }
@@ -393,8 +395,8 @@ impl AttackOutcome {
     /// words changed and perturbation are derived again from the two texts,
     /// the change in z from the two scores, and the trajectory must be the
     /// search's (queries rising, finite scores).
-    pub fn check(&self, z: &ZNorm) -> Result<(), String> {
-        let bad = |what: &str| Err(format!("item {} ({what})", self.id));
+    pub fn check(&self, z: &ZNorm) -> Result<(), Damage> {
+        let bad = |what: &str| Err(Damage(format!("item {} ({what})", self.id)));
         if self.success != (self.stop == StopReason::Success) {
             return bad("its success and its reason for stopping disagree");
         }
@@ -528,12 +530,15 @@ impl AttackRun {
     /// `blindspot merge` or `stress --attack`): a valid z scale and shard,
     /// each outcome checked against it ([`AttackOutcome::check`]), items in
     /// order inside the shard's range.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Damage> {
         let h = &self.header;
         h.z.check()?;
         let range = match h.shard {
             Some(s) if !s.is_valid() => {
-                return Err(format!("its shard {}/{} is not a shard", s.index, s.count));
+                return Err(Damage(format!(
+                    "its shard {}/{} is not a shard",
+                    s.index, s.count
+                )));
             }
             Some(s) => s.range(h.items),
             None => 0..h.items,
@@ -541,10 +546,10 @@ impl AttackRun {
         let mut next = range.start;
         for o in &self.outcomes {
             if o.item < next || o.item >= range.end {
-                return Err(format!(
+                return Err(Damage(format!(
                     "item {} is out of order or outside the items {}..{} it covers",
                     o.item, range.start, range.end
-                ));
+                )));
             }
             next = o.item + 1;
             o.check(&h.z)?;

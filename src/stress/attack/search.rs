@@ -20,6 +20,12 @@ use crate::inject::{InjectRng, diff};
 use crate::metrics::perplexity::GptPplOptions;
 use crate::metrics::{Engine, MetricSpec, Segment};
 
+/// A scoring helper's failure, as the helper reported it (its worker's
+/// error message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HelperError(pub String);
+
 /// Helpers that score a share of each batch of candidates in parallel with
 /// the search: the page's helper workers, each with its own copy of the
 /// engine and the metric's model (wasm in a browser runs one thread per
@@ -40,7 +46,7 @@ pub trait ScorePool {
         texts: &[String],
         refs: &[&str],
         src: Option<&str>,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, String>>>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<f64>, HelperError>>>>;
 }
 
 /// Scores `texts` as hypotheses against `refs` (and `src`) with `spec` in
@@ -397,7 +403,7 @@ impl<'a> Attack<'a> {
                     v.len(),
                     share.len()
                 ),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             self.pool_failure.borrow_mut().get_or_insert(failure);
             let (v, _) = score_hypotheses(self.engine, self.spec, share, refs, src).await?;

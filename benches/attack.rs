@@ -30,10 +30,7 @@ impl ModelStore for MiniLm {
 }
 
 fn items() -> Vec<Item> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/wmt21_de_en.jsonl"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wmt21_de_en.jsonl");
     let mut items = load_wmt(&std::fs::read_to_string(path).expect("shared data")).rows;
     items.truncate(100);
     items

@@ -29,10 +29,7 @@ const TAGGER_IDS: &[&str] = &[
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn sentences() -> Vec<String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/wmt21_de_en.jsonl"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wmt21_de_en.jsonl");
     std::fs::read_to_string(path)
         .expect("tests/data/wmt21_de_en.jsonl is readable")
         .lines()

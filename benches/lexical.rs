@@ -9,10 +9,7 @@ use blindspot::metrics::{Segment, create, registry};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn load_pairs(n: usize) -> Vec<(String, String)> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/wmt21_de_en.jsonl"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wmt21_de_en.jsonl");
     let text = std::fs::read_to_string(path).expect("tests/data/wmt21_de_en.jsonl is readable");
     text.lines()
         .take(n)

@@ -19,10 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
 
 fn wmt_rows(n: usize) -> Vec<serde_json::Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/wmt21_de_en.jsonl"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wmt21_de_en.jsonl");
     std::fs::read_to_string(path)
         .expect("tests/data/wmt21_de_en.jsonl")
         .lines()

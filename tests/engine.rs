@@ -9,13 +9,11 @@ use std::process::{Command, Output};
 use blindspot::data::{self, Item};
 use blindspot::metrics::spec::OptionValue;
 use blindspot::metrics::{Engine, MetricId, Segment, Settings};
-use blindspot::stress::suite::{
-    PartMerger, Shard, SuiteConfig, SuiteModels, SuitePart, merge, run_part, run_suite,
-};
+use blindspot::stress::suite::{PartMerger, Shard, SuiteConfig, SuiteModels, SuitePart, merge};
 use serde_json::Value;
 
 use crate::common;
-use common::{DATA, assert_user_error as user_error};
+use common::{DATA, assert_user_error as user_error, run_part, run_suite};
 
 const MINILM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/all-MiniLM-L6-v2");
 

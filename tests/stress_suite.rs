@@ -10,7 +10,7 @@ use blindspot::stress::Verdict;
 use blindspot::stress::prefer::PreferenceReport;
 use blindspot::stress::suite::{
     ModelColumns, ModelRows, ModelScorer, Scored, SuiteConfig, SuiteError, SuiteModels,
-    SuiteReport, run_suite, run_suite_with_models, shard_refusal,
+    SuiteReport, shard_refusal,
 };
 
 /// The preference suite with model-free metrics.
@@ -27,7 +27,7 @@ fn run_preference(dataset: &str, cases: &[MenliCase], ids: &[&str]) -> Preferenc
 }
 
 use crate::common;
-use common::DATA;
+use common::{DATA, run_suite, run_suite_with_models};
 
 const LEXICAL: &[&str] = &["bleu", "chrf", "rouge1", "rouge2", "rougeL"];
 
@@ -416,7 +416,7 @@ fn idf_suite(
     };
     let report = match shard {
         None => run_suite_with_models("wmt", &items, &cfg, models, &progress),
-        Some(s) => blindspot::stress::suite::run_part(
+        Some(s) => common::run_part(
             "wmt",
             &items,
             &cfg,
@@ -499,7 +499,7 @@ fn metrics_that_read_the_references_score_changed_texts_within_the_gold_set() {
         ..ChrfAsModel::default()
     };
     let models = with_idf(&mut fake);
-    let part = blindspot::stress::suite::run_part(
+    let part = common::run_part(
         "wmt",
         &items,
         &cfg,

@@ -13,11 +13,11 @@ use blindspot::metrics::ter::{Ter, TerOptions};
 use blindspot::metrics::{Engine, Level, Metric, MetricId, Segment, Settings};
 use blindspot::stress::Verdict;
 use blindspot::stress::prefer::run_preference;
-use blindspot::stress::suite::{SuiteConfig, run_suite};
+use blindspot::stress::suite::SuiteConfig;
 use futures::executor::block_on;
 use serde_json::Value;
 
-use crate::common;
+use crate::common::{self, run_suite};
 use crate::golden_lexical::cases_of;
 
 /// sacrebleu prints 16 significant digits; TER is a ratio of small integers.

@@ -6,7 +6,7 @@ use blindspot::data::{self, DatasetFormat, Item};
 use blindspot::inject;
 use blindspot::inject::masked_lm::PlmMaskedLm;
 use blindspot::stress::suite::{
-    Shard, SuiteConfig, SuiteModels, SuitePart, SuiteReport, merge, run_part, run_suite_with_models,
+    Shard, SuiteConfig, SuiteModels, SuitePart, SuiteReport, SuiteRun, merge,
 };
 use futures::executor::block_on;
 
@@ -209,16 +209,18 @@ pub fn run_stress(args: &StressArgs) -> Result<(), CliError> {
         bar.set_position(done as u64);
         true
     };
+    let run = SuiteRun::new(&dataset, &items, &config)
+        .models(models)
+        .shard(args.shard)
+        .progress(&progress);
+    let part = run.run().map_err(|e| CliError::Suite(e.to_string()))?;
     if let Some(shard) = args.shard {
-        let part = run_part(&dataset, &items, &config, models, Some(shard), &progress)
-            .map_err(|e| CliError::Suite(e.to_string()))?;
         bar.finish_and_clear();
         write_json(&args.report.out, &part)?;
         shard_written(shard, part.indices.len(), part.items);
         return Ok(());
     }
-    let report = run_suite_with_models(&dataset, &items, &config, models, &progress)
-        .map_err(|e| CliError::Suite(e.to_string()))?;
+    let report = part.report().map_err(|e| CliError::Suite(e.to_string()))?;
     bar.finish_and_clear();
     write_report(report, &args.report)
 }

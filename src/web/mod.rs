@@ -582,7 +582,7 @@ pub async fn stress_suite_shard(
     on_part: js_sys::Function,
 ) -> Result<(), JsError> {
     count_job();
-    use crate::stress::suite::{ModelScorer, Shard, SuiteModels, SuitePart, run_part_async};
+    use crate::stress::suite::{ModelScorer, Shard, SuiteModels, SuitePart, SuiteRun};
     #[derive(Deserialize)]
     struct ShardRequest {
         #[serde(flatten)]
@@ -622,18 +622,14 @@ pub async fn stress_suite_shard(
     };
     let progress = js_progress(&on_progress);
     // Every test went to `on_part`: the part itself is not needed.
-    run_part_async(
-        &r.suite.dataset,
-        &items,
-        &r.suite.config,
-        models,
-        Some(shard),
-        &progress,
-        async || {},
-    )
-    .await
-    .map(drop)
-    .map_err(|e| JsError::new(&e.to_string()))
+    SuiteRun::new(&r.suite.dataset, &items, &r.suite.config)
+        .models(models)
+        .shard(Some(shard))
+        .progress(&progress)
+        .run_async(async || {})
+        .await
+        .map(drop)
+        .map_err(|e| JsError::new(&e.to_string()))
 }
 
 /// Why a suite with these metric specs cannot run in shards (MoverScore's
@@ -745,7 +741,7 @@ async fn run_stress_suite(
     on_test: &dyn Fn(&JsValue),
     breathe: impl AsyncFn(),
 ) -> Result<JsValue, JsError> {
-    use crate::stress::suite::{ModelScorer, SuiteModels, SuiteReport, run_suite_async};
+    use crate::stress::suite::{ModelScorer, SuiteModels, SuiteReport, SuiteRun};
     let items = r.items()?;
     let tell = |so_far: &SuiteReport| {
         // A failing listener only loses the live view; the report still comes.
@@ -766,16 +762,13 @@ async fn run_stress_suite(
         specs,
         ..Default::default()
     };
-    let report = run_suite_async(
-        &r.dataset,
-        &items,
-        &r.config,
-        suite_models,
-        progress,
-        breathe,
-    )
-    .await
-    .map_err(|e| JsError::new(&e.to_string()))?;
+    let report = SuiteRun::new(&r.dataset, &items, &r.config)
+        .models(suite_models)
+        .progress(progress)
+        .run_async(breathe)
+        .await
+        .and_then(|part| part.report())
+        .map_err(|e| JsError::new(&e.to_string()))?;
     report_and_csv(&report)
 }
 

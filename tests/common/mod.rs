@@ -127,3 +127,46 @@ pub fn max_deviation(a: &[f64], b: &[f64]) -> f64 {
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f64::max)
 }
+
+/// A whole suite run's report ([`SuiteRun`] with lexical metrics and an
+/// optional LM tokenizer).
+pub fn run_suite<'a>(
+    dataset: &'a str,
+    items: &'a [blindspot::data::Item],
+    config: &'a blindspot::stress::suite::SuiteConfig,
+    lm_tokenizer: Option<&'a blindspot::models::LmTokenizer>,
+    progress: blindspot::stress::suite::Progress<'a>,
+) -> Result<blindspot::stress::suite::SuiteReport, blindspot::stress::suite::SuiteError> {
+    let models = blindspot::stress::suite::SuiteModels {
+        lm_tokenizer,
+        ..Default::default()
+    };
+    run_suite_with_models(dataset, items, config, models, progress)
+}
+
+/// A whole suite run's report with `models`.
+pub fn run_suite_with_models<'a>(
+    dataset: &'a str,
+    items: &'a [blindspot::data::Item],
+    config: &'a blindspot::stress::suite::SuiteConfig,
+    models: blindspot::stress::suite::SuiteModels<'a>,
+    progress: blindspot::stress::suite::Progress<'a>,
+) -> Result<blindspot::stress::suite::SuiteReport, blindspot::stress::suite::SuiteError> {
+    run_part(dataset, items, config, models, None, progress)?.report()
+}
+
+/// The items' outcomes of a run or of one shard of it.
+pub fn run_part<'a>(
+    dataset: &'a str,
+    items: &'a [blindspot::data::Item],
+    config: &'a blindspot::stress::suite::SuiteConfig,
+    models: blindspot::stress::suite::SuiteModels<'a>,
+    shard: Option<blindspot::stress::suite::Shard>,
+    progress: blindspot::stress::suite::Progress<'a>,
+) -> Result<blindspot::stress::suite::SuitePart, blindspot::stress::suite::SuiteError> {
+    blindspot::stress::suite::SuiteRun::new(dataset, items, config)
+        .models(models)
+        .shard(shard)
+        .progress(progress)
+        .run()
+}

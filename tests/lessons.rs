@@ -65,12 +65,12 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         neighbours: Some(&neighbours),
     };
     let mut random_steps = 0;
-    let lessons = registry();
+    let lessons = registry().unwrap();
     assert!(lessons.len() >= 6);
     let mut failed = Vec::new();
-    for lesson in &lessons {
+    for lesson in lessons {
         for (i, step) in lesson.steps.iter().enumerate() {
-            let r = block_on(run_step(&engine, lesson.id, i, &models)).unwrap();
+            let r = block_on(run_step(&engine, &lesson.id, i, &models)).unwrap();
             eprintln!("{} {i}: {}", lesson.id, r.claim.statement);
             for row in &r.rows {
                 eprintln!("   {:<12} {:?}", row.metric, row.values);
@@ -150,7 +150,7 @@ fn a_step_without_its_model_says_what_to_load() {
         "{err}"
     );
     assert_eq!(
-        registry()[1].steps[2].model_offer,
+        registry().unwrap()[1].steps[2].model_offer.as_deref(),
         Some(blindspot::stress::lessons::BROWSER_NLI)
     );
     assert!(block_on(run_step(&engine, "nope", 0, &LessonModels::default())).is_err());
@@ -244,7 +244,7 @@ fn the_audit_lesson_correlates_scores_against_the_article() {
 fn the_position_lesson_features_are_recomputed_here() {
     use blindspot::inject::{self, Context};
     use blindspot::metrics::mauve;
-    use blindspot::stress::lessons::PASSAGES;
+    let passages = blindspot::stress::lessons::passages().unwrap();
     let engine = Engine::new(MiniLm(minilm(), None));
     let tokenizer = common::gpt2_tokenizer();
     let models = LessonModels {
@@ -291,10 +291,10 @@ fn the_position_lesson_features_are_recomputed_here() {
     };
     // Every text's features, L2-normalised, then centred on the mean of
     // all 32 (as MAUVE's PCA centres); rows: clean, start, middle, end.
-    let clean: Vec<String> = PASSAGES.iter().map(|p| p.to_string()).collect();
+    let clean: Vec<String> = passages.iter().map(|p| p.to_string()).collect();
     let mut sets = vec![clean];
     for k in 1..4 {
-        let set: Vec<String> = PASSAGES
+        let set: Vec<String> = passages
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -327,7 +327,7 @@ fn the_position_lesson_features_are_recomputed_here() {
         let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
         dot / (norm(a) * norm(b))
     };
-    let n = PASSAGES.len();
+    let n = passages.len();
     assert_eq!(r.rows[0].values.len(), 4);
     for k in 0..4 {
         let expected = (0..n)
@@ -345,7 +345,7 @@ fn the_position_lesson_features_are_recomputed_here() {
     // last words differ from the clean passage's.
     let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     let (c, start, end) = (
-        words(PASSAGES[0]),
+        words(&passages[0]),
         words(&r.texts[1].1),
         words(&r.texts[3].1),
     );

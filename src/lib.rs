@@ -19,6 +19,7 @@
 
 pub mod data;
 pub mod inject;
+pub mod kernels;
 pub mod metrics;
 pub mod models;
 pub mod stress;

@@ -23,7 +23,7 @@ use safetensors::SafeTensors;
 use safetensors::tensor::Dtype;
 
 use super::attrs::hash_key;
-use crate::models::dense::Matrix;
+use crate::kernels::Matrix;
 
 /// A weight tensor read from the safetensors file, as f32.
 #[derive(Debug, Clone)]

@@ -125,7 +125,7 @@ fn ids(v: &Value) -> Vec<Vec<u32>> {
 fn config_reads_bart_and_refuses_what_it_cannot_run() {
     let text = std::fs::read_to_string(fixture("tiny").join("config.json")).unwrap();
     let config = ModelConfig::from_json(&text).unwrap();
-    let decoder = config.decoder.as_ref().unwrap();
+    let decoder = config.decoder().unwrap();
     assert_eq!(
         (
             config.num_layers,

@@ -62,7 +62,7 @@ pub fn is_bart(plm: &Plm) -> bool {
 /// Scores each `(source, target)` pair; identical pairs run once. Pairs
 /// are batched by length within [`TOKEN_BUDGET`] tokens of the longer side.
 pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>, ModelError> {
-    let Some(decoder) = plm.config.decoder.as_ref().filter(|_| is_bart(plm)) else {
+    let Some(decoder) = plm.config.decoder().filter(|_| is_bart(plm)) else {
         return Err(ModelError::Unsupported(format!(
             "{} is not an encoder-decoder with a language-model head (config.json names {}); \
              BARTScore needs a BART checkpoint such as facebook/bart-large-cnn",

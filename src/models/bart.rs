@@ -12,8 +12,10 @@ use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Bool, Device, Int, Tensor};
 
-use super::config::{Activation, ModelConfig};
+use super::ModelError;
+use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
+use super::network::Architecture;
 use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::attention::attend;
@@ -127,13 +129,9 @@ fn attention(h: usize, heads: usize, device: &Device) -> Attention {
 }
 
 impl BartModel {
-    /// The module tree for `config` (which must describe an encoder-decoder),
-    /// weights fresh until a checkpoint loads.
-    pub fn new(config: &ModelConfig, device: &Device) -> Self {
-        let decoder = config
-            .decoder
-            .as_ref()
-            .expect("a BART config has a decoder");
+    /// The module tree for `config` and its `decoder`, weights fresh until a
+    /// checkpoint loads.
+    pub fn new(config: &ModelConfig, decoder: &DecoderConfig, device: &Device) -> Self {
         let h = config.hidden_size;
         let norm = || {
             LayerNormConfig::new(h)
@@ -338,4 +336,119 @@ pub fn checkpoint_key_map(names: &[String]) -> Vec<(String, String)> {
         }
     }
     map
+}
+
+/// The decoder of an encoder-decoder (its encoder's sizes are the shared
+/// ones of [`ModelConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecoderConfig {
+    /// Decoder layers.
+    pub num_layers: usize,
+    /// Decoder attention heads (self- and cross-attention).
+    pub num_heads: usize,
+    /// Decoder feed-forward inner size.
+    pub intermediate_size: usize,
+    /// The first decoder input (BART: `</s>`, id 2).
+    pub start_token_id: u32,
+    /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
+    pub scale_embedding: bool,
+    /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
+    /// a BartModel's is zero).
+    pub logits_bias: bool,
+}
+
+/// BART's `config.json`, under transformers' names (`BartConfig`).
+#[derive(serde::Deserialize)]
+struct BartJson {
+    d_model: Option<usize>,
+    encoder_layers: Option<usize>,
+    encoder_attention_heads: Option<usize>,
+    encoder_ffn_dim: Option<usize>,
+    decoder_layers: Option<usize>,
+    decoder_attention_heads: Option<usize>,
+    decoder_ffn_dim: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    /// Default `gelu`.
+    activation_function: Option<String>,
+    /// Default false.
+    scale_embedding: Option<bool>,
+    /// Default 2 (`</s>`).
+    decoder_start_token_id: Option<u32>,
+    /// mBART's pre-norm options: unsupported when true.
+    add_final_layer_norm: Option<bool>,
+    normalize_before: Option<bool>,
+}
+
+/// A BART `config.json` (BartForConditionalGeneration, or a BartModel,
+/// which gets the tied head with a zero bias as transformers loads it into
+/// BartForConditionalGeneration).
+pub(crate) fn read_config(
+    json: &serde_json::Value,
+    common: Common,
+) -> Result<ModelConfig, ModelError> {
+    let architecture = common.architecture();
+    let logits_bias = match architecture.as_str() {
+        "BartForConditionalGeneration" => true,
+        "BartModel" => false,
+        _ => {
+            return Err(ModelError::Unsupported(format!(
+                "BART architecture `{architecture}` is not supported \
+                 (BartForConditionalGeneration or BartModel: BARTScore reads the \
+                 language-model head)"
+            )));
+        }
+    };
+    let raw: BartJson = fields(json)?;
+    if raw.add_final_layer_norm == Some(true) || raw.normalize_before == Some(true) {
+        return Err(ModelError::Unsupported(
+            "pre-norm BART variants (mBART's normalize_before, add_final_layer_norm) are \
+             not supported"
+                .into(),
+        ));
+    }
+    let sizes = Sizes {
+        hidden_size: need(raw.d_model, "d_model")?,
+        embedding_size: None,
+        num_layers: need(raw.encoder_layers, "encoder_layers")?,
+        num_heads: need(raw.encoder_attention_heads, "encoder_attention_heads")?,
+        intermediate_size: need(raw.encoder_ffn_dim, "encoder_ffn_dim")?,
+        max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
+        type_vocab_size: 0,
+        // transformers' BART norms use torch's default.
+        layer_norm_eps: 1e-5,
+        activation: Activation::named(raw.activation_function.as_deref().unwrap_or("gelu"))?,
+        pooler_activation: Activation::Gelu,
+    };
+    let decoder = DecoderConfig {
+        num_layers: need(raw.decoder_layers, "decoder_layers")?,
+        num_heads: need(raw.decoder_attention_heads, "decoder_attention_heads")?,
+        intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
+        start_token_id: raw.decoder_start_token_id.unwrap_or(2),
+        scale_embedding: raw.scale_embedding.unwrap_or(false),
+        logits_bias,
+    };
+    ModelConfig::assemble(common, Family::Bart(decoder), Head::Seq2SeqLm, sizes)
+}
+
+impl Architecture for BartModel {
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        let decoder = config.decoder().ok_or_else(|| {
+            ModelError::Config(format!("{} is not an encoder-decoder", config.architecture))
+        })?;
+        Ok(Self::new(config, decoder, device))
+    }
+
+    /// A pickle holds every tied copy, `model.shared` included.
+    fn key_map(_config: &ModelConfig, names: Option<&[String]>) -> Vec<(String, String)> {
+        checkpoint_key_map(names.unwrap_or(&["model.shared.weight".to_owned()]))
+    }
+
+    /// An encoder-decoder's hidden states are its encoder's (all of them).
+    fn hidden_states(&self, batch: &Batch, _layers: usize) -> Vec<Tensor<3>> {
+        self.encode(batch)
+    }
+
+    fn input_embeddings(&self) -> Tensor<2> {
+        self.shared.weight.val()
+    }
 }

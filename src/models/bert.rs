@@ -12,9 +12,11 @@ use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Bool, Device, Tensor, activation};
 
+use super::ModelError;
 use super::attention::attend;
-use super::config::{Activation, Family, Head, ModelConfig};
+use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
+use super::network::{Architecture, owned_map};
 use super::norm::add_norm;
 use super::{Batch, activate};
 
@@ -368,6 +370,141 @@ pub fn position_ids(family: Family, pad_token_id: u32, ids: &[u32], len: usize) 
                 .collect()
         }
         _ => (0..len as i64).collect(),
+    }
+}
+
+/// `config.json` of BERT, RoBERTa, XLM-R, ELECTRA and BLEURT, under
+/// transformers' names (`BertConfig`...), with its defaults.
+#[derive(serde::Deserialize)]
+struct BertJson {
+    hidden_size: Option<usize>,
+    embedding_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    /// Default 4 x `hidden_size`.
+    intermediate_size: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    /// Default 2 (RoBERTa's checkpoints say 1).
+    type_vocab_size: Option<usize>,
+    /// Default 1e-12.
+    layer_norm_eps: Option<f64>,
+    /// Default `gelu`.
+    hidden_act: Option<String>,
+    /// `absolute` only.
+    position_embedding_type: Option<String>,
+}
+
+/// `config.json` of DistilBERT, under its own names (`DistilBertConfig`).
+#[derive(serde::Deserialize)]
+struct DistilBertJson {
+    dim: Option<usize>,
+    n_layers: Option<usize>,
+    n_heads: Option<usize>,
+    /// Default 4 x `dim`.
+    hidden_dim: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    /// Default `gelu`.
+    activation: Option<String>,
+    /// Unsupported when true.
+    sinusoidal_pos_embds: Option<bool>,
+}
+
+/// A BERT-family `config.json` (`family` from its `model_type`).
+pub(crate) fn read_config(
+    json: &serde_json::Value,
+    common: Common,
+    family: Family,
+) -> Result<ModelConfig, ModelError> {
+    let head = common.encoder_head()?;
+    if family == Family::Electra && head == Head::MaskedLm {
+        return Err(ModelError::Unsupported(
+            "ELECTRA generators (ElectraForMaskedLM) are not supported; discriminators are".into(),
+        ));
+    }
+    let sizes = if family == Family::DistilBert {
+        let raw: DistilBertJson = fields(json)?;
+        if raw.sinusoidal_pos_embds == Some(true) {
+            return Err(ModelError::Unsupported(
+                "sinusoidal DistilBERT positions are not supported".into(),
+            ));
+        }
+        let hidden_size = need(raw.dim, "dim")?;
+        Sizes {
+            hidden_size,
+            embedding_size: None,
+            num_layers: need(raw.n_layers, "n_layers")?,
+            num_heads: need(raw.n_heads, "n_heads")?,
+            intermediate_size: raw.hidden_dim.unwrap_or(4 * hidden_size),
+            max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
+            type_vocab_size: 0,
+            layer_norm_eps: 1e-12,
+            activation: Activation::named(raw.activation.as_deref().unwrap_or("gelu"))?,
+            pooler_activation: Activation::Gelu,
+        }
+    } else {
+        let raw: BertJson = fields(json)?;
+        if let Some(p) = raw
+            .position_embedding_type
+            .as_deref()
+            .filter(|&p| p != "absolute")
+        {
+            return Err(ModelError::Unsupported(format!(
+                "position_embedding_type `{p}` is not supported (absolute only)"
+            )));
+        }
+        let hidden_size = need(raw.hidden_size, "hidden_size")?;
+        // BLEURT projects whenever it names an embedding size; ELECTRA only
+        // when the embeddings are narrower than the layers.
+        let embedding_size = match family {
+            Family::Electra => raw.embedding_size.filter(|&e| e != hidden_size),
+            _ => raw.embedding_size,
+        };
+        if embedding_size.is_some() && (family == Family::Roberta || head.is_lm()) {
+            return Err(ModelError::Unsupported(
+                "an embedding_size is supported on BERT, BLEURT and ELECTRA encoders without a \
+                 language-model head only"
+                    .into(),
+            ));
+        }
+        Sizes {
+            hidden_size,
+            embedding_size,
+            num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
+            num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
+            intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
+            max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
+            type_vocab_size: raw.type_vocab_size.unwrap_or(2),
+            layer_norm_eps: raw.layer_norm_eps.unwrap_or(1e-12),
+            activation: Activation::named(raw.hidden_act.as_deref().unwrap_or("gelu"))?,
+            pooler_activation: Activation::Gelu,
+        }
+    };
+    ModelConfig::assemble(common, family, head, sizes)
+}
+
+impl Architecture for BertModel {
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        Ok(Self::new(config, device))
+    }
+
+    fn key_map(config: &ModelConfig, _names: Option<&[String]>) -> Vec<(String, String)> {
+        owned_map(checkpoint_key_map(config.family))
+    }
+
+    fn hidden_states(&self, batch: &Batch, layers: usize) -> Vec<Tensor<3>> {
+        self.forward_layers(batch, layers).hidden_states
+    }
+
+    fn input_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+
+    fn mlm_logits(&self, hidden: Tensor<3>) -> Option<Tensor<3>> {
+        BertModel::mlm_logits(self, hidden)
+    }
+
+    fn class_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<2>> {
+        BertModel::class_logits(self, last_hidden)
     }
 }
 

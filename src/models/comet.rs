@@ -19,6 +19,7 @@ use serde::Deserialize;
 use super::bert::BertModel;
 use super::config::{Family, ModelConfig};
 use super::dense::Project;
+use super::network::Architecture;
 use super::{Batch, ModelError};
 
 /// What kind of estimator a checkpoint holds (`class_identifier`).
@@ -544,6 +545,32 @@ pub fn sparsemax(z: &[f32]) -> Vec<f32> {
         }
     }
     z.iter().map(|v| (v - tau).max(0.0)).collect()
+}
+
+impl Architecture for CometModel {
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        let hparams = config.comet.as_ref().ok_or_else(|| {
+            ModelError::Config("a COMET estimator needs its hparams (hparams.yaml)".into())
+        })?;
+        Ok(Self::new(config, hparams, device))
+    }
+
+    fn key_map(config: &ModelConfig, _names: Option<&[String]>) -> Vec<(String, String)> {
+        config
+            .comet
+            .as_ref()
+            .map(|h| h.key_map(config.family))
+            .unwrap_or_default()
+    }
+
+    /// The encoder's states, all of them.
+    fn hidden_states(&self, batch: &Batch, _layers: usize) -> Vec<Tensor<3>> {
+        self.encoder.forward(batch).hidden_states
+    }
+
+    fn input_embeddings(&self) -> Tensor<2> {
+        self.encoder.embeddings.word_embeddings.weight.val()
+    }
 }
 
 #[cfg(test)]

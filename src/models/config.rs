@@ -1,15 +1,25 @@
-//! A checkpoint's `config.json`, read into the few numbers our architectures
-//! need, whatever spelling the Hugging Face model type uses for them.
+//! A checkpoint's `config.json`, read into what our architectures need.
+//!
+//! Every family names its sizes its own way (`hidden_size`, `n_embd`,
+//! `d_model`, `dim`...): each family's module reads its own fields, under
+//! Hugging Face's names and with transformers' defaults (`bert::read_config`,
+//! `gpt2::read_config`, `bart::read_config`, `deberta::read_config`), into
+//! the [`Sizes`] every family has; this file reads the fields all of them
+//! share ([`Common`]: the model type, the head, the labels, the padding id)
+//! and checks the result.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use super::ModelError;
+use super::bart::DecoderConfig;
 use super::comet::{CometHparams, CometKind};
-use super::deberta::{ConvActivation, DebertaConfig};
+use super::deberta::DebertaConfig;
 
-/// Architecture family a checkpoint belongs to.
+/// Architecture family a checkpoint belongs to, with the settings only
+/// that family has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
     /// BERT, MiniLM and other `model_type: bert` encoders (BLEURT's too:
@@ -24,11 +34,26 @@ pub enum Family {
     Electra,
     /// GPT-2 causal language models.
     Gpt2,
-    /// BART encoder-decoders (`model_type: bart`).
-    Bart,
+    /// BART encoder-decoders (`model_type: bart`), with their decoder (the
+    /// shared sizes describe the encoder).
+    Bart(DecoderConfig),
     /// DeBERTa (`model_type: deberta`, v1) and DeBERTa-v2/v3 (`deberta-v2`):
-    /// disentangled attention.
-    Deberta,
+    /// disentangled attention, with its relative-position settings.
+    Deberta(DebertaConfig),
+}
+
+impl Family {
+    /// The `model_type`s we read, as one line for error messages.
+    const SUPPORTED: &str = "bert, bleurt, roberta, xlm-roberta, camembert, distilbert, electra, gpt2, bart, \
+         deberta, deberta-v2";
+
+    /// Whether this is one of the BERT-family encoders [`super::bert`] runs.
+    pub fn is_bert_like(self) -> bool {
+        matches!(
+            self,
+            Self::Bert | Self::Roberta | Self::DistilBert | Self::Electra
+        )
+    }
 }
 
 /// Head on top of the encoder or decoder, from `architectures[0]`.
@@ -49,81 +74,12 @@ pub enum Head {
     Seq2SeqLm,
 }
 
-/// The fields of `config.json` we read, under every spelling in use.
-#[derive(Deserialize)]
-struct RawConfig {
-    model_type: Option<String>,
-    #[serde(default)]
-    architectures: Vec<String>,
-    vocab_size: Option<usize>,
-    #[serde(alias = "dim", alias = "n_embd")]
-    hidden_size: Option<usize>,
-    embedding_size: Option<usize>,
-    #[serde(alias = "n_layers", alias = "n_layer")]
-    num_hidden_layers: Option<usize>,
-    #[serde(alias = "n_heads", alias = "n_head")]
-    num_attention_heads: Option<usize>,
-    #[serde(alias = "hidden_dim", alias = "n_inner")]
-    intermediate_size: Option<usize>,
-    #[serde(alias = "n_positions")]
-    max_position_embeddings: Option<usize>,
-    type_vocab_size: Option<usize>,
-    #[serde(alias = "layer_norm_epsilon")]
-    layer_norm_eps: Option<f64>,
-    #[serde(alias = "activation", alias = "activation_function")]
-    hidden_act: Option<String>,
-    pad_token_id: Option<serde_json::Value>,
-    position_embedding_type: Option<String>,
-    #[serde(default)]
-    id2label: BTreeMap<String, String>,
-    #[serde(default)]
-    label2id: BTreeMap<String, serde_json::Value>,
-    tie_word_embeddings: Option<bool>,
-    sinusoidal_pos_embds: Option<bool>,
-    // BART's spellings (its config.json also writes `num_hidden_layers`).
-    d_model: Option<usize>,
-    encoder_layers: Option<usize>,
-    encoder_attention_heads: Option<usize>,
-    encoder_ffn_dim: Option<usize>,
-    decoder_layers: Option<usize>,
-    decoder_attention_heads: Option<usize>,
-    decoder_ffn_dim: Option<usize>,
-    scale_embedding: Option<bool>,
-    decoder_start_token_id: Option<u32>,
-    add_final_layer_norm: Option<bool>,
-    normalize_before: Option<bool>,
-    // DeBERTa-v2's.
-    relative_attention: Option<bool>,
-    position_buckets: Option<i64>,
-    max_relative_positions: Option<i64>,
-    pos_att_type: Option<serde_json::Value>,
-    share_att_key: Option<bool>,
-    norm_rel_ebd: Option<String>,
-    conv_kernel_size: Option<usize>,
-    conv_groups: Option<usize>,
-    conv_act: Option<String>,
-    position_biased_input: Option<bool>,
-    pooler_hidden_size: Option<usize>,
-    pooler_hidden_act: Option<String>,
-    talking_head: Option<bool>,
-}
-
-/// The decoder of an encoder-decoder (BART).
-#[derive(Clone, Debug, PartialEq)]
-pub struct DecoderConfig {
-    /// Decoder layers.
-    pub num_layers: usize,
-    /// Decoder attention heads (self- and cross-attention).
-    pub num_heads: usize,
-    /// Decoder feed-forward inner size.
-    pub intermediate_size: usize,
-    /// The first decoder input (BART: `</s>`, id 2).
-    pub start_token_id: u32,
-    /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
-    pub scale_embedding: bool,
-    /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
-    /// a BartModel's is zero).
-    pub logits_bias: bool,
+impl Head {
+    /// Whether the head projects onto the vocabulary through the tied
+    /// input embeddings.
+    pub fn is_lm(self) -> bool {
+        matches!(self, Self::MaskedLm | Self::CausalLm | Self::Seq2SeqLm)
+    }
 }
 
 /// Activation of the feed-forward layers.
@@ -137,10 +93,24 @@ pub enum Activation {
     Relu,
 }
 
+impl Activation {
+    /// transformers' activation name (`hidden_act`, `activation_function`).
+    pub(crate) fn named(name: &str) -> Result<Self, ModelError> {
+        match name {
+            "gelu" => Ok(Self::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Self::GeluTanh),
+            "relu" => Ok(Self::Relu),
+            other => Err(ModelError::Unsupported(format!(
+                "activation `{other}` is not supported"
+            ))),
+        }
+    }
+}
+
 /// Everything our architectures need to know about a checkpoint.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
-    /// Architecture family.
+    /// Architecture family, with its own settings.
     pub family: Family,
     /// Head the checkpoint carries.
     pub head: Head,
@@ -173,241 +143,133 @@ pub struct ModelConfig {
     pub labels: Vec<String>,
     /// COMET's hparams, when the encoder carries a COMET estimator.
     pub comet: Option<CometHparams>,
-    /// The decoder, for encoder-decoders (the fields above describe the encoder).
-    pub decoder: Option<DecoderConfig>,
-    /// DeBERTa's relative attention settings.
-    pub deberta: Option<DebertaConfig>,
     /// Activation of a classifier's pooler (DeBERTa's `pooler_hidden_act`).
     pub pooler_activation: Activation,
 }
 
-/// DeBERTa-v2's attention settings, with transformers' defaults.
-fn deberta_config(raw: &RawConfig, v1: bool) -> Result<DebertaConfig, ModelError> {
-    if raw.talking_head == Some(true) {
-        return Err(ModelError::Unsupported(
-            "DeBERTa's talking heads (`talking_head`) are not supported".into(),
-        ));
+/// The fields every family's `config.json` has under the same names.
+#[derive(Deserialize)]
+pub(crate) struct Common {
+    model_type: Option<String>,
+    #[serde(default)]
+    architectures: Vec<String>,
+    vocab_size: Option<usize>,
+    pad_token_id: Option<serde_json::Value>,
+    #[serde(default)]
+    id2label: BTreeMap<String, String>,
+    #[serde(default)]
+    label2id: BTreeMap<String, serde_json::Value>,
+    tie_word_embeddings: Option<bool>,
+}
+
+impl Common {
+    /// `architectures[0]`, or the model type when absent.
+    pub(crate) fn architecture(&self) -> String {
+        self.architectures
+            .first()
+            .cloned()
+            .unwrap_or_else(|| self.model_type.clone().unwrap_or_default())
     }
-    if v1 && (raw.position_buckets.is_some_and(|b| b > 0) || raw.share_att_key == Some(true)) {
-        return Err(ModelError::Config(
-            "a DeBERTa v1 config (`model_type: deberta`) with v2 options (position_buckets, \
-             share_att_key): is its model_type deberta-v2?"
-                .into(),
-        ));
-    }
-    let kinds: Vec<String> = match &raw.pos_att_type {
-        None | Some(serde_json::Value::Null) => vec![],
-        Some(serde_json::Value::String(s)) => {
-            s.split('|').map(|t| t.trim().to_lowercase()).collect()
+
+    /// The head an encoder's architecture names: `...ForMaskedLM`,
+    /// `...ForSequenceClassification`, a base model, or none named.
+    pub(crate) fn encoder_head(&self) -> Result<Head, ModelError> {
+        let architecture = self.architecture();
+        if architecture.ends_with("ForMaskedLM") {
+            Ok(Head::MaskedLm)
+        } else if architecture.ends_with("ForSequenceClassification") {
+            Ok(Head::SequenceClassification)
+        } else if architecture.ends_with("Model")
+            || self.architectures.is_empty()
+            // An ELECTRA discriminator's replaced-token head is not used: its encoder is.
+            || architecture == "ElectraForPreTraining"
+        {
+            Ok(Head::None)
+        } else {
+            Err(ModelError::Unsupported(format!(
+                "architecture `{architecture}` is not supported (a base model, \
+                 ...ForMaskedLM or ...ForSequenceClassification)"
+            )))
         }
-        Some(serde_json::Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_lowercase))
-            .collect(),
-        Some(other) => {
-            return Err(ModelError::Config(format!(
-                "pos_att_type {other} is not a list"
-            )));
-        }
-    };
-    if let Some(k) = kinds
-        .iter()
-        .find(|k| !matches!(k.as_str(), "c2p" | "p2c" | ""))
-    {
-        return Err(ModelError::Unsupported(format!(
-            "pos_att_type `{k}` is not supported"
-        )));
     }
-    let max_positions = raw.max_position_embeddings.unwrap_or(512);
-    let max_relative = raw
-        .max_relative_positions
-        .filter(|&m| m >= 1)
-        .map_or(max_positions, |m| m as usize);
-    Ok(DebertaConfig {
-        v1,
-        relative_attention: raw.relative_attention.unwrap_or(false),
-        c2p: kinds.iter().any(|k| k == "c2p"),
-        p2c: kinds.iter().any(|k| k == "p2c"),
-        share_att_key: raw.share_att_key.unwrap_or(false),
-        position_buckets: raw
-            .position_buckets
-            .filter(|&b| b > 0)
-            .map_or(0, |b| b as usize),
-        max_relative_positions: max_relative,
-        norm_rel_embeddings: raw.norm_rel_ebd.as_deref().is_some_and(|n| {
-            n.to_lowercase()
-                .split('|')
-                .any(|x| x.trim() == "layer_norm")
-        }),
-        conv_kernel_size: raw.conv_kernel_size.unwrap_or(0),
-        conv_groups: raw.conv_groups.unwrap_or(1).max(1),
-        conv_activation: match raw.conv_act.as_deref().unwrap_or("tanh") {
-            "tanh" => ConvActivation::Tanh,
-            "gelu" => ConvActivation::Gelu,
-            other => {
-                return Err(ModelError::Unsupported(format!(
-                    "conv_act `{other}` is not supported (tanh, gelu)"
-                )));
-            }
-        },
-        position_biased_input: raw.position_biased_input.unwrap_or(true),
-    })
+}
+
+/// The sizes every family states, each under its own names.
+pub(crate) struct Sizes {
+    pub hidden_size: usize,
+    pub embedding_size: Option<usize>,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub intermediate_size: usize,
+    pub max_positions: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub activation: Activation,
+    pub pooler_activation: Activation,
+}
+
+/// A field `config.json` must have.
+pub(crate) fn need<T>(v: Option<T>, name: &str) -> Result<T, ModelError> {
+    v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
+}
+
+/// `config.json`'s fields as one family's struct (`T` names them).
+pub(crate) fn fields<T: DeserializeOwned>(json: &serde_json::Value) -> Result<T, ModelError> {
+    T::deserialize(json).map_err(|e| ModelError::Config(format!("config.json is not valid: {e}")))
 }
 
 impl ModelConfig {
     /// Reads `config.json`. Unsupported architectures and missing sizes are
     /// errors that name what is wrong.
     pub fn from_json(text: &str) -> Result<Self, ModelError> {
-        let raw: RawConfig = serde_json::from_str(text)
+        let json: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| ModelError::Config(format!("config.json is not valid: {e}")))?;
-        let model_type = raw.model_type.clone().unwrap_or_default();
-        let family = match model_type.as_str() {
-            "bert" | "bleurt" => Family::Bert,
-            "roberta" | "xlm-roberta" | "camembert" => Family::Roberta,
-            "distilbert" => Family::DistilBert,
-            "electra" => Family::Electra,
-            "gpt2" => Family::Gpt2,
-            "bart" => Family::Bart,
-            "deberta" | "deberta-v2" => Family::Deberta,
-            "" => {
-                return Err(ModelError::Config(
-                    "config.json has no model_type (a checkpoint saved before transformers, \
-                     such as pytorch_pretrained_bert's: add \"model_type\": \"bert\", its \
-                     class under \"architectures\", e.g. [\"BertForSequenceClassification\"], \
-                     and a classifier's \"id2label\")"
-                        .into(),
-                ));
+        let common: Common = fields(&json)?;
+        let config = match common.model_type.as_deref().unwrap_or_default() {
+            "bert" | "bleurt" => super::bert::read_config(&json, common, Family::Bert),
+            "roberta" | "xlm-roberta" | "camembert" => {
+                super::bert::read_config(&json, common, Family::Roberta)
             }
-            other => {
-                return Err(ModelError::Unsupported(format!(
-                    "model_type `{other}` is not supported (supported: bert, bleurt, roberta, \
-                     xlm-roberta, camembert, distilbert, electra, gpt2, bart, deberta, deberta-v2)"
-                )));
-            }
-        };
-        let architecture = raw
-            .architectures
-            .first()
-            .cloned()
-            .unwrap_or_else(|| model_type.clone());
-        let head = if family == Family::Gpt2 {
-            Head::CausalLm
-        } else if family == Family::Bart {
-            // A BartModel checkpoint (facebook/bart-base) gets the tied head with a
-            // zero bias, as transformers loads it into BartForConditionalGeneration.
-            if !matches!(
-                architecture.as_str(),
-                "BartForConditionalGeneration" | "BartModel"
-            ) {
-                return Err(ModelError::Unsupported(format!(
-                    "BART architecture `{architecture}` is not supported \
-                     (BartForConditionalGeneration or BartModel: BARTScore reads the \
-                     language-model head)"
-                )));
-            }
-            Head::Seq2SeqLm
-        } else if architecture.ends_with("ForMaskedLM") {
-            Head::MaskedLm
-        } else if architecture.ends_with("ForSequenceClassification") {
-            Head::SequenceClassification
-        } else if architecture.ends_with("Model")
-            || raw.architectures.is_empty()
-            // An ELECTRA discriminator's replaced-token head is not used: its encoder is.
-            || (family == Family::Electra && architecture == "ElectraForPreTraining")
-        {
-            Head::None
-        } else {
-            return Err(ModelError::Unsupported(format!(
-                "architecture `{architecture}` is not supported (a base model, \
-                 ...ForMaskedLM or ...ForSequenceClassification)"
-            )));
-        };
-        if raw
-            .position_embedding_type
-            .as_deref()
-            .is_some_and(|p| p != "absolute")
-        {
-            return Err(ModelError::Unsupported(format!(
-                "position_embedding_type `{}` is not supported (absolute only)",
-                raw.position_embedding_type.unwrap_or_default()
-            )));
-        }
-        if raw.sinusoidal_pos_embds == Some(true) {
-            return Err(ModelError::Unsupported(
-                "sinusoidal DistilBERT positions are not supported".into(),
-            ));
-        }
-        if family == Family::Deberta && head == Head::MaskedLm {
-            return Err(ModelError::Unsupported(
-                "DeBERTa's masked-LM head is not supported; its encoder and classifiers are".into(),
-            ));
-        }
-        let has_lm_head = matches!(head, Head::MaskedLm | Head::CausalLm | Head::Seq2SeqLm);
-        if raw.tie_word_embeddings == Some(false) && has_lm_head {
+            "distilbert" => super::bert::read_config(&json, common, Family::DistilBert),
+            "electra" => super::bert::read_config(&json, common, Family::Electra),
+            "gpt2" => super::gpt2::read_config(&json, common),
+            "bart" => super::bart::read_config(&json, common),
+            "deberta" => super::deberta::read_config(&json, common, true),
+            "deberta-v2" => super::deberta::read_config(&json, common, false),
+            "" => Err(ModelError::Config(
+                "config.json has no model_type (a checkpoint saved before transformers, \
+                 such as pytorch_pretrained_bert's: add \"model_type\": \"bert\", its \
+                 class under \"architectures\", e.g. [\"BertForSequenceClassification\"], \
+                 and a classifier's \"id2label\")"
+                    .into(),
+            )),
+            other => Err(ModelError::Unsupported(format!(
+                "model_type `{other}` is not supported (supported: {})",
+                Family::SUPPORTED
+            ))),
+        }?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Assembles a family's reading of `config.json` with the shared
+    /// fields: the labels, the padding id (1 by default where the family's
+    /// vocabulary puts `<pad>` there), and the checks on the head.
+    pub(crate) fn assemble(
+        common: Common,
+        family: Family,
+        head: Head,
+        sizes: Sizes,
+    ) -> Result<Self, ModelError> {
+        if common.tie_word_embeddings == Some(false) && head.is_lm() {
             return Err(ModelError::Unsupported(
                 "untied output embeddings are not supported".into(),
             ));
         }
-        let need = |v: Option<usize>, name: &str| {
-            v.ok_or_else(|| ModelError::Config(format!("config.json lacks {name}")))
-        };
-        let bart = family == Family::Bart;
-        if bart && (raw.add_final_layer_norm == Some(true) || raw.normalize_before == Some(true)) {
-            return Err(ModelError::Unsupported(
-                "pre-norm BART variants (mBART's normalize_before, add_final_layer_norm) are \
-                 not supported"
-                    .into(),
-            ));
-        }
-        let hidden_size = if bart {
-            need(raw.d_model, "d_model")?
-        } else {
-            need(raw.hidden_size, "hidden_size")?
-        };
-        // BLEURT projects whenever it names an embedding size; ELECTRA only
-        // when the embeddings are narrower than the layers.
-        let embedding_size = match family {
-            Family::Electra | Family::Deberta => raw.embedding_size.filter(|&e| e != hidden_size),
-            _ => raw.embedding_size,
-        };
-        if family == Family::Electra && head == Head::MaskedLm {
-            return Err(ModelError::Unsupported(
-                "ELECTRA generators (ElectraForMaskedLM) are not supported; discriminators are"
-                    .into(),
-            ));
-        }
-        if embedding_size.is_some()
-            && (!matches!(family, Family::Bert | Family::Electra | Family::Deberta) || has_lm_head)
-        {
-            return Err(ModelError::Unsupported(
-                "an embedding_size is supported on BERT, BLEURT and ELECTRA encoders without a \
-                 language-model head only"
-                    .into(),
-            ));
-        }
-        let activation_of = |name: &str| match name {
-            "gelu" => Ok(Activation::Gelu),
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
-            "relu" => Ok(Activation::Relu),
-            other => Err(ModelError::Unsupported(format!(
-                "activation `{other}` is not supported"
-            ))),
-        };
-        let activation = activation_of(raw.hidden_act.as_deref().unwrap_or("gelu"))?;
-        let pooler_activation = activation_of(raw.pooler_hidden_act.as_deref().unwrap_or("gelu"))?;
-        let deberta = if family == Family::Deberta {
-            Some(deberta_config(&raw, model_type == "deberta")?)
-        } else {
-            None
-        };
-        if family == Family::Deberta && raw.pooler_hidden_size.is_some_and(|p| p != hidden_size) {
-            return Err(ModelError::Unsupported(
-                "a DeBERTa pooler narrower or wider than hidden_size is not supported".into(),
-            ));
-        }
-        let labels = (0..raw.id2label.len())
+        let labels = (0..common.id2label.len())
             .map(|i| {
-                raw.id2label
+                common
+                    .id2label
                     .get(&i.to_string())
                     .cloned()
                     .ok_or_else(|| ModelError::Config(format!("id2label lacks class {i}")))
@@ -418,73 +280,53 @@ impl ModelConfig {
                 "a classification checkpoint needs id2label in config.json".into(),
             ));
         }
-        if !raw.label2id.is_empty() && raw.label2id.len() != labels.len() {
+        if !common.label2id.is_empty() && common.label2id.len() != labels.len() {
             return Err(ModelError::Config(format!(
                 "label2id has {} labels but id2label has {}: the label map does not match",
-                raw.label2id.len(),
+                common.label2id.len(),
                 labels.len()
             )));
         }
-        let pad_token_id = match raw.pad_token_id {
+        let pad_token_id = match &common.pad_token_id {
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as u32,
-            _ if matches!(family, Family::Roberta | Family::Bart) => 1,
+            _ if matches!(family, Family::Roberta | Family::Bart(_)) => 1,
             _ => 0,
         };
-        let logits_bias = architecture == "BartForConditionalGeneration";
-        let config = Self {
+        Ok(Self {
             family,
             head,
-            architecture,
-            vocab_size: need(raw.vocab_size, "vocab_size")?,
-            hidden_size,
-            embedding_size,
-            num_layers: if bart {
-                need(raw.encoder_layers, "encoder_layers")?
-            } else {
-                need(raw.num_hidden_layers, "num_hidden_layers")?
-            },
-            num_heads: if bart {
-                need(raw.encoder_attention_heads, "encoder_attention_heads")?
-            } else {
-                need(raw.num_attention_heads, "num_attention_heads")?
-            },
-            intermediate_size: if bart {
-                need(raw.encoder_ffn_dim, "encoder_ffn_dim")?
-            } else {
-                raw.intermediate_size.unwrap_or(4 * hidden_size)
-            },
-            max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
-            type_vocab_size: match family {
-                Family::DistilBert | Family::Gpt2 | Family::Bart => 0,
-                Family::Deberta => raw.type_vocab_size.unwrap_or(0),
-                _ => raw.type_vocab_size.unwrap_or(2),
-            },
-            layer_norm_eps: raw.layer_norm_eps.unwrap_or(match family {
-                Family::Gpt2 | Family::Bart => 1e-5,
-                Family::Deberta => 1e-7,
-                _ => 1e-12,
-            }),
-            activation,
+            architecture: common.architecture(),
+            vocab_size: need(common.vocab_size, "vocab_size")?,
+            hidden_size: sizes.hidden_size,
+            embedding_size: sizes.embedding_size,
+            num_layers: sizes.num_layers,
+            num_heads: sizes.num_heads,
+            intermediate_size: sizes.intermediate_size,
+            max_positions: sizes.max_positions,
+            type_vocab_size: sizes.type_vocab_size,
+            layer_norm_eps: sizes.layer_norm_eps,
+            activation: sizes.activation,
             pad_token_id,
             labels,
             comet: None,
-            decoder: if bart {
-                Some(DecoderConfig {
-                    num_layers: need(raw.decoder_layers, "decoder_layers")?,
-                    num_heads: need(raw.decoder_attention_heads, "decoder_attention_heads")?,
-                    intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
-                    start_token_id: raw.decoder_start_token_id.unwrap_or(2),
-                    scale_embedding: raw.scale_embedding.unwrap_or(false),
-                    logits_bias,
-                })
-            } else {
-                None
-            },
-            deberta,
-            pooler_activation,
-        };
-        config.check()?;
-        Ok(config)
+            pooler_activation: sizes.pooler_activation,
+        })
+    }
+
+    /// The decoder of an encoder-decoder.
+    pub fn decoder(&self) -> Option<&DecoderConfig> {
+        match &self.family {
+            Family::Bart(decoder) => Some(decoder),
+            _ => None,
+        }
+    }
+
+    /// DeBERTa's relative-attention settings.
+    pub fn deberta(&self) -> Option<&DebertaConfig> {
+        match &self.family {
+            Family::Deberta(settings) => Some(settings),
+            _ => None,
+        }
     }
 
     /// This encoder config under a COMET estimator (`hparams.yaml`): the head
@@ -509,8 +351,7 @@ impl ModelConfig {
             ("max_position_embeddings", self.max_positions),
         ];
         let decoder = self
-            .decoder
-            .as_ref()
+            .decoder()
             .map_or([1; 3], |d| [d.num_layers, d.num_heads, d.intermediate_size]);
         let mut positive = positive.into_iter().chain([
             ("decoder_layers", decoder[0]),
@@ -528,7 +369,7 @@ impl ModelConfig {
                 self.num_heads, self.hidden_size
             )));
         }
-        if let Some(d) = &self.decoder
+        if let Some(d) = self.decoder()
             && !self.hidden_size.is_multiple_of(d.num_heads)
         {
             return Err(ModelError::Config(format!(
@@ -601,11 +442,52 @@ mod tests {
         assert_eq!(gpt2.activation, Activation::GeluTanh);
     }
 
+    /// A family's fields are read under its own names only: GPT-2's
+    /// `hidden_size` is not its width, DistilBERT's `dim` is.
+    #[test]
+    fn each_family_reads_its_own_names() {
+        let e = ModelConfig::from_json(
+            r#"{"model_type":"gpt2","vocab_size":10,"hidden_size":8,"n_layer":1,
+            "n_head":1,"n_positions":8}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("lacks n_embd"), "{e}");
+        let distil = ModelConfig::from_json(
+            r#"{"model_type":"distilbert","architectures":["DistilBertModel"],"vocab_size":10,
+            "dim":8,"n_layers":2,"n_heads":2,"hidden_dim":16,"max_position_embeddings":8}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                distil.hidden_size,
+                distil.num_layers,
+                distil.intermediate_size
+            ),
+            (8, 2, 16)
+        );
+        assert_eq!(distil.type_vocab_size, 0);
+        let bart = ModelConfig::from_json(
+            r#"{"model_type":"bart","architectures":["BartModel"],"vocab_size":10,"d_model":8,
+            "encoder_layers":1,"encoder_attention_heads":2,"encoder_ffn_dim":16,
+            "decoder_layers":3,"decoder_attention_heads":4,"decoder_ffn_dim":32,
+            "max_position_embeddings":8}"#,
+        )
+        .unwrap();
+        let decoder = bart.decoder().unwrap();
+        assert_eq!((decoder.num_layers, decoder.start_token_id), (3, 2));
+        assert!(!decoder.logits_bias, "a BartModel's logits bias is zero");
+        assert_eq!(bart.pad_token_id, 1);
+    }
+
     #[test]
     fn unsupported_and_broken_configs_say_why() {
         let e = ModelConfig::from_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert!(e.to_string().contains("`t5` is not supported"), "{e}");
-        let e = ModelConfig::from_json(r#"{"model_type":"bert","hidden_size":4}"#).unwrap_err();
+        let e = ModelConfig::from_json(
+            r#"{"model_type":"bert","hidden_size":4,"num_hidden_layers":1,
+            "num_attention_heads":1,"max_position_embeddings":8}"#,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("lacks vocab_size"), "{e}");
         let e = ModelConfig::from_json("{").unwrap_err();
         assert!(e.to_string().contains("not valid"), "{e}");

@@ -26,8 +26,10 @@ use burn::nn::{
 };
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData, activation};
 
-use super::config::{Activation, Head, ModelConfig};
+use super::ModelError;
+use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::Project;
+use super::network::{Architecture, owned_map};
 use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
@@ -188,10 +190,9 @@ fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
 }
 
 impl DebertaModel {
-    /// The module tree for `config` (a DeBERTa-v2 config), weights fresh
-    /// until a checkpoint loads.
-    pub fn new(config: &ModelConfig, device: &Device) -> Self {
-        let s = config.deberta.expect("a DeBERTa config has its settings");
+    /// The module tree for `config` with its relative-attention settings
+    /// `s`, weights fresh until a checkpoint loads.
+    pub fn new(config: &ModelConfig, s: &DebertaConfig, device: &Device) -> Self {
         let h = config.hidden_size;
         let e = config.embedding_size.unwrap_or(h);
         let norm = || {
@@ -265,7 +266,7 @@ impl DebertaModel {
             },
             pooler: classifier_head.then(|| linear(h, h, device)),
             classifier: classifier_head.then(|| linear(h, config.labels.len(), device)),
-            settings: s,
+            settings: *s,
             pooler_activation: config.pooler_activation,
         }
     }
@@ -545,6 +546,174 @@ pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
         (r"\.output\.LayerNorm\.", ".output_norm."),
         (r"LayerNorm\.", "layer_norm."),
     ]
+}
+
+/// DeBERTa's `config.json`, under transformers' names (`DebertaConfig`,
+/// `DebertaV2Config`), with their defaults.
+#[derive(serde::Deserialize)]
+struct DebertaJson {
+    hidden_size: Option<usize>,
+    embedding_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    /// Default 4 x `hidden_size`.
+    intermediate_size: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    /// Default 0.
+    type_vocab_size: Option<usize>,
+    /// Default 1e-7.
+    layer_norm_eps: Option<f64>,
+    /// Default `gelu`.
+    hidden_act: Option<String>,
+    pooler_hidden_size: Option<usize>,
+    /// Default `gelu`.
+    pooler_hidden_act: Option<String>,
+    relative_attention: Option<bool>,
+    position_buckets: Option<i64>,
+    max_relative_positions: Option<i64>,
+    /// `c2p|p2c` or a list.
+    pos_att_type: Option<serde_json::Value>,
+    share_att_key: Option<bool>,
+    norm_rel_ebd: Option<String>,
+    conv_kernel_size: Option<usize>,
+    conv_groups: Option<usize>,
+    conv_act: Option<String>,
+    position_biased_input: Option<bool>,
+    talking_head: Option<bool>,
+}
+
+/// A DeBERTa `config.json`: v1 (`model_type: deberta`) or v2/v3
+/// (`deberta-v2`), an encoder or a classifier.
+pub(crate) fn read_config(
+    json: &serde_json::Value,
+    common: Common,
+    v1: bool,
+) -> Result<ModelConfig, ModelError> {
+    let head = common.encoder_head()?;
+    if head == Head::MaskedLm {
+        return Err(ModelError::Unsupported(
+            "DeBERTa's masked-LM head is not supported; its encoder and classifiers are".into(),
+        ));
+    }
+    let raw: DebertaJson = fields(json)?;
+    let hidden_size = need(raw.hidden_size, "hidden_size")?;
+    let settings = relative_settings(&raw, v1)?;
+    if raw.pooler_hidden_size.is_some_and(|p| p != hidden_size) {
+        return Err(ModelError::Unsupported(
+            "a DeBERTa pooler narrower or wider than hidden_size is not supported".into(),
+        ));
+    }
+    let sizes = Sizes {
+        hidden_size,
+        embedding_size: raw.embedding_size.filter(|&e| e != hidden_size),
+        num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
+        num_heads: need(raw.num_attention_heads, "num_attention_heads")?,
+        intermediate_size: raw.intermediate_size.unwrap_or(4 * hidden_size),
+        max_positions: need(raw.max_position_embeddings, "max_position_embeddings")?,
+        type_vocab_size: raw.type_vocab_size.unwrap_or(0),
+        layer_norm_eps: raw.layer_norm_eps.unwrap_or(1e-7),
+        activation: Activation::named(raw.hidden_act.as_deref().unwrap_or("gelu"))?,
+        pooler_activation: Activation::named(raw.pooler_hidden_act.as_deref().unwrap_or("gelu"))?,
+    };
+    ModelConfig::assemble(common, Family::Deberta(settings), head, sizes)
+}
+
+/// DeBERTa's relative-attention settings, with transformers' defaults.
+fn relative_settings(raw: &DebertaJson, v1: bool) -> Result<DebertaConfig, ModelError> {
+    if raw.talking_head == Some(true) {
+        return Err(ModelError::Unsupported(
+            "DeBERTa's talking heads (`talking_head`) are not supported".into(),
+        ));
+    }
+    if v1 && (raw.position_buckets.is_some_and(|b| b > 0) || raw.share_att_key == Some(true)) {
+        return Err(ModelError::Config(
+            "a DeBERTa v1 config (`model_type: deberta`) with v2 options (position_buckets, \
+             share_att_key): is its model_type deberta-v2?"
+                .into(),
+        ));
+    }
+    let kinds: Vec<String> = match &raw.pos_att_type {
+        None | Some(serde_json::Value::Null) => vec![],
+        Some(serde_json::Value::String(s)) => {
+            s.split('|').map(|t| t.trim().to_lowercase()).collect()
+        }
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_lowercase))
+            .collect(),
+        Some(other) => {
+            return Err(ModelError::Config(format!(
+                "pos_att_type {other} is not a list"
+            )));
+        }
+    };
+    if let Some(k) = kinds
+        .iter()
+        .find(|k| !matches!(k.as_str(), "c2p" | "p2c" | ""))
+    {
+        return Err(ModelError::Unsupported(format!(
+            "pos_att_type `{k}` is not supported"
+        )));
+    }
+    let max_positions = raw.max_position_embeddings.unwrap_or(512);
+    let max_relative = raw
+        .max_relative_positions
+        .filter(|&m| m >= 1)
+        .map_or(max_positions, |m| m as usize);
+    Ok(DebertaConfig {
+        v1,
+        relative_attention: raw.relative_attention.unwrap_or(false),
+        c2p: kinds.iter().any(|k| k == "c2p"),
+        p2c: kinds.iter().any(|k| k == "p2c"),
+        share_att_key: raw.share_att_key.unwrap_or(false),
+        position_buckets: raw
+            .position_buckets
+            .filter(|&b| b > 0)
+            .map_or(0, |b| b as usize),
+        max_relative_positions: max_relative,
+        norm_rel_embeddings: raw.norm_rel_ebd.as_deref().is_some_and(|n| {
+            n.to_lowercase()
+                .split('|')
+                .any(|x| x.trim() == "layer_norm")
+        }),
+        conv_kernel_size: raw.conv_kernel_size.unwrap_or(0),
+        conv_groups: raw.conv_groups.unwrap_or(1).max(1),
+        conv_activation: match raw.conv_act.as_deref().unwrap_or("tanh") {
+            "tanh" => ConvActivation::Tanh,
+            "gelu" => ConvActivation::Gelu,
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "conv_act `{other}` is not supported (tanh, gelu)"
+                )));
+            }
+        },
+        position_biased_input: raw.position_biased_input.unwrap_or(true),
+    })
+}
+
+impl Architecture for DebertaModel {
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        let settings = config.deberta().ok_or_else(|| {
+            ModelError::Config(format!("{} is not a DeBERTa model", config.architecture))
+        })?;
+        Ok(Self::new(config, settings, device))
+    }
+
+    fn key_map(_config: &ModelConfig, _names: Option<&[String]>) -> Vec<(String, String)> {
+        owned_map(checkpoint_key_map())
+    }
+
+    fn hidden_states(&self, batch: &Batch, layers: usize) -> Vec<Tensor<3>> {
+        self.forward_layers(batch, layers)
+    }
+
+    fn input_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+
+    fn class_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<2>> {
+        DebertaModel::class_logits(self, last_hidden)
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,10 @@ use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
 use burn::tensor::{Device, Tensor};
 
-use super::config::{Activation, ModelConfig};
+use super::ModelError;
+use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::linear;
+use super::network::{Architecture, owned_map};
 use super::{Batch, activate};
 use crate::models::attention::attend;
 use crate::models::bert::split_heads;
@@ -178,4 +180,65 @@ impl Attention {
 /// prefix) to this module tree. `lm_head.weight` is tied and left over.
 pub fn checkpoint_key_map() -> Vec<(&'static str, &'static str)> {
     vec![(r"^transformer\.", "")]
+}
+
+/// GPT-2's `config.json`, under transformers' names (`GPT2Config`).
+#[derive(serde::Deserialize)]
+struct Gpt2Json {
+    n_embd: Option<usize>,
+    n_layer: Option<usize>,
+    n_head: Option<usize>,
+    /// Default 4 x `n_embd` (`null` in the hub's configs).
+    n_inner: Option<usize>,
+    n_positions: Option<usize>,
+    /// Default 1e-5.
+    layer_norm_epsilon: Option<f64>,
+    /// Default `gelu_new`.
+    activation_function: Option<String>,
+}
+
+/// A GPT-2 `config.json`: a causal LM whatever its class (`GPT2Model`'s
+/// weights get the tied head).
+pub(crate) fn read_config(
+    json: &serde_json::Value,
+    common: Common,
+) -> Result<ModelConfig, ModelError> {
+    let raw: Gpt2Json = fields(json)?;
+    let hidden_size = need(raw.n_embd, "n_embd")?;
+    let sizes = Sizes {
+        hidden_size,
+        embedding_size: None,
+        num_layers: need(raw.n_layer, "n_layer")?,
+        num_heads: need(raw.n_head, "n_head")?,
+        intermediate_size: raw.n_inner.unwrap_or(4 * hidden_size),
+        max_positions: need(raw.n_positions, "n_positions")?,
+        type_vocab_size: 0,
+        layer_norm_eps: raw.layer_norm_epsilon.unwrap_or(1e-5),
+        activation: Activation::named(raw.activation_function.as_deref().unwrap_or("gelu_new"))?,
+        pooler_activation: Activation::Gelu,
+    };
+    ModelConfig::assemble(common, Family::Gpt2, Head::CausalLm, sizes)
+}
+
+impl Architecture for Gpt2Model {
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        Ok(Self::new(config, device))
+    }
+
+    fn key_map(_config: &ModelConfig, _names: Option<&[String]>) -> Vec<(String, String)> {
+        owned_map(checkpoint_key_map())
+    }
+
+    /// All of the decoder's states, whatever `layers` asks.
+    fn hidden_states(&self, batch: &Batch, _layers: usize) -> Vec<Tensor<3>> {
+        self.forward(batch).hidden_states
+    }
+
+    fn input_embeddings(&self) -> Tensor<2> {
+        self.wte.weight.val()
+    }
+
+    fn causal_lm_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<3>> {
+        Some(self.lm_logits(last_hidden))
+    }
 }

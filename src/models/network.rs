@@ -1,0 +1,230 @@
+//! The network a checkpoint holds ([`Network`]: one variant per family's
+//! module tree) and what every family's module offers the rest of the code
+//! ([`Architecture`]): building its tree from the config, naming the
+//! checkpoint's keys for it, and its forward passes. Code that works on
+//! any network goes through [`with_network!`] and [`map_network!`] rather
+//! than matching every variant.
+
+use burn::module::Module;
+use burn::store::ModuleSnapshot;
+use burn::tensor::{Device, FloatDType, Tensor};
+
+use super::bart::BartModel;
+use super::bert::BertModel;
+use super::comet::CometModel;
+use super::config::{Family, Head, ModelConfig};
+use super::deberta::DebertaModel;
+use super::dense::PackedWeights;
+use super::gpt2::Gpt2Model;
+use super::weights::{
+    self, Precision, WeightSource, cast_floats, dequantize_all, dequantize_lookups, quantize,
+};
+use super::{Batch, ModelError};
+
+/// What a family's network offers: its module tree built from the config,
+/// the map from checkpoint keys to that tree, and its passes. The heads a
+/// family lacks answer `None`.
+pub trait Architecture: Module + ModuleSnapshot + Sized {
+    /// The module tree `config` describes, freshly initialised (a
+    /// checkpoint is loaded over it).
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError>;
+
+    /// Renames from the checkpoint's keys to this tree's parameter paths,
+    /// in the order they apply (regexes and their replacements). `names`
+    /// are the checkpoint's tensor names where the format lists them
+    /// (safetensors); `None` for a PyTorch pickle, which holds every tied
+    /// copy.
+    fn key_map(config: &ModelConfig, names: Option<&[String]>) -> Vec<(String, String)>;
+
+    /// The hidden states `0..=layers` of a padded batch (0: the
+    /// embeddings). Encoders that can stop early run `layers` layers;
+    /// the others return all of theirs.
+    fn hidden_states(&self, batch: &Batch, layers: usize) -> Vec<Tensor<3>>;
+
+    /// The input token-embedding table `[vocab, hidden]`.
+    fn input_embeddings(&self) -> Tensor<2>;
+
+    /// Next-token logits `[batch, tokens, vocab]` of a causal LM.
+    fn causal_lm_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<3>> {
+        None
+    }
+
+    /// Masked-LM logits `[batch, tokens, vocab]` from (rows of) the last
+    /// hidden state.
+    fn mlm_logits(&self, _hidden: Tensor<3>) -> Option<Tensor<3>> {
+        None
+    }
+
+    /// Sequence-classification logits `[batch, labels]`.
+    fn class_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<2>> {
+        None
+    }
+}
+
+/// Static key renames as [`Architecture::key_map`] returns them.
+pub(crate) fn owned_map(pairs: Vec<(&str, &str)>) -> Vec<(String, String)> {
+    pairs
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect()
+}
+
+/// The network a checkpoint holds (one per loaded model, so the size of the
+/// variants does not matter).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Network {
+    /// A BERT-family encoder.
+    Bert(BertModel),
+    /// A GPT-2 decoder.
+    Gpt2(Gpt2Model),
+    /// A COMET estimator on its encoder.
+    Comet(CometModel),
+    /// A BART encoder-decoder.
+    Bart(BartModel),
+    /// A DeBERTa-v2/v3 encoder.
+    Deberta(DebertaModel),
+}
+
+/// Evaluates one expression with whichever module a [`Network`] holds bound
+/// to `$m` (each variant's type implements [`Architecture`]).
+macro_rules! with_network {
+    ($network:expr, $m:ident => $body:expr) => {
+        match $network {
+            $crate::models::Network::Bert($m) => $body,
+            $crate::models::Network::Gpt2($m) => $body,
+            $crate::models::Network::Comet($m) => $body,
+            $crate::models::Network::Bart($m) => $body,
+            $crate::models::Network::Deberta($m) => $body,
+        }
+    };
+}
+pub(crate) use with_network;
+
+/// Applies one expression to whichever module a [`Network`] holds, giving
+/// back a network of the same kind.
+macro_rules! map_network {
+    ($network:expr, $m:ident => $body:expr) => {
+        match $network {
+            Network::Bert($m) => Network::Bert($body),
+            Network::Gpt2($m) => Network::Gpt2($body),
+            Network::Comet($m) => Network::Comet($body),
+            Network::Bart($m) => Network::Bart($body),
+            Network::Deberta($m) => Network::Deberta($body),
+        }
+    };
+}
+pub(crate) use map_network;
+
+impl Network {
+    /// The network `config` describes with the weights of `source` loaded, at `precision`
+    /// (weights stored int8 stay int8; f32 weights are quantized when asked).
+    pub fn load(
+        config: &ModelConfig,
+        source: WeightSource,
+        stored: Precision,
+        precision: Precision,
+        device: &Device,
+        keep_int8: bool,
+    ) -> Result<Self, ModelError> {
+        // int8 rounding happens on the CPU, then the f32 result moves to the
+        // target device (quantization ops on WebGPU are not checked yet).
+        // COMET loads on the CPU too: its mixture weights are read once there.
+        let target = device;
+        let cpu = Device::flex();
+        // A device configured for f16 (`--device gpu-f16`) gets the network
+        // loaded in f32 on the CPU, moved, then cast. Only BERT-family
+        // encoders, for their hidden states: BERTScore under f16 was measured
+        // (README, "A real GPU"); log-probabilities and classifiers were not
+        // (a masked-LM checkpoint loads, `Plm::mlm_logits` refuses there).
+        let compute = target.settings().float_dtype;
+        match compute {
+            FloatDType::F32 => {}
+            FloatDType::F16
+                if config.comet.is_none()
+                    && matches!(config.head, Head::None | Head::MaskedLm)
+                    && matches!(
+                        config.family,
+                        Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra
+                    ) => {}
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "{} does not run at {other:?}: only BERT-family encoders (their hidden \
+                     states: BERTScore, MoverScore, MAUVE features) are offered in f16; \
+                     load it on a device that computes in f32 (`--device gpu`)",
+                    config.architecture
+                )));
+            }
+        }
+        let on_cpu =
+            precision == Precision::Int8 || config.comet.is_some() || compute != FloatDType::F32;
+        let device = if on_cpu { &cpu } else { target };
+        let mut network = Self::build(config, device)?;
+        if stored == Precision::Int8 && precision == Precision::F32 {
+            return Err(ModelError::Unsupported(
+                "this prepared file holds int8 weights; load it at int8".into(),
+            ));
+        }
+        with_network!(&mut network, m => weights::load(m, source, config))?;
+        // An int8 load from f32 weights rounds what [`prepare`] rounds, the
+        // embedding tables included, so one `int8` signature means one set of
+        // numbers whether the page rounded the hub's file or the site served a
+        // prepared one: the path of `prepare` and then of a load of its file.
+        let network = match (stored, precision) {
+            (Precision::Int8, _) => map_network!(network, m => dequantize_lookups(m)),
+            (Precision::F32, Precision::Int8) => {
+                map_network!(network, m => dequantize_lookups(quantize(m, true)))
+            }
+            (Precision::F32, Precision::F32) => network,
+        };
+        // Compute is dequantized unless `keep_int8` (the caller then packs
+        // the projections for integer products, [`PackedWeights`]):
+        // burn-flex would dequantize a quantized weight on every use (a
+        // MiniLM pass takes 1.3 s instead of 13 ms), and quantized kernels
+        // on WebGPU are not yet checked against the CPU. So the int8 values
+        // are expanded to f32 once, after loading: int8 is what is
+        // downloaded and cached, the numbers are the int8 model's, the
+        // speed is f32's.
+        let mut network = if precision == Precision::Int8 && !keep_int8 {
+            map_network!(network, m => dequantize_all(m))
+        } else {
+            network
+        };
+        if let Network::Comet(m) = &mut network {
+            m.resolve_mix()?;
+        }
+        let network = if on_cpu {
+            map_network!(network, m => m.to_device(target))
+        } else {
+            network
+        };
+        Ok(if compute == FloatDType::F32 {
+            network
+        } else {
+            map_network!(network, m => cast_floats(m, compute))
+        })
+    }
+
+    /// Packs every int8 projection for integer products (none when the
+    /// network was loaded without `keep_int8`) and, with `panels`, every f32
+    /// projection on the CPU into rten-gemm's panels: they run while the
+    /// value this returns lives.
+    pub fn packed_weights(&self, panels: bool) -> PackedWeights {
+        with_network!(self, m => weights::packed_weights(m, panels))
+    }
+
+    /// The empty module tree `config` describes, on `device`: a COMET
+    /// estimator when the config carries its hparams, else the family's
+    /// network.
+    fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
+        Ok(match config.family {
+            _ if config.comet.is_some() => Network::Comet(CometModel::build(config, device)?),
+            Family::Gpt2 => Network::Gpt2(Gpt2Model::build(config, device)?),
+            Family::Bart(_) => Network::Bart(BartModel::build(config, device)?),
+            Family::Deberta(_) => Network::Deberta(DebertaModel::build(config, device)?),
+            Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra => {
+                Network::Bert(BertModel::build(config, device)?)
+            }
+        })
+    }
+}

@@ -1,0 +1,346 @@
+//! A loaded model ([`Plm`]): config, tokenizer and network on one device,
+//! and the passes metrics ask of it (hidden states, heads' logits).
+
+use burn::tensor::{Device, FloatDType, Tensor};
+
+use super::network::{Architecture, Network, with_network};
+use super::weights::{F32_PANELS, INTEGER_PRODUCTS, ModelFiles, Precision};
+use super::{
+    Batch, GPU_LENGTH_STEP, LmTokenizer, ModelConfig, ModelEncoding, ModelError, PassLimit, dense,
+    passes,
+};
+
+/// A loaded model: its config, tokenizer and network on one device.
+#[derive(Debug)]
+pub struct Plm {
+    /// Model id or folder name.
+    pub name: String,
+    /// Unique to this load (two loads of one name differ): what caches key on.
+    pub load_id: u64,
+    /// What `config.json` said.
+    pub config: ModelConfig,
+    /// Its tokenizer, limited to the model's positions.
+    pub tokenizer: LmTokenizer,
+    /// The network.
+    pub network: Network,
+    /// Where it runs.
+    pub device: Device,
+    /// Weight precision.
+    pub precision: Precision,
+    /// Its projections packed once for their CPU products: an int8
+    /// model's as integer products (the browser), an f32 model's in
+    /// rten-gemm's panels (natively); empty elsewhere.
+    pub packed: dense::PackedWeights,
+    /// Passes are padded to a multiple of this many tokens (1 on the CPU,
+    /// [`GPU_LENGTH_STEP`] elsewhere).
+    pub length_step: usize,
+}
+
+impl Plm {
+    /// Precision as signatures show it: the weights' (`f32`, `int8`), and
+    /// f16 where the device computes in f16 (`f16`, `int8-f16`), i16 where
+    /// int8 projections are integer products (`int8-i16`: the browser's
+    /// CPU; BERTScore within 1e-3 of `int8`'s where measured).
+    pub fn precision_label(&self) -> String {
+        match (self.precision, self.device.settings().float_dtype) {
+            (p, burn::tensor::FloatDType::F32) if self.packed.integers() > 0 => format!("{p}-i16"),
+            (p, burn::tensor::FloatDType::F32) => p.to_string(),
+            (Precision::F32, d) => format!("{d:?}").to_lowercase(),
+            (p, d) => format!("{p}-{d:?}").to_lowercase(),
+        }
+    }
+
+    /// The network's parameter count.
+    pub fn parameters(&self) -> usize {
+        use burn::module::Module;
+        with_network!(&self.network, m => m.num_params())
+    }
+}
+
+impl Plm {
+    /// Builds a model from its files on `device` at `precision`; an int8
+    /// model on the CPU computes with integer products in the browser
+    /// ([`INTEGER_PRODUCTS`]).
+    pub fn load(
+        name: &str,
+        files: ModelFiles,
+        device: &Device,
+        precision: Precision,
+    ) -> Result<Self, ModelError> {
+        Self::load_with(name, files, device, precision, INTEGER_PRODUCTS)
+    }
+
+    /// [`Plm::load`], saying whether an int8 model on the CPU computes its
+    /// projections with integer products (16-bit, [`super::qgemm`]) or in
+    /// f32 from its int8 values.
+    pub fn load_with(
+        name: &str,
+        files: ModelFiles,
+        device: &Device,
+        precision: Precision,
+        integer: bool,
+    ) -> Result<Self, ModelError> {
+        let config = files.config()?;
+        let tokenizer_json = files.tokenizer_json.ok_or_else(|| {
+            ModelError::Missing(match &config.comet {
+                Some(h) => format!(
+                    "{name} has no tokenizer.json: COMET reads its encoder's, from \
+                     https://huggingface.co/{}",
+                    h.tokenizer_source()
+                ),
+                None if config.architecture.starts_with("Bleurt") => format!(
+                    "{name} has neither spm.model nor tokenizer.json: BLEURT reads the \
+                     SentencePiece model its hub repository ships (spm.model)"
+                ),
+                None => format!("{name} has no tokenizer.json"),
+            })
+        })?;
+        let mut tokenizer = LmTokenizer::from_tokenizer_json(name, &tokenizer_json)?;
+        tokenizer.set_max_length(config.max_tokens())?;
+        if let Some(h) = &config.comet
+            && h.encoder_model != "BERT"
+            && tokenizer.pad_id() != Some(1)
+        {
+            // XLM-R and MiniLM COMETs read XLM-R's SentencePiece vocabulary (<pad> = 1);
+            // another tokenizer would give numbers for the wrong tokens.
+            return Err(ModelError::Config(format!(
+                "{name}'s tokenizer.json is not XLM-R's (no <pad> at id 1): COMET's {} \
+                 encoder reads the tokenizer of https://huggingface.co/{}",
+                h.encoder_model,
+                h.tokenizer_source()
+            )));
+        }
+        let integer = integer
+            && precision == Precision::Int8
+            && *device == Device::flex()
+            && device.settings().float_dtype == FloatDType::F32;
+        let network = Network::load(
+            &config,
+            files.weights,
+            files.stored_precision,
+            precision,
+            device,
+            integer,
+        )?;
+        let on_cpu = *device == Device::flex() && device.settings().float_dtype == FloatDType::F32;
+        let packed = network.packed_weights(F32_PANELS && on_cpu);
+        static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Ok(Self {
+            name: name.to_owned(),
+            load_id: LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            config,
+            tokenizer,
+            network,
+            device: device.clone(),
+            precision,
+            packed,
+            length_step: if *device == Device::flex() {
+                1
+            } else {
+                GPU_LENGTH_STEP
+            },
+        })
+    }
+}
+
+/// One forward pass's results, still on the device.
+pub struct ForwardOutput {
+    /// Embedding output then each layer's (`num_layers + 1`, `[batch, tokens, hidden]`).
+    pub hidden_states: Vec<Tensor<3>>,
+    /// Real length of each sequence.
+    pub lengths: Vec<usize>,
+}
+
+impl Plm {
+    /// [`passes`] for this model's device (the padding rule on the CPU),
+    /// with lengths as [`Plm::pass_length`] pads them.
+    pub fn passes<'a, T>(
+        &self,
+        items: &'a [T],
+        len: impl Fn(&T) -> usize,
+        limit: PassLimit,
+    ) -> Vec<&'a [T]> {
+        // Budgets count the positions a pass computes: padded ones too.
+        let padded = |item: &T| self.pass_length(len(item));
+        passes(items, padded, limit, self.device == Device::flex())
+    }
+
+    /// The padded token count of a pass whose longest sequence has
+    /// `longest` tokens: the next multiple of [`Plm::length_step`], within
+    /// the model's limit.
+    pub fn pass_length(&self, longest: usize) -> usize {
+        let step = self.length_step.max(1);
+        let limit = self.config.max_tokens().max(longest);
+        longest.div_ceil(step).saturating_mul(step).min(limit)
+    }
+
+    /// One pass's padded batch on this model's device ([`Plm::pass_length`]).
+    pub fn batch(&self, sequences: &[Vec<u32>], types: Option<&[Vec<u32>]>) -> Batch {
+        let longest = sequences.iter().map(Vec::len).max().unwrap_or(0);
+        let length = self.pass_length(longest);
+        Batch::padded(sequences, types, length, &self.config, &self.device)
+    }
+
+    /// Tokenizes `text` as the model reads it (special tokens added, cut to
+    /// the model's limit; `truncated` says when).
+    pub fn encode(&self, text: &str) -> Result<ModelEncoding, ModelError> {
+        Ok(self.tokenizer.encode_for_model(text)?)
+    }
+
+    /// Runs the network over token sequences and returns every hidden state.
+    pub fn forward(&self, sequences: &[Vec<u32>]) -> Result<ForwardOutput, ModelError> {
+        self.forward_with_types(sequences, None)
+    }
+
+    /// [`Plm::forward`] up to hidden state `layer` (0 = embeddings): the
+    /// encoders (BERT family, DeBERTa) skip the layers above it, so BERTScore
+    /// at layer 17 of roberta-large runs 17 of its 24 layers. The output
+    /// holds hidden states `0..=layer` (all of them for the other networks).
+    pub fn forward_to_layer(
+        &self,
+        sequences: &[Vec<u32>],
+        layer: usize,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.run(sequences, None, Some(layer))
+    }
+
+    /// [`Plm::forward`] with segment ids (text pairs for cross-encoders).
+    pub fn forward_with_types(
+        &self,
+        sequences: &[Vec<u32>],
+        types: Option<&[Vec<u32>]>,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.run(sequences, types, None)
+    }
+
+    fn run(
+        &self,
+        sequences: &[Vec<u32>],
+        types: Option<&[Vec<u32>]>,
+        up_to: Option<usize>,
+    ) -> Result<ForwardOutput, ModelError> {
+        let limit = self.config.max_tokens();
+        if let Some(long) = sequences.iter().find(|s| s.len() > limit) {
+            return Err(ModelError::Input(format!(
+                "{} tokens exceed {}'s limit of {limit}",
+                long.len(),
+                self.name
+            )));
+        }
+        if sequences.is_empty() || sequences.iter().any(Vec::is_empty) {
+            return Err(ModelError::Input("empty input sequence".into()));
+        }
+        self.check_ids(sequences.iter())?;
+        let batch = self.batch(sequences, types);
+        let layers = up_to.map_or(self.config.num_layers, |l| l.min(self.config.num_layers));
+        let hidden_states = with_network!(&self.network, m => m.hidden_states(&batch, layers));
+        Ok(ForwardOutput {
+            hidden_states,
+            lengths: batch.lengths,
+        })
+    }
+}
+
+impl Plm {
+    /// Refuses ids outside the embedding table (bart-large-cnn's tokenizer
+    /// gives `<mask>` the id 50264 of a 50264-row table): an embedding lookup
+    /// would panic on the CPU and read past the table on WebGPU.
+    fn check_ids<'a>(
+        &self,
+        sequences: impl Iterator<Item = &'a Vec<u32>>,
+    ) -> Result<(), ModelError> {
+        let vocab = self.config.vocab_size;
+        for s in sequences {
+            if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
+                let token = self.tokenizer.id_to_token(id).unwrap_or_default();
+                return Err(ModelError::Input(format!(
+                    "the text holds token {token:?} (id {id}), which {}'s tokenizer knows but its \
+                     embeddings do not (vocab_size {vocab}): remove it from the text",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn missing_head(&self, what: &str) -> ModelError {
+        ModelError::Unsupported(format!(
+            "{} has no {what} (its config.json says {:?}); pick a checkpoint with one",
+            self.name, self.config.architecture
+        ))
+    }
+
+    /// The input token-embedding table `[vocab, hidden]` (what word
+    /// neighbours are measured in).
+    pub fn input_embeddings(&self) -> Tensor<2> {
+        with_network!(&self.network, m => m.input_embeddings())
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]` of a causal LM (GPT-2).
+    pub fn lm_logits(&self, out: &ForwardOutput) -> Result<Tensor<3>, ModelError> {
+        with_network!(&self.network, m => m.causal_lm_logits(last_hidden(out)))
+            .ok_or_else(|| self.missing_head("causal language-model head"))
+    }
+
+    /// Masked-LM logits `[batch, tokens, vocab]` from `hidden` (the last
+    /// hidden state, or rows of it).
+    pub fn mlm_logits(&self, hidden: Tensor<3>) -> Result<Tensor<3>, ModelError> {
+        let compute = self.device.settings().float_dtype;
+        if compute != burn::tensor::FloatDType::F32 {
+            // Log-probabilities over the vocabulary at f16 were never measured.
+            return Err(ModelError::Unsupported(format!(
+                "{}'s masked-LM log-probabilities are not offered at {compute:?}: \
+                 use a device that computes in f32 (`--device gpu`)",
+                self.name
+            )));
+        }
+        with_network!(&self.network, m => m.mlm_logits(hidden))
+            .ok_or_else(|| self.missing_head("masked-LM head"))
+    }
+
+    /// Sequence-classification logits `[batch, labels]`.
+    pub fn class_logits(&self, out: &ForwardOutput) -> Result<Tensor<2>, ModelError> {
+        with_network!(&self.network, m => m.class_logits(last_hidden(out)))
+            .ok_or_else(|| self.missing_head("sequence-classification head"))
+    }
+
+    /// An encoder-decoder's next-token logits `[batch, target tokens,
+    /// vocab]`: `sources[i]` encoded, `decoder_inputs[i]` decoded against
+    /// it (both already tokenized and within the model's limit).
+    pub fn seq2seq_logits(
+        &self,
+        sources: &[Vec<u32>],
+        decoder_inputs: &[Vec<u32>],
+    ) -> Result<Tensor<3>, ModelError> {
+        let Network::Bart(m) = &self.network else {
+            return Err(self.missing_head("encoder-decoder language-model head"));
+        };
+        let limit = self.config.max_tokens();
+        let all = sources.iter().chain(decoder_inputs);
+        if let Some(long) = all.clone().find(|s| s.len() > limit) {
+            return Err(ModelError::Input(format!(
+                "{} tokens exceed {}'s limit of {limit}",
+                long.len(),
+                self.name
+            )));
+        }
+        if sources.len() != decoder_inputs.len()
+            || sources.is_empty()
+            || all.clone().any(Vec::is_empty)
+        {
+            return Err(ModelError::Input("empty input sequence".into()));
+        }
+        self.check_ids(all.clone())?;
+        let memory_batch = self.batch(sources, None);
+        let memory = m.encode_last(&memory_batch);
+        let targets = self.batch(decoder_inputs, None);
+        Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.padding)))
+    }
+}
+
+fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
+    out.hidden_states
+        .last()
+        .expect("a forward pass returns at least the embeddings")
+        .clone()
+}

@@ -54,7 +54,7 @@ pkg:
 bench:
 	cargo bench --bench lexical --bench inject --bench emd --bench attack
 
-## Regenerate tests/golden/*.json (needs the Python venv, see README).
+## Regenerate tests/golden/*.json (needs the Python venv, see docs/testing.md).
 golden:
 	$(HOME)/.cache/blindspot-py/bin/python scripts/golden_lexical.py
 	$(HOME)/.cache/blindspot-py/bin/python scripts/golden_ter.py

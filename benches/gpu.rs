@@ -19,7 +19,7 @@
 //! state, and of BERTScore's F1 computed from those states, printed
 //! as `parity`), so a fused or f16 pass that disagrees shows beside its time.
 //! `scripts/bench_gpu_torch.py` times PyTorch on the same shapes and batches
-//! for the README's ratios.
+//! for the ratios in BENCHMARKS.md.
 //!
 //! With `BLINDSPOT_GPU_MODEL=PATH` (a checkpoint folder or a prepared `.bpk`,
 //! such as `blindspot prepare models/all-MiniLM-L6-v2 minilm.bpk --quant q8`),
@@ -54,7 +54,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 // The CLI's allocator (src/main.rs), so the CPU rows run as the CLI does (the
-// README's GPU tables before 2026-11-26 ran their CPU rows on glibc's malloc),
+// BENCHMARKS.md's GPU tables before 2026-11-26 ran their CPU rows on glibc's malloc),
 // with its settings (`main` below).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -5,7 +5,7 @@
 //! system/reference pairs.
 //!
 //! `cargo bench --bench plm`; `scripts/bench_torch.py` times PyTorch on the
-//! same sentences and batches so the README can give ratios.
+//! same sentences and batches so BENCHMARKS.md can give ratios.
 
 use blindspot::models::{ModelFiles, Plm, Precision, read_back_blocking, weights};
 use burn::tensor::Device;

@@ -1,7 +1,7 @@
 // Prints what a first visit to the built site (dist/) downloads: each file of
 // the page itself, raw and gzip -9, and the files fetched later on demand
 // (the tagger's weights, GPT-2's vocabulary, the bundled MiniLM). `make dist`
-// runs it; the README quotes it.
+// runs it; BENCHMARKS.md quotes it.
 
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";

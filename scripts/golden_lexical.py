@@ -6,7 +6,7 @@ pairs from tests/data. Dataset text is not copied into the golden file:
 each case names its file, line and fields, and the Rust test rebuilds the same
 pair from tests/data. A few hand-written edge cases are stored inline.
 
-Usage (a venv outside the repo, see README):
+Usage (a venv outside the repo, see docs/testing.md):
     ~/.cache/blindspot-py/bin/pip install sacrebleu==2.6.0 rouge-score==0.1.2
     ~/.cache/blindspot-py/bin/python scripts/golden_lexical.py
 """

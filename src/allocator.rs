@@ -15,7 +15,7 @@ const PURGE_DELAY: mi_option_t = 15;
 /// delay (1 s), and later model passes fault those pages back in, zeroed by
 /// the kernel. In a run of the `plm` bench that was 13 000–64 000 page
 /// faults against about 600, with about the same peak memory. On 2 cores the
-/// passes' time moved within noise (README, Engine speed); many threads
+/// passes' time moved within noise (BENCHMARKS.md); many threads
 /// faulting at once is where it should count. The process keeps its peak
 /// memory until it ends, which a batch run reaches anyway.
 ///

@@ -110,7 +110,7 @@ const DEPTH: usize = 512;
 /// multiplies it into its accumulators. rten-gemm copies the weight into
 /// panels on every call, about a fifth of a keystroke's pass in the page;
 /// this reached 42–50 GFLOP/s against its 35–40 on the page's products (25
-/// rows, MiniLM's widths) and the same at 400 rows (README, Engine speed).
+/// rows, MiniLM's widths) and the same at 400 rows (BENCHMARKS.md).
 /// Each output is the bias plus the products added in order of `k`, one
 /// multiply and one add each (no fused multiply-add), so every target gives
 /// the same bits whatever the width of its vectors: simd128 in wasm, AVX

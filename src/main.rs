@@ -6,8 +6,8 @@ mod cli;
 
 /// mimalloc keeps freed memory for reuse: glibc's malloc maps the large
 /// activations of a model pass fresh and returns them after every op, and a
-/// MiniLM pass of 32 texts ran 1.24x faster without that (README, Engine
-/// speed). The browser build has its own allocator.
+/// MiniLM pass of 32 texts ran 1.24x faster without that (BENCHMARKS.md).
+/// The browser build has its own allocator.
 #[cfg(not(target_arch = "wasm32"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

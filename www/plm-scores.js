@@ -399,7 +399,7 @@ function escapeXml(text) {
  * <canvas>, their token labels (and BERTScore's outlines) into an SVG laid
  * over it. As one SVG element each, a grid of a thousand cells cost the
  * page's thread about 20 ms of style, layout and paint per keystroke
- * (traced, 2 cores; README, Engine speed); painted, they are one image.
+ * (traced, 2 cores; BENCHMARKS.md); painted, they are one image.
  * A keystroke that keeps the grid (the same token counts and margins)
  * repaints the cells and updates the labels in place. A readout under the
  * grid follows the pointer (`g.describe(i, j)` of the grid last drawn), and

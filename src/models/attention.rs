@@ -7,7 +7,7 @@
 //! hidden]` output. burn's attention op (burn-flex) first copies `q`, `k`
 //! and `v` to `[batch, heads, tokens, head_dim]`, and merging its output's
 //! heads copies once more: four copies of the activations per layer, 8% of
-//! a native MiniLM batch of 32 on two cores (README, Engine speed). Each
+//! a native MiniLM batch of 32 on two cores (BENCHMARKS.md). Each
 //! head's arithmetic is burn-flex's short-sequence path: the `gemm` crate's
 //! products on one thread per head, the scale applied after the product,
 //! hidden scores minus infinity (whose exponential is an early return in

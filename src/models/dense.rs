@@ -9,7 +9,7 @@
 //! rten-gemm's simd128 kernel (8 x 8 tiles, the bias added in the same pass)
 //! took 15% less time than gemm's (3 x 4), which made BERTScore 1.16x faster
 //! end to end, and `strips`, which does not copy the weight into panels
-//! on every call, 1.11-1.19x more (README, Engine speed). Natively the
+//! on every call, 1.11-1.19x more (BENCHMARKS.md). Natively the
 //! product runs through rten-gemm: its AVX-512 kernel ran 1.7-2.0x gemm's
 //! on 1600 x 384 x 1536 (one thread and 16, on the AMD development machine
 //! and on a 16-core Xeon); with the parallel [`gelu`], on 16 cores MiniLM

@@ -135,7 +135,7 @@ impl Network {
         // A device configured for f16 (`--device gpu-f16`) gets the network
         // loaded in f32 on the CPU, moved, then cast. Only BERT-family
         // encoders, for their hidden states: BERTScore under f16 was measured
-        // (README, "A real GPU"); log-probabilities and classifiers were not
+        // (BENCHMARKS.md, "Real GPU"); log-probabilities and classifiers were not
         // (a masked-LM checkpoint loads, `Plm::mlm_logits` refuses there).
         let compute = target.settings().float_dtype;
         match compute {

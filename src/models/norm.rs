@@ -6,7 +6,7 @@
 //! buffer before normalising the rows in parallel. On 16 cores that pair
 //! took the same 0.46 ms at 4, 8 and 16 threads (MiniLM's shape, batch 32;
 //! a layer's two were a fifth of it at 16 threads, against a twelfth at 4;
-//! README, Engine speed). On the CPU in f32, [`add_norm`] makes it one pass per row
+//! BENCHMARKS.md). On the CPU in f32, [`add_norm`] makes it one pass per row
 //! (the sum, its mean and centred variance, the scaled and shifted values:
 //! rten-vecmath's vectorised kernels), written into an operand nothing else
 //! holds, natively rows in parallel. A row's values depend on that row

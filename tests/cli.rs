@@ -404,7 +404,7 @@ fn csv_and_table_formats_carry_every_metric_and_the_corpus_row() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<&str> = text.lines().collect();
-    assert_eq!(rows[0], "pair,bleu,chrf,rouge1,rouge2,rougeL");
+    assert_eq!(rows[0], "pair,bleu,chrf,ter,rouge1,rouge2,rougeL");
     assert_eq!(rows.len(), 4);
     assert!(rows[3].starts_with("corpus,"));
     let out = run(

@@ -659,6 +659,7 @@ fn the_cli_writes_the_library_numbers() {
             "--limit",
             "30",
         ])
+        .args(["--metrics", &LEXICAL.join(",")])
         .args([
             "--injections",
             "truncation,negation",

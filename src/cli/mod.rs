@@ -77,11 +77,7 @@ enum Command {
 #[derive(clap::Args)]
 pub(crate) struct ScoreArgs {
     /// Comma-separated metric ids (see `blindspot metrics`).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = blindspot::metrics::registry::DEFAULT_METRIC_IDS.as_str())]
     pub(crate) metrics: Vec<String>,
     /// Reference file, one text per line; repeat for several references per pair. `-` is stdin.
     #[arg(long = "refs", conflicts_with = "input")]

@@ -24,11 +24,7 @@ pub struct StressArgs {
     #[arg(long)]
     format: DatasetFormat,
     /// Comma-separated metric ids.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = blindspot::metrics::registry::DEFAULT_METRIC_IDS.as_str())]
     metrics: Vec<String>,
     /// Comma-separated injection ids or families (fluency, consistency, menli, character, other, all).
     #[arg(long, value_delimiter = ',', default_value = "fluency,consistency")]
@@ -348,11 +344,7 @@ pub struct PreferArgs {
     #[arg(long)]
     limit: Option<usize>,
     /// Comma-separated metric ids, model-based ones included.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = blindspot::metrics::registry::DEFAULT_METRIC_IDS.as_str())]
     metrics: Vec<String>,
     /// Apply the Porter stemmer before ROUGE matching.
     #[arg(long)]
@@ -446,11 +438,7 @@ pub struct AuditArgs {
     #[arg(long)]
     summeval: String,
     /// Comma-separated metric ids, model-based ones included.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "bleu,chrf,rouge1,rouge2,rougeL"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = blindspot::metrics::registry::DEFAULT_METRIC_IDS.as_str())]
     metrics: Vec<String>,
     /// Apply the Porter stemmer before ROUGE matching.
     #[arg(long)]

@@ -263,6 +263,26 @@ pub fn listing() -> Vec<Listing> {
         .collect()
 }
 
+/// The metrics a run scores when it names none: every model-free metric,
+/// in registry order. The CLI's `--metrics` default and the page's lexical
+/// cards are this one list.
+pub fn default_metrics() -> Vec<MetricId> {
+    MetricId::ALL
+        .iter()
+        .copied()
+        .filter(|id| !id.is_model_based())
+        .collect()
+}
+
+/// [`default_metrics`] as comma-separated ids, the CLI's `--metrics` default.
+pub static DEFAULT_METRIC_IDS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    default_metrics()
+        .into_iter()
+        .map(|id| id.info().id)
+        .collect::<Vec<_>>()
+        .join(",")
+});
+
 /// The metrics table of the README (`blindspot metrics --format
 /// markdown`): one row per metric id, from the registry.
 pub fn markdown_table() -> String {

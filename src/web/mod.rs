@@ -148,10 +148,9 @@ pub fn metric_choices() -> Result<JsValue, JsError> {
 pub fn lexical_specs(rouge_stemmer: bool) -> Result<JsValue, JsError> {
     let settings = Settings::default()
         .with(crate::metrics::spec::OptionValue::new(None, "stemmer", rouge_stemmer).lenient());
-    let specs = metrics::MetricId::ALL
-        .iter()
-        .filter(|id| !id.is_model_based())
-        .map(|&id| settings.spec(id))
+    let specs = metrics::registry::default_metrics()
+        .into_iter()
+        .map(|id| settings.spec(id))
         .collect::<Result<Vec<_>, _>>()
         .map_err(js_err)?;
     to_js(&specs)

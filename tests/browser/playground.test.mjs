@@ -23,6 +23,8 @@ function nativeScores(hyp, ref) {
   return JSON.parse(out.toString().split("\n")[0]);
 }
 
+// The metrics every run scores when it names none (the registry's model-free ones).
+const DEFAULT_METRICS = JSON.parse(execFileSync(CLI, ["metrics", "--format", "json"])).filter((m) => !m.model).map((m) => m.id);
 const openPage = () => openPlayground({ viewport: { width: 1280, height: 900 }, clearStorage: true });
 
 async function setText(page, id, text) {
@@ -256,7 +258,7 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   await page.selectOption("#injection", "negation");
   await page.click("#sweep-injection");
   await page.waitForSelector("#sweep:not([hidden])", { timeout: 60_000 });
-  assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
+  assert.equal(await page.locator("#sweep figure").count(), DEFAULT_METRICS.length, await page.textContent("#injection-result"));
   // And GPT-2's vocabulary as Blobs, the first time it sweeps a positioned error.
   const title = await page.textContent("#sweep-title");
   await page.selectOption("#injection", "positioned_shuffle");
@@ -264,7 +266,7 @@ test("tagger and LM-token injections give the CLI's text in the page", async () 
   // Done when the title changes, or failed when the status says so: either way the test goes on at once.
   await page.waitForFunction((t) => document.querySelector("#sweep-title").textContent !== t || document.querySelector("#injection-result").classList.contains("bad"), title, { timeout: 60_000 });
   assert.notEqual(await page.textContent("#sweep-title"), title, await page.textContent("#injection-result"));
-  assert.equal(await page.locator("#sweep figure").count(), 5, await page.textContent("#injection-result"));
+  assert.equal(await page.locator("#sweep figure").count(), DEFAULT_METRICS.length, await page.textContent("#injection-result"));
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -279,11 +281,13 @@ test("a sweep plots every metric against the noise ratio with a rank-rule badge"
   await page.selectOption("#injection", "truncation");
   await page.click("#sweep-injection");
   await page.waitForSelector("#sweep:not([hidden])");
-  assert.equal(await page.locator("#sweep figure").count(), 5);
+  assert.equal(await page.locator("#sweep figure").count(), DEFAULT_METRICS.length);
   // BLEU and chrF pass truncation on this pair; ROUGE-2's F-measure rises when the
   // unmatched tail goes (precision gains outweigh recall losses), the blind spot
-  // [BS] Table 1 reports for ROUGE-2/L under truncation.
-  const expected = { bleu: "pass", chrf: "pass", rouge1: "pass", rouge2: "fail", rougeL: "pass" };
+  // [BS] Table 1 reports for ROUGE-2/L under truncation. TER (lower is better)
+  // passes when its edit rate rises with the cut.
+  const expected = { bleu: "pass", chrf: "pass", ter: "pass", rouge1: "pass", rouge2: "fail", rougeL: "pass" };
+  assert.deepEqual(Object.keys(expected), DEFAULT_METRICS);
   for (const [id, verdict] of Object.entries(expected)) {
     const fig = page.locator(`#sweep figure[data-metric="${id}"]`);
     assert.equal(await fig.getAttribute("data-verdict"), verdict, id);
@@ -423,7 +427,7 @@ test("a stress suite runs in a worker and its report equals the CLI's", async ()
   await page.screenshot({ path: join(ARTIFACTS, "playground-suite.png"), fullPage: true });
   const [html] = await Promise.all([page.waitForEvent("download"), page.click("#suite-html")]);
   const report = readFileSync(await html.path(), "utf8");
-  assert.equal((report.match(/<figure/g) ?? []).length, 10 * 5, "one chart per fluency test and metric");
+  assert.equal((report.match(/<figure/g) ?? []).length, 10 * DEFAULT_METRICS.length, "one chart per fluency test and metric");
   console.log(`# browser suite time: ${await page.getAttribute("#suite-result", "data-millis")} ms (12 items, fluency, 2 seeds)`);
   const [csvBefore] = await Promise.all([page.waitForEvent("download"), page.click("#suite-csv")]);
   const csvText = readFileSync(await csvBefore.path(), "utf8");
@@ -628,7 +632,7 @@ test("the preference suite and the audit run in the page with the CLI's numbers"
   await page.setInputFiles("#analysis-file", join(DATA, "summeval.jsonl"));
   await page.click("#analysis-run");
   await page.waitForFunction(() => document.querySelector("#analysis-status").textContent.startsWith("Done"), null, { timeout: 120000 });
-  assert.equal(await page.locator("#analysis-result tbody tr").count(), 5);
+  assert.equal(await page.locator("#analysis-result tbody tr").count(), DEFAULT_METRICS.length);
   assert.ok((await page.locator("#analysis-result td.flag").count()) > 0, "some correlate is flagged");
   await page.screenshot({ path: join(ARTIFACTS, "playground-analyses.png"), fullPage: true });
   assert.deepEqual(errors, []);

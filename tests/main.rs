@@ -12,6 +12,7 @@ mod bleurt;
 mod cli;
 mod comet;
 mod data_loaders;
+mod docs;
 mod engine;
 mod golden_lexical;
 mod inject_properties;

@@ -1,7 +1,7 @@
 //! The documents stay true to the code: the README's metrics table is the
 //! registry's, the README stays a short page for users, and every relative
 //! link in the README, `docs/` and BENCHMARKS.md points at a file (and a
-//! heading) that exists.
+//! heading) that exists inside the repository.
 
 use std::path::{Path, PathBuf};
 
@@ -136,6 +136,14 @@ fn relative_links_resolve() {
             let name = format!("{}: {target}", doc.strip_prefix(root()).unwrap().display());
             if !path.exists() {
                 broken.push(format!("{name} (no such file)"));
+                continue;
+            }
+            // A clone has only the repository: a link out of it breaks there.
+            let inside = path
+                .canonicalize()
+                .is_ok_and(|p| p.starts_with(root().canonicalize().unwrap()));
+            if !inside {
+                broken.push(format!("{name} (outside the repository)"));
                 continue;
             }
             if let Some(fragment) = fragment

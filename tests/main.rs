@@ -14,6 +14,7 @@ mod comet;
 mod data_loaders;
 mod docs;
 mod engine;
+mod generate;
 mod golden_lexical;
 mod inject_properties;
 mod lessons;

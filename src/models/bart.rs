@@ -10,11 +10,12 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Bool, Device, Int, Tensor};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
+use super::generate::{KvCache, LayerCache};
 use super::network::Architecture;
 use super::norm::add_norm;
 use super::{Batch, activate};
@@ -248,6 +249,44 @@ impl BartModel {
         x
     }
 
+    /// Reads `source` (one sequence, no padding) for decoding: every decoder
+    /// layer's cross-attention keys and values over the encoder's output go
+    /// into `cache`.
+    pub fn read_source(&self, source: &Batch, cache: &mut KvCache) {
+        let memory = self.encode_last(source);
+        let cross = self
+            .decoder
+            .layers
+            .iter()
+            .map(|layer| {
+                let a = &layer.encoder_attn;
+                let k = split_heads(a.k_proj.project(memory.clone()), a.num_heads);
+                let v = split_heads(a.v_proj.project(memory.clone()), a.num_heads);
+                (k, v)
+            })
+            .collect();
+        cache.set_cross(cross);
+    }
+
+    /// The decoder's last hidden state `[rows, new, hidden]` for `ids`
+    /// (`[rows, new]`), which follow the tokens `cache` holds, over the
+    /// source [`BartModel::read_source`] put there; `None` before it.
+    pub fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let [rows, new] = ids.dims();
+        let past = cache.tokens();
+        let positions: Vec<i64> = (0..rows)
+            .flat_map(|_| (past..past + new).map(|p| p as i64))
+            .collect();
+        let positions =
+            Tensor::<2, Int>::from_data(TensorData::new(positions, [rows, new]), &ids.device());
+        let mut x = self.embed(&self.decoder, ids, positions);
+        for (i, layer) in self.decoder.layers.iter().enumerate() {
+            let (k, v) = cache.cross(i)?.clone();
+            x = layer.forward_cached(x, cache.layer(i), k, v);
+        }
+        Some(x)
+    }
+
     /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
     /// as the output projection, plus `final_logits_bias`.
     pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
@@ -304,7 +343,49 @@ impl DecoderLayer {
         let crossed = self
             .encoder_attn
             .forward(x.clone(), memory, Some(memory_padding), false);
-        let x = add_norm(&self.encoder_attn_layer_norm, self.norm_eps, x, crossed);
+        self.feed_forward(add_norm(
+            &self.encoder_attn_layer_norm,
+            self.norm_eps,
+            x,
+            crossed,
+        ))
+    }
+
+    /// [`DecoderLayer::forward`] for positions after those whose keys and
+    /// values `slot` holds (they join it), over the source's cross-attention
+    /// keys and values (no padding: one source, read whole).
+    fn forward_cached(
+        &self,
+        x: Tensor<3>,
+        slot: &mut LayerCache,
+        cross_k: Tensor<4>,
+        cross_v: Tensor<4>,
+    ) -> Tensor<3> {
+        let a = &self.self_attn;
+        let q = split_heads(a.q_proj.project(x.clone()), a.num_heads);
+        let k = split_heads(a.k_proj.project(x.clone()), a.num_heads);
+        let v = split_heads(a.v_proj.project(x.clone()), a.num_heads);
+        let (k, v) = match slot.take() {
+            Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+            None => (k, v),
+        };
+        let attended = a
+            .out_proj
+            .project(attend(q, k.clone(), v.clone(), None, true));
+        *slot = Some((k, v));
+        let x = add_norm(&self.self_attn_layer_norm, self.norm_eps, x, attended);
+        let c = &self.encoder_attn;
+        let q = split_heads(c.q_proj.project(x.clone()), c.num_heads);
+        let crossed = c.out_proj.project(attend(q, cross_k, cross_v, None, false));
+        self.feed_forward(add_norm(
+            &self.encoder_attn_layer_norm,
+            self.norm_eps,
+            x,
+            crossed,
+        ))
+    }
+
+    fn feed_forward(&self, x: Tensor<3>) -> Tensor<3> {
         let inner = activate(self.fc1.project(x.clone()), self.activation);
         let down = self.fc2.project(inner);
         add_norm(&self.final_layer_norm, self.norm_eps, x, down)
@@ -350,6 +431,9 @@ pub struct DecoderConfig {
     pub intermediate_size: usize,
     /// The first decoder input (BART: `</s>`, id 2).
     pub start_token_id: u32,
+    /// The token generation must begin with (`forced_bos_token_id`:
+    /// bart-large-cnn's `<s>`), if any.
+    pub forced_bos_token_id: Option<u32>,
     /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
     pub scale_embedding: bool,
     /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
@@ -374,6 +458,8 @@ struct BartJson {
     scale_embedding: Option<bool>,
     /// Default 2 (`</s>`).
     decoder_start_token_id: Option<u32>,
+    /// Default none.
+    forced_bos_token_id: Option<u32>,
     /// mBART's pre-norm options: unsupported when true.
     add_final_layer_norm: Option<bool>,
     normalize_before: Option<bool>,
@@ -424,6 +510,7 @@ pub(crate) fn read_config(
         num_heads: need(raw.decoder_attention_heads, "decoder_attention_heads")?,
         intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
         start_token_id: raw.decoder_start_token_id.unwrap_or(2),
+        forced_bos_token_id: raw.forced_bos_token_id,
         scale_embedding: raw.scale_embedding.unwrap_or(false),
         logits_bias,
     };
@@ -450,5 +537,20 @@ impl Architecture for BartModel {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.shared.weight.val()
+    }
+
+    fn can_decode(&self) -> bool {
+        true
+    }
+
+    fn start_decoding(&self, source: &Batch, cache: &mut KvCache) -> bool {
+        self.read_source(source, cache);
+        true
+    }
+
+    fn decode_step(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let hidden = self.decode_cached(ids, cache)?;
+        let [rows, new, width] = hidden.dims();
+        Some(self.lm_logits(hidden.slice([0..rows, new - 1..new, 0..width])))
     }
 }

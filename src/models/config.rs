@@ -139,6 +139,9 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// Padding id (RoBERTa's positions start after it).
     pub pad_token_id: u32,
+    /// The ids that end a generated text (`eos_token_id`: one or a list;
+    /// empty when config.json names none).
+    pub eos_token_ids: Vec<u32>,
     /// Class labels in output order, from `id2label` (classification heads).
     pub labels: Vec<String>,
     /// COMET's hparams, when the encoder carries a COMET estimator.
@@ -155,6 +158,7 @@ pub(crate) struct Common {
     architectures: Vec<String>,
     vocab_size: Option<usize>,
     pad_token_id: Option<serde_json::Value>,
+    eos_token_id: Option<serde_json::Value>,
     #[serde(default)]
     id2label: BTreeMap<String, String>,
     #[serde(default)]
@@ -206,6 +210,13 @@ pub(crate) struct Sizes {
     pub layer_norm_eps: f64,
     pub activation: Activation,
     pub pooler_activation: Activation,
+}
+
+/// A token id as config.json writes it (a non-negative integer).
+fn token_id(n: &serde_json::Number, field: &str) -> Result<u32, ModelError> {
+    n.as_u64()
+        .and_then(|id| u32::try_from(id).ok())
+        .ok_or_else(|| ModelError::Config(format!("{field} {n} is not a token id")))
 }
 
 /// A field `config.json` must have.
@@ -292,6 +303,24 @@ impl ModelConfig {
             _ if matches!(family, Family::Roberta | Family::Bart(_)) => 1,
             _ => 0,
         };
+        let eos_token_ids = match &common.eos_token_id {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Number(n)) => vec![token_id(n, "eos_token_id")?],
+            Some(serde_json::Value::Array(ids)) => ids
+                .iter()
+                .map(|v| match v {
+                    serde_json::Value::Number(n) => token_id(n, "eos_token_id"),
+                    other => Err(ModelError::Config(format!(
+                        "eos_token_id lists {other}, not a token id"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(ModelError::Config(format!(
+                    "eos_token_id is {other}, not a token id or a list of them"
+                )));
+            }
+        };
         Ok(Self {
             family,
             head,
@@ -307,6 +336,7 @@ impl ModelConfig {
             layer_norm_eps: sizes.layer_norm_eps,
             activation: sizes.activation,
             pad_token_id,
+            eos_token_ids,
             labels,
             comet: None,
             pooler_activation: sizes.pooler_activation,

@@ -4,11 +4,12 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::linear;
+use super::generate::{KvCache, LayerCache};
 use super::network::{Architecture, owned_map};
 use super::{Batch, activate};
 use crate::models::attention::attend;
@@ -141,6 +142,26 @@ impl Gpt2Model {
         DecoderOutput { hidden_states }
     }
 
+    /// The final-normed hidden states `[rows, new, hidden]` of `ids`
+    /// (`[rows, new]`), which follow the tokens `cache` holds; their keys
+    /// and values join the cache. Every row has the same length, so no
+    /// padding mask is needed; the caller keeps positions within the
+    /// model's limit.
+    pub fn forward_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
+        let [rows, new] = ids.dims();
+        let past = cache.tokens();
+        let positions: Vec<i64> = (0..rows)
+            .flat_map(|_| (past..past + new).map(|p| p as i64))
+            .collect();
+        let positions =
+            Tensor::<2, Int>::from_data(TensorData::new(positions, [rows, new]), &ids.device());
+        let mut x = self.wte.forward(ids) + self.wpe.forward(positions);
+        for (i, block) in self.h.iter().enumerate() {
+            x = block.forward_cached(x, Some(cache.layer(i)));
+        }
+        self.ln_f.forward(x)
+    }
+
     /// Next-token logits `[batch, tokens, vocab]` from the final hidden
     /// state (the head is the token embedding matrix).
     pub fn lm_logits(&self, last_hidden: Tensor<3>) -> Tensor<3> {
@@ -150,7 +171,13 @@ impl Gpt2Model {
 
 impl Block {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let x = x.clone() + self.attn.forward(self.ln_1.forward(x));
+        self.forward_cached(x, None)
+    }
+
+    /// The block over `x`; with a cache slot, attention also reads the
+    /// slot's keys and values and leaves all of them there.
+    fn forward_cached(&self, x: Tensor<3>, cache: Option<&mut LayerCache>) -> Tensor<3> {
+        let x = x.clone() + self.attn.forward(self.ln_1.forward(x), cache);
         let inner = activate(
             self.mlp.c_fc.forward(self.ln_2.forward(x.clone())),
             self.mlp.activation,
@@ -160,7 +187,10 @@ impl Block {
 }
 
 impl Attention {
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+    /// Causal self-attention of `x`'s positions. With a cache slot they
+    /// follow the positions whose keys and values it holds (the causal
+    /// mask offset by them), and it then holds `x`'s too.
+    fn forward(&self, x: Tensor<3>, cache: Option<&mut LayerCache>) -> Tensor<3> {
         let heads = self.num_heads;
         // `[b, 3 * heads, l, d]`: q, k and v are its three blocks of heads,
         // views of the one product (slicing its columns first would make
@@ -171,7 +201,19 @@ impl Attention {
             qkv.clone()
                 .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
         };
-        let out = attend(part(0), part(1), part(2), None, true);
+        let (q, k, v) = (part(0), part(1), part(2));
+        let out = match cache {
+            None => attend(q, k, v, None, true),
+            Some(slot) => {
+                let (k, v) = match slot.take() {
+                    Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+                    None => (k, v),
+                };
+                let out = attend(q, k.clone(), v.clone(), None, true);
+                *slot = Some((k, v));
+                out
+            }
+        };
         self.c_proj.forward(out)
     }
 }
@@ -240,5 +282,16 @@ impl Architecture for Gpt2Model {
 
     fn causal_lm_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<3>> {
         Some(self.lm_logits(last_hidden))
+    }
+
+    fn can_decode(&self) -> bool {
+        true
+    }
+
+    fn decode_step(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let hidden = self.forward_cached(ids, cache);
+        let [rows, new, width] = hidden.dims();
+        // The head (a vocabulary-wide product) runs on the last position only.
+        Some(self.lm_logits(hidden.slice([0..rows, new - 1..new, 0..width])))
     }
 }

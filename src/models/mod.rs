@@ -28,6 +28,7 @@ pub mod comet;
 pub mod config;
 pub mod deberta;
 pub mod dense;
+pub mod generate;
 pub mod gpt2;
 pub mod network;
 pub mod norm;

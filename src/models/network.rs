@@ -7,7 +7,7 @@
 
 use burn::module::Module;
 use burn::store::ModuleSnapshot;
-use burn::tensor::{Device, FloatDType, Tensor};
+use burn::tensor::{Device, FloatDType, Int, Tensor};
 
 use super::bart::BartModel;
 use super::bert::BertModel;
@@ -15,6 +15,7 @@ use super::comet::CometModel;
 use super::config::{Family, Head, ModelConfig};
 use super::deberta::DebertaModel;
 use super::dense::PackedWeights;
+use super::generate::KvCache;
 use super::gpt2::Gpt2Model;
 use super::weights::{
     self, Precision, WeightSource, cast_floats, dequantize_all, dequantize_lookups, quantize,
@@ -46,6 +47,25 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
 
     /// Next-token logits `[batch, tokens, vocab]` of a causal LM.
     fn causal_lm_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<3>> {
+        None
+    }
+
+    /// Whether [`Architecture::decode_step`] works: a causal LM, or an
+    /// encoder-decoder after [`Architecture::start_decoding`].
+    fn can_decode(&self) -> bool {
+        false
+    }
+
+    /// An encoder-decoder reads `source` (one sequence) into `cache` for
+    /// its decoder's cross-attention; `false` for a decoder-only network.
+    fn start_decoding(&self, _source: &Batch, _cache: &mut KvCache) -> bool {
+        false
+    }
+
+    /// Next-token logits `[rows, 1, vocab]` after `ids` (`[rows, new]`),
+    /// which follow the tokens `cache` holds; their keys and values join
+    /// it. `None` where the family cannot decode.
+    fn decode_step(&self, _ids: Tensor<2, Int>, _cache: &mut KvCache) -> Option<Tensor<3>> {
         None
     }
 

@@ -519,6 +519,12 @@ impl LmTokenizer {
         self.inner.decode(ids, false).map_err(err)
     }
 
+    /// Text of a token id sequence without its special tokens (a generated
+    /// continuation as people read it).
+    pub fn decode_text(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner.decode(ids, true).map_err(err)
+    }
+
     /// The tokenizer as a `tokenizer.json` (what a site serves beside the
     /// weights).
     pub fn to_json(&self) -> Result<String, TokenizerError> {

@@ -1273,3 +1273,103 @@ fn audit_adds_gpt2_perplexity_as_a_correlate() {
         4
     );
 }
+
+#[test]
+fn generate_writes_the_library_continuations() {
+    use blindspot::models::generate::{Decoding, GenerateOptions, Sampling};
+    let dir = scratch("generate");
+    let gpt2 = gpt2_folder(&dir);
+    let model = gpt2.to_str().unwrap();
+    let plm = common::cpu_model("gpt2", &gpt2);
+    let library = |decoding| {
+        let options = GenerateOptions {
+            max_new_tokens: 10,
+            decoding,
+            ..GenerateOptions::default()
+        };
+        futures::executor::block_on(plm.generate("The minister said", &options, |_| {
+            std::ops::ControlFlow::Continue(())
+        }))
+        .unwrap()
+    };
+    // Streamed text, then a newline.
+    let out = run(
+        bin().args(["generate", "--model", model, "--max-new-tokens", "10"]),
+        Some("The minister said\n"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let greedy = library(Decoding::Greedy);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}\n", greedy.text)
+    );
+    // JSON lines, sampled and by beams.
+    let sampled = Decoding::Sample(Sampling {
+        seed: 4,
+        top_p: 0.9,
+        ..Sampling::default()
+    });
+    let beams = Decoding::Beam {
+        beams: 3,
+        length_penalty: 1.0,
+    };
+    for (flags, decoding) in [
+        (
+            vec!["--decoding", "sample", "--seed", "4", "--top-p", "0.9"],
+            sampled,
+        ),
+        (vec!["--decoding", "beam", "--beams", "3"], beams),
+    ] {
+        let out = run(
+            bin()
+                .args([
+                    "generate",
+                    "--model",
+                    model,
+                    "--max-new-tokens",
+                    "10",
+                    "--json",
+                ])
+                .args(flags)
+                .arg("The minister said"),
+            None,
+        );
+        let line = &jsonl_lines(&out)[0];
+        let want = library(decoding);
+        assert_eq!(line["prompt"], "The minister said");
+        assert_eq!(line["text"], want.text.as_str());
+        assert_eq!(line["tokens"], serde_json::json!(want.generation.tokens));
+        assert_eq!(line["end"], "length");
+    }
+    for (flags, needle) in [
+        (
+            vec!["--decoding", "sample", "--temperature", "0"],
+            "temperature",
+        ),
+        (vec!["--max-new-tokens", "0"], "max_new_tokens"),
+        (vec!["--beams", "0"], "beams"),
+    ] {
+        let out = run(
+            bin()
+                .args(["generate", "--model", model])
+                .args(flags)
+                .arg("Hi"),
+            None,
+        );
+        assert_eq!(out.status.code(), Some(2), "{needle}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{needle}"
+        );
+    }
+    let mlm = fixture("bert_mlm");
+    let out = run(
+        bin().args(["generate", "--model", mlm.to_str().unwrap(), "Hi"]),
+        None,
+    );
+    common::assert_user_error(&out, "cannot generate text");
+}

@@ -108,6 +108,11 @@ fn display(path: &str) -> String {
     }
 }
 
+/// A file's lines (`-`: stdin).
+pub fn read_lines(path: &str) -> Result<Vec<String>, InputError> {
+    Ok(lines(&read_text(path)?))
+}
+
 /// Splits into lines; a final newline does not start an extra empty line.
 fn lines(text: &str) -> Vec<String> {
     let text = text.strip_suffix('\n').unwrap_or(text);

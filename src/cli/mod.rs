@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch.
 
 mod attack;
+mod generate;
 mod inject;
 mod input;
 mod models;
@@ -63,6 +64,8 @@ enum Command {
     },
     /// Print a model's hidden states for texts (JSON lines).
     Embed(models::EmbedArgs),
+    /// Generate text: a causal LM continues prompts, an encoder-decoder writes from sources.
+    Generate(generate::GenerateArgs),
     /// MAUVE between a set of hypotheses and a set of references.
     Mauve(plm_scores::MauveArgs),
     /// List the registered metrics.
@@ -188,6 +191,7 @@ pub fn run() -> ExitCode {
         Command::Prepare(args) => models::run_prepare(&args),
         Command::Models { format } => models::list_models(matches!(format, ListFormat::Json)),
         Command::Embed(args) => models::run_embed(&args),
+        Command::Generate(args) => generate::run_generate(&args),
         Command::Mauve(args) => plm_scores::run_mauve(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))

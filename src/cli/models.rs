@@ -39,7 +39,7 @@ pub struct EmbedArgs {
     texts: Vec<String>,
 }
 
-fn model_error(path: &std::path::Path, e: impl std::fmt::Display) -> CliError {
+pub(crate) fn model_error(path: &std::path::Path, e: impl std::fmt::Display) -> CliError {
     CliError::Model {
         path: path.display().to_string(),
         message: e.to_string(),

@@ -10,12 +10,12 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor};
 
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
-use super::generate::{KvCache, LayerCache};
+use super::generate::{KvCache, LayerCache, attend_appending};
 use super::network::Architecture;
 use super::norm::add_norm;
 use super::{Batch, activate};
@@ -273,12 +273,7 @@ impl BartModel {
     /// source [`BartModel::read_source`] put there; `None` before it.
     pub fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
         let [rows, new] = ids.dims();
-        let past = cache.tokens();
-        let positions: Vec<i64> = (0..rows)
-            .flat_map(|_| (past..past + new).map(|p| p as i64))
-            .collect();
-        let positions =
-            Tensor::<2, Int>::from_data(TensorData::new(positions, [rows, new]), &ids.device());
+        let positions = cache.positions(rows, new, &ids.device());
         let mut x = self.embed(&self.decoder, ids, positions);
         for (i, layer) in self.decoder.layers.iter().enumerate() {
             let (k, v) = cache.cross(i)?.clone();
@@ -365,14 +360,7 @@ impl DecoderLayer {
         let q = split_heads(a.q_proj.project(x.clone()), a.num_heads);
         let k = split_heads(a.k_proj.project(x.clone()), a.num_heads);
         let v = split_heads(a.v_proj.project(x.clone()), a.num_heads);
-        let (k, v) = match slot.take() {
-            Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
-            None => (k, v),
-        };
-        let attended = a
-            .out_proj
-            .project(attend(q, k.clone(), v.clone(), None, true));
-        *slot = Some((k, v));
+        let attended = a.out_proj.project(attend_appending(q, k, v, slot));
         let x = add_norm(&self.self_attn_layer_norm, self.norm_eps, x, attended);
         let c = &self.encoder_attn;
         let q = split_heads(c.q_proj.project(x.clone()), c.num_heads);

@@ -15,7 +15,7 @@
 
 use std::ops::ControlFlow;
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -59,6 +59,16 @@ impl KvCache {
         &mut self.layers[i]
     }
 
+    /// Position ids `[rows, new]` of `new` tokens after the ones the cache
+    /// holds.
+    pub(crate) fn positions(&self, rows: usize, new: usize, device: &Device) -> Tensor<2, Int> {
+        let past = self.tokens();
+        let ids: Vec<i64> = (0..rows)
+            .flat_map(|_| (past..past + new).map(|p| p as i64))
+            .collect();
+        Tensor::from_data(TensorData::new(ids, [rows, new]), device)
+    }
+
     /// Sets the cross-attention keys and values of every decoder layer.
     pub(crate) fn set_cross(&mut self, cross: Vec<(Tensor<4>, Tensor<4>)>) {
         self.cross = cross;
@@ -82,6 +92,23 @@ impl KvCache {
             *v = v.clone().select(0, index);
         }
     }
+}
+
+/// Causal attention of `q` over the keys and values `slot` holds followed
+/// by `k` and `v` (the mask offset by the ones held), which then join them.
+pub(crate) fn attend_appending(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    slot: &mut LayerCache,
+) -> Tensor<3> {
+    let (k, v) = match slot.take() {
+        Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+        None => (k, v),
+    };
+    let out = super::attention::attend(q, k.clone(), v.clone(), None, true);
+    *slot = Some((k, v));
+    out
 }
 
 /// How the next token is chosen.

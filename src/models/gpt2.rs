@@ -4,12 +4,12 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::linear;
-use super::generate::{KvCache, LayerCache};
+use super::generate::{KvCache, LayerCache, attend_appending};
 use super::network::{Architecture, owned_map};
 use super::{Batch, activate};
 use crate::models::attention::attend;
@@ -149,12 +149,7 @@ impl Gpt2Model {
     /// model's limit.
     pub fn forward_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
         let [rows, new] = ids.dims();
-        let past = cache.tokens();
-        let positions: Vec<i64> = (0..rows)
-            .flat_map(|_| (past..past + new).map(|p| p as i64))
-            .collect();
-        let positions =
-            Tensor::<2, Int>::from_data(TensorData::new(positions, [rows, new]), &ids.device());
+        let positions = cache.positions(rows, new, &ids.device());
         let mut x = self.wte.forward(ids) + self.wpe.forward(positions);
         for (i, block) in self.h.iter().enumerate() {
             x = block.forward_cached(x, Some(cache.layer(i)));
@@ -204,15 +199,7 @@ impl Attention {
         let (q, k, v) = (part(0), part(1), part(2));
         let out = match cache {
             None => attend(q, k, v, None, true),
-            Some(slot) => {
-                let (k, v) = match slot.take() {
-                    Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
-                    None => (k, v),
-                };
-                let out = attend(q, k.clone(), v.clone(), None, true);
-                *slot = Some((k, v));
-                out
-            }
+            Some(slot) => attend_appending(q, k, v, slot),
         };
         self.c_proj.forward(out)
     }

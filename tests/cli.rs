@@ -1287,7 +1287,7 @@ fn generate_writes_the_library_continuations() {
             decoding,
             ..GenerateOptions::default()
         };
-        futures::executor::block_on(plm.generate("The minister said", &options, |_| {
+        futures::executor::block_on(plm.generate("The minister said", &options, async |_| {
             std::ops::ControlFlow::Continue(())
         }))
         .unwrap()

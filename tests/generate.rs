@@ -90,7 +90,7 @@ fn greedy_generation_equals_decoding_by_full_passes() {
         ..GenerateOptions::default()
     };
     let mut steps = 0;
-    let out = block_on(plm.generate(prompt, &options, |tokens| {
+    let out = block_on(plm.generate(prompt, &options, async |tokens: &[u32]| {
         steps += 1;
         assert_eq!(tokens.len(), steps);
         ControlFlow::Continue(())
@@ -116,7 +116,7 @@ fn greedy_generation_equals_decoding_by_full_passes() {
         },
         ..options.clone()
     };
-    let one = block_on(plm.generate(prompt, &beam, |_| ControlFlow::Continue(()))).unwrap();
+    let one = block_on(plm.generate(prompt, &beam, async |_| ControlFlow::Continue(()))).unwrap();
     assert_eq!(one.generation.tokens, want);
     assert!((one.generation.log_prob - out.generation.log_prob).abs() < 1e-6);
 }
@@ -131,7 +131,7 @@ fn beams_and_samples_on_the_model() {
             decoding,
             ..GenerateOptions::default()
         };
-        block_on(plm.generate(prompt, &options, |_| ControlFlow::Continue(()))).unwrap()
+        block_on(plm.generate(prompt, &options, async |_| ControlFlow::Continue(()))).unwrap()
     };
     let greedy = run(Decoding::Greedy);
     let beams = run(Decoding::Beam {
@@ -179,14 +179,17 @@ fn generation_stops_at_the_models_limit() {
         stop_at_eos: false,
         ..GenerateOptions::default()
     };
-    let out = block_on(plm.generate("Once upon a time", &options, |_| ControlFlow::Continue(())))
-        .unwrap();
+    let out = block_on(plm.generate("Once upon a time", &options, async |_| {
+        ControlFlow::Continue(())
+    }))
+    .unwrap();
     assert_eq!(out.generation.end, End::ModelLimit);
     // Every token but the last was read: limit - prompt + 1 new ones.
     assert_eq!(out.generation.tokens.len(), limit - prompt.len() + 1);
     // A prompt that fills the model is refused, not cut.
     let long = "word ".repeat(limit + 5);
-    let e = block_on(plm.generate(&long, &options, |_| ControlFlow::Continue(()))).unwrap_err();
+    let e =
+        block_on(plm.generate(&long, &options, async |_| ControlFlow::Continue(()))).unwrap_err();
     assert!(e.to_string().contains("limit"), "{e}");
 }
 
@@ -194,9 +197,11 @@ fn generation_stops_at_the_models_limit() {
 fn a_model_without_a_causal_head_cannot_generate() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/bert_mlm");
     let bert = common::cpu_model("bert_mlm", &dir);
-    let e = block_on(bert.generate("hello", &GenerateOptions::default(), |_| {
-        ControlFlow::Continue(())
-    }))
+    let e = block_on(
+        bert.generate("hello", &GenerateOptions::default(), async |_| {
+            ControlFlow::Continue(())
+        }),
+    )
     .unwrap_err();
     assert!(e.to_string().contains("cannot generate text"), "{e}");
     // A decoder-only model reads no source.
@@ -272,7 +277,8 @@ fn bart_generates_from_its_source_as_full_passes_decode() {
         stop_at_eos: false,
         ..GenerateOptions::default()
     };
-    let out = block_on(plm.generate(article, &options, |_| ControlFlow::Continue(()))).unwrap();
+    let out =
+        block_on(plm.generate(article, &options, async |_| ControlFlow::Continue(()))).unwrap();
     let source = plm.encode(article).unwrap().ids();
     assert_eq!(out.input_tokens, source);
     let mut inputs = vec![plm.config.decoder().unwrap().start_token_id];
@@ -291,7 +297,7 @@ fn bart_generates_from_its_source_as_full_passes_decode() {
         },
         ..options
     };
-    let b = block_on(plm.generate(article, &beams, |_| ControlFlow::Continue(()))).unwrap();
+    let b = block_on(plm.generate(article, &beams, async |_| ControlFlow::Continue(()))).unwrap();
     let mut inputs = vec![plm.config.decoder().unwrap().start_token_id];
     inputs.extend_from_slice(&b.generation.tokens[..b.generation.tokens.len() - 1]);
     let logits = full_seq2seq(&plm, &source, &inputs);

@@ -110,7 +110,7 @@ pub fn run_generate(args: &GenerateArgs) -> Result<(), CliError> {
     for prompt in &prompts {
         let mut shown = String::new();
         let mut written: std::io::Result<()> = Ok(());
-        let on_step = |tokens: &[u32]| {
+        let on_step = async |tokens: &[u32]| {
             if stream && written.is_ok() {
                 // Byte-level tokens can end inside a character: wait for the rest.
                 if let Ok(text) = plm.tokenizer.decode_text(tokens)

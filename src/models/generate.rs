@@ -255,13 +255,14 @@ pub trait Decoder {
 /// Generates after `prompt` (non-empty) with `decoder`, which has read
 /// nothing yet. `eos` are the ids that end a text; `on_step` sees the best
 /// continuation so far after every step and stops the generation with
-/// `Break`.
+/// `Break`. It is async so that the page can yield to its event loop there
+/// (where a Stop arrives).
 pub async fn generate(
     decoder: &mut impl Decoder,
     prompt: &[u32],
     options: &GenerateOptions,
     eos: &[u32],
-    on_step: impl FnMut(&[u32]) -> ControlFlow<()>,
+    on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
 ) -> Result<Generation, ModelError> {
     options.validate()?;
     if prompt.is_empty() {
@@ -302,7 +303,7 @@ async fn one_path(
     options: &GenerateOptions,
     eos: &[u32],
     sampling: Option<&Sampling>,
-    mut on_step: impl FnMut(&[u32]) -> ControlFlow<()>,
+    mut on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
 ) -> Result<Generation, ModelError> {
     let mut rng = ChaCha8Rng::seed_from_u64(sampling.map_or(0, |s| s.seed));
     let mut logits = decoder.next_logits(&[prompt.to_vec()]).await?;
@@ -318,7 +319,7 @@ async fn one_path(
         tokens.push(token as u32);
         let end = if eos.contains(&(token as u32)) {
             Some(End::Eos)
-        } else if on_step(&tokens).is_break() {
+        } else if on_step(&tokens).await.is_break() {
             Some(End::Stopped)
         } else if tokens.len() >= options.max_new_tokens {
             Some(End::Length)
@@ -330,7 +331,7 @@ async fn one_path(
         if let Some(end) = end {
             if end == End::Eos {
                 // The callback sees the ending token too.
-                let _ = on_step(&tokens);
+                let _ = on_step(&tokens).await;
             }
             return Ok(Generation {
                 tokens,
@@ -446,7 +447,7 @@ impl BeamSearch<'_> {
         &self,
         decoder: &mut impl Decoder,
         prompt: &[u32],
-        mut on_step: impl FnMut(&[u32]) -> ControlFlow<()>,
+        mut on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
     ) -> Result<Generation, ModelError> {
         let mut running = vec![Hypothesis {
             tokens: Vec::new(),
@@ -463,7 +464,7 @@ impl BeamSearch<'_> {
             if done {
                 return Ok(self.best(finished, End::Eos));
             }
-            let stopped = on_step(&next[0].1.tokens).is_break();
+            let stopped = on_step(&next[0].1.tokens).await.is_break();
             running = next.iter().map(|(_, h)| h.clone()).collect();
             let end = if stopped {
                 Some(End::Stopped)
@@ -672,7 +673,7 @@ impl Plm {
         &self,
         input: &str,
         options: &GenerateOptions,
-        on_step: impl FnMut(&[u32]) -> ControlFlow<()>,
+        on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
     ) -> Result<Continuation, ModelError> {
         let encoding = self.tokenizer.encode_for_model(input)?;
         let input_tokens = encoding.ids();
@@ -768,7 +769,7 @@ mod tests {
             decoding,
             stop_at_eos: true,
         };
-        futures::executor::block_on(generate(table, &[0], &options, eos, |_| {
+        futures::executor::block_on(generate(table, &[0], &options, eos, async |_| {
             ControlFlow::Continue(())
         }))
     }
@@ -927,7 +928,7 @@ mod tests {
                 &[0],
                 &options,
                 &[],
-                |tokens| {
+                async |tokens: &[u32]| {
                     seen.push(tokens.len());
                     if tokens.len() == 3 {
                         ControlFlow::Break(())
@@ -972,7 +973,7 @@ mod tests {
                 prompt,
                 &options,
                 &[],
-                |_| ControlFlow::Continue(()),
+                async |_| ControlFlow::Continue(()),
             ))
             .unwrap_err()
             .to_string()

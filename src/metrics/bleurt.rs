@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Column, Engine, EngineError, model_error, truncated_part};
-use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule, each_alone};
 use super::{
     CorpusAggregation, MetricError, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score,
     Segment, Signature,
@@ -167,11 +167,7 @@ impl ModelModule for BleurtMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
-            out.push(column(engine, o, segments).await?);
-        }
-        Ok(out)
+        each_alone(group, async |o| column(engine, o, segments).await).await
     }
 }
 

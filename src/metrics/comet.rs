@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Column, Engine, EngineError, model_error, truncated_part};
-use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule, each_alone};
 use super::{
     CorpusAggregation, MetricError, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score,
     Segment, Signature,
@@ -311,12 +311,11 @@ impl ModelModule for CometMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
-            let spec = MetricSpec::Comet((*o).clone());
-            out.push(column(engine, spec, ModelSlot::Comet, o, segments).await?);
-        }
-        Ok(out)
+        each_alone(group, async |o| {
+            let spec = MetricSpec::Comet(o.clone());
+            column(engine, spec, ModelSlot::Comet, o, segments).await
+        })
+        .await
     }
 }
 
@@ -331,12 +330,11 @@ impl ModelModule for CometQeMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
-            let spec = MetricSpec::CometQe((*o).clone());
-            out.push(column(engine, spec, ModelSlot::CometQe, o, segments).await?);
-        }
-        Ok(out)
+        each_alone(group, async |o| {
+            let spec = MetricSpec::CometQe(o.clone());
+            column(engine, spec, ModelSlot::CometQe, o, segments).await
+        })
+        .await
     }
 }
 

@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of};
-use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule, each_alone};
 use super::spec::{SpecError, named_enum};
 use super::{
     CorpusAggregation, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
@@ -523,11 +523,7 @@ impl ModelModule for MenliMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
-            out.push(column(engine, o, segments).await?);
-        }
-        Ok(out)
+        each_alone(group, async |o| column(engine, o, segments).await).await
     }
 }
 

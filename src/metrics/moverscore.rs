@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bertscore::{self, EmbeddingCache, TokenEmbeddings};
 use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of, truncated_part};
-use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule, each_alone};
 use super::spec::SpecError;
 use super::{
     CorpusAggregation, MetricError, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment,
@@ -811,13 +811,12 @@ impl ModelModule for MoverScoreMetric {
         segments: &[Segment<'_>],
         set: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
+        each_alone(group, async |o| {
             let plm = engine.model(ModelSlot::MoverScore, o.model.as_deref())?;
-            let spec = MetricSpec::MoverScore((*o).clone());
-            out.push(column(engine, spec, &plm, Version::V2, o.idf, segments, set).await?);
-        }
-        Ok(out)
+            let spec = MetricSpec::MoverScore(o.clone());
+            column(engine, spec, &plm, Version::V2, o.idf, segments, set).await
+        })
+        .await
     }
 }
 
@@ -832,14 +831,13 @@ impl ModelModule for MoverScoreV1Metric {
         segments: &[Segment<'_>],
         set: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
+        each_alone(group, async |o| {
             let plm = engine.model(ModelSlot::MoverScoreV1, o.model.as_deref())?;
-            let spec = MetricSpec::MoverScoreV1((*o).clone());
+            let spec = MetricSpec::MoverScoreV1(o.clone());
             let version = Version::V1 { ngram: o.ngram };
-            out.push(column(engine, spec, &plm, version, o.idf, segments, set).await?);
-        }
-        Ok(out)
+            column(engine, spec, &plm, version, o.idf, segments, set).await
+        })
+        .await
     }
 }
 

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Column, Detail, Engine, EngineError, model_error, part_of, truncated_part};
-use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule, each_alone};
 use super::{
     CorpusAggregation, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
 };
@@ -296,13 +296,12 @@ impl ModelModule for GptPplMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
+        each_alone(group, async |o| {
             let plm = engine.model(ModelSlot::GptPpl, o.model.as_deref())?;
-            let spec = MetricSpec::GptPpl((*o).clone());
-            out.push(column(engine, spec, &plm, segments, Some(o.bos)).await?);
-        }
-        Ok(out)
+            let spec = MetricSpec::GptPpl(o.clone());
+            column(engine, spec, &plm, segments, Some(o.bos)).await
+        })
+        .await
     }
 }
 
@@ -341,13 +340,12 @@ impl ModelModule for MlmPplMetric {
         segments: &[Segment<'_>],
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
-        let mut out = Vec::with_capacity(group.len());
-        for o in group {
+        each_alone(group, async |o| {
             let plm = engine.model(ModelSlot::MlmPpl, o.model.as_deref())?;
-            let spec = MetricSpec::MlmPpl((*o).clone());
-            out.push(column(engine, spec, &plm, segments, None).await?);
-        }
-        Ok(out)
+            let spec = MetricSpec::MlmPpl(o.clone());
+            column(engine, spec, &plm, segments, None).await
+        })
+        .await
     }
 }
 

@@ -187,6 +187,19 @@ pub trait ModelModule: MetricModule {
     ) -> Result<Vec<Column>, EngineError>;
 }
 
+/// [`ModelModule::score`] for a kind without a [`ModelModule::pass_key`],
+/// whose specs are each scored alone: `column` per spec, in order.
+pub(crate) async fn each_alone<O>(
+    group: &[&O],
+    mut column: impl AsyncFnMut(&O) -> Result<Column, EngineError>,
+) -> Result<Vec<Column>, EngineError> {
+    let mut out = Vec::with_capacity(group.len());
+    for o in group {
+        out.push(column(o).await?);
+    }
+    Ok(out)
+}
+
 /// A registered kind as the schema exports it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -156,8 +156,8 @@ fn config_reads_bart_and_refuses_what_it_cannot_run() {
     raw["add_final_layer_norm"] = Value::Bool(true);
     let e = ModelConfig::from_json(&raw.to_string()).unwrap_err();
     assert!(e.to_string().contains("pre-norm BART"), "{e}");
-    let e = ModelConfig::from_json(r#"{"model_type":"t5"}"#).unwrap_err();
-    assert!(e.to_string().contains("`t5` is not supported"), "{e}");
+    let e = ModelConfig::from_json(r#"{"model_type":"llama"}"#).unwrap_err();
+    assert!(e.to_string().contains("`llama` is not supported"), "{e}");
 }
 
 #[test]

@@ -24,6 +24,7 @@ mod plm_metrics;
 mod plm_parity;
 mod published_vectors;
 mod stress_suite;
+mod t5;
 mod tagger;
 mod ter;
 mod www;

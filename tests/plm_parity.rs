@@ -207,9 +207,10 @@ fn check_checkpoint(name: &str, g: &Value) {
                     )
                 })
             }
-            Network::Comet(_) | Network::Bart(_) => {
+            Network::Comet(_) | Network::Bart(_) | Network::T5(_) => {
                 unreachable!(
-                    "no COMET or BART checkpoint among these (tests/comet.rs, tests/bart.rs)"
+                    "no COMET, BART or T5 checkpoint among these (tests/comet.rs, \
+                     tests/bart.rs, tests/t5.rs)"
                 )
             }
         };
@@ -516,9 +517,9 @@ fn broken_checkpoints_give_clear_errors() {
     );
     // Unsupported architecture.
     let mut f = files();
-    f.config_json = r#"{"model_type":"t5","architectures":["T5ForConditionalGeneration"]}"#.into();
+    f.config_json = r#"{"model_type":"llama","architectures":["LlamaForCausalLM"]}"#.into();
     let e = load_err(f).to_string();
-    assert!(e.contains("`t5` is not supported"), "{e}");
+    assert!(e.contains("`llama` is not supported"), "{e}");
     // No tokenizer.
     let mut f = files();
     f.tokenizer_json = None;

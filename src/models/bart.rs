@@ -527,6 +527,11 @@ impl Architecture for BartModel {
         self.shared.weight.val()
     }
 
+    fn seq2seq_logits(&self, sources: &Batch, targets: &Batch) -> Option<Tensor<3>> {
+        let memory = self.encode_last(sources);
+        Some(self.lm_logits(self.decode(targets, memory, sources.padding.clone())))
+    }
+
     fn can_decode(&self) -> bool {
         true
     }

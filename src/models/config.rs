@@ -17,6 +17,7 @@ use super::ModelError;
 use super::bart::DecoderConfig;
 use super::comet::{CometHparams, CometKind};
 use super::deberta::DebertaConfig;
+use super::t5::T5Config;
 
 /// Architecture family a checkpoint belongs to, with the settings only
 /// that family has.
@@ -40,12 +41,15 @@ pub enum Family {
     /// DeBERTa (`model_type: deberta`, v1) and DeBERTa-v2/v3 (`deberta-v2`):
     /// disentangled attention, with its relative-position settings.
     Deberta(DebertaConfig),
+    /// T5 and mT5 encoder-decoders (`model_type: t5`, `mt5`), with their
+    /// decoder and relative-position settings.
+    T5(T5Config),
 }
 
 impl Family {
     /// The `model_type`s we read, as one line for error messages.
     const SUPPORTED: &str = "bert, bleurt, roberta, xlm-roberta, camembert, distilbert, electra, gpt2, bart, \
-         deberta, deberta-v2";
+         deberta, deberta-v2, t5, mt5";
 
     /// Whether this is one of the BERT-family encoders [`super::bert`] runs.
     pub fn is_bert_like(self) -> bool {
@@ -167,6 +171,12 @@ pub(crate) struct Common {
 }
 
 impl Common {
+    /// `tie_word_embeddings`, taken by a family whose head may be its own
+    /// (T5 v1.1); for the others an untied head is refused.
+    pub(crate) fn take_tie_word_embeddings(&mut self) -> Option<bool> {
+        self.tie_word_embeddings.take()
+    }
+
     /// `architectures[0]`, or the model type when absent.
     pub(crate) fn architecture(&self) -> String {
         self.architectures
@@ -247,6 +257,7 @@ impl ModelConfig {
             "bart" => super::bart::read_config(&json, common),
             "deberta" => super::deberta::read_config(&json, common, true),
             "deberta-v2" => super::deberta::read_config(&json, common, false),
+            "t5" | "mt5" => super::t5::read_config(&json, common),
             "" => Err(ModelError::Config(
                 "config.json has no model_type (a checkpoint saved before transformers, \
                  such as pytorch_pretrained_bert's: add \"model_type\": \"bert\", its \
@@ -347,6 +358,7 @@ impl ModelConfig {
     pub fn decoder(&self) -> Option<&DecoderConfig> {
         match &self.family {
             Family::Bart(decoder) => Some(decoder),
+            Family::T5(t5) => Some(&t5.decoder),
             _ => None,
         }
     }
@@ -511,8 +523,8 @@ mod tests {
 
     #[test]
     fn unsupported_and_broken_configs_say_why() {
-        let e = ModelConfig::from_json(r#"{"model_type":"t5"}"#).unwrap_err();
-        assert!(e.to_string().contains("`t5` is not supported"), "{e}");
+        let e = ModelConfig::from_json(r#"{"model_type":"llama"}"#).unwrap_err();
+        assert!(e.to_string().contains("`llama` is not supported"), "{e}");
         let e = ModelConfig::from_json(
             r#"{"model_type":"bert","hidden_size":4,"num_hidden_layers":1,
             "num_attention_heads":1,"max_position_embeddings":8}"#,

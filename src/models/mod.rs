@@ -5,7 +5,7 @@
 //! A family is one module holding its module tree, its forward passes, the
 //! map from its checkpoints' keys and its part of `config.json`:
 //! [`bert`] (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA, BLEURT), [`deberta`],
-//! [`gpt2`], [`bart`], and [`comet`] (COMET's estimators on a BERT-family
+//! [`gpt2`], [`bart`], [`t5`], and [`comet`] (COMET's estimators on a BERT-family
 //! encoder). Around them:
 //!
 //! - [`config`]: `config.json` into [`ModelConfig`] (the shared fields; each
@@ -35,6 +35,7 @@ pub mod norm;
 pub mod plm;
 pub mod qgemm;
 pub mod registry;
+pub mod t5;
 pub mod tokenizer;
 pub mod weights;
 

@@ -17,6 +17,7 @@ use super::deberta::DebertaModel;
 use super::dense::PackedWeights;
 use super::generate::KvCache;
 use super::gpt2::Gpt2Model;
+use super::t5::T5Model;
 use super::weights::{
     self, Precision, WeightSource, cast_floats, dequantize_all, dequantize_lookups, quantize,
 };
@@ -47,6 +48,13 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
 
     /// Next-token logits `[batch, tokens, vocab]` of a causal LM.
     fn causal_lm_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<3>> {
+        None
+    }
+
+    /// An encoder-decoder's next-token logits `[batch, target tokens,
+    /// vocab]`: `sources` encoded, `targets` (the decoder's inputs)
+    /// decoded against them. `None` for a network without a decoder.
+    fn seq2seq_logits(&self, _sources: &Batch, _targets: &Batch) -> Option<Tensor<3>> {
         None
     }
 
@@ -104,6 +112,8 @@ pub enum Network {
     Bart(BartModel),
     /// A DeBERTa-v2/v3 encoder.
     Deberta(DebertaModel),
+    /// A T5 encoder-decoder.
+    T5(T5Model),
 }
 
 /// Evaluates one expression with whichever module a [`Network`] holds bound
@@ -116,6 +126,7 @@ macro_rules! with_network {
             $crate::models::Network::Comet($m) => $body,
             $crate::models::Network::Bart($m) => $body,
             $crate::models::Network::Deberta($m) => $body,
+            $crate::models::Network::T5($m) => $body,
         }
     };
 }
@@ -131,6 +142,7 @@ macro_rules! map_network {
             Network::Comet($m) => Network::Comet($body),
             Network::Bart($m) => Network::Bart($body),
             Network::Deberta($m) => Network::Deberta($body),
+            Network::T5($m) => Network::T5($body),
         }
     };
 }
@@ -242,6 +254,7 @@ impl Network {
             Family::Gpt2 => Network::Gpt2(Gpt2Model::build(config, device)?),
             Family::Bart(_) => Network::Bart(BartModel::build(config, device)?),
             Family::Deberta(_) => Network::Deberta(DebertaModel::build(config, device)?),
+            Family::T5(_) => Network::T5(T5Model::build(config, device)?),
             Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra => {
                 Network::Bert(BertModel::build(config, device)?)
             }

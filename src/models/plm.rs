@@ -312,9 +312,6 @@ impl Plm {
         sources: &[Vec<u32>],
         decoder_inputs: &[Vec<u32>],
     ) -> Result<Tensor<3>, ModelError> {
-        let Network::Bart(m) = &self.network else {
-            return Err(self.missing_head("encoder-decoder language-model head"));
-        };
         let limit = self.config.max_tokens();
         let all = sources.iter().chain(decoder_inputs);
         if let Some(long) = all.clone().find(|s| s.len() > limit) {
@@ -331,10 +328,10 @@ impl Plm {
             return Err(ModelError::Input("empty input sequence".into()));
         }
         self.check_ids(all.clone())?;
-        let memory_batch = self.batch(sources, None);
-        let memory = m.encode_last(&memory_batch);
+        let sources = self.batch(sources, None);
         let targets = self.batch(decoder_inputs, None);
-        Ok(m.lm_logits(m.decode(&targets, memory, memory_batch.padding)))
+        with_network!(&self.network, m => m.seq2seq_logits(&sources, &targets))
+            .ok_or_else(|| self.missing_head("encoder-decoder language-model head"))
     }
 }
 

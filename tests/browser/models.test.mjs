@@ -342,9 +342,9 @@ test("bad model sources give clear errors, never a panic", async () => {
   await page.unroute(weights);
   // A checkpoint of an unsupported architecture.
   await page.route("https://huggingface.co/**", (route) =>
-    route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? '{"model_type":"t5"}' : "{}" }));
-  r = await loadAndEmbed(page, "google/t5-small", "cpu");
-  assert.match(r.error, /`t5` is not supported/);
+    route.fulfill({ status: 200, body: route.request().url().endsWith("config.json") ? '{"model_type":"llama"}' : "{}" }));
+  r = await loadAndEmbed(page, "meta-llama/Llama-3.2-1B", "cpu");
+  assert.match(r.error, /`llama` is not supported/);
   // A config.json whose sizes the model code cannot run with: refused at load, naming the field.
   const hostile = JSON.parse(readFileSync(join(ROOT, "tests", "fixtures", "plm", "bert_cls", "config.json"), "utf8"));
   hostile.num_attention_heads = 5;

@@ -18,6 +18,13 @@ Writes, all committed (small):
 - tests/fixtures/t5/tiny-v1/: the same sizes as T5 v1.0: ReLU
   feed-forward (wi) and the head tied to the shared embeddings, scaled by
   d_model^-0.5.
+- tests/fixtures/t5/spiece.model: a 400-piece SentencePiece Unigram model
+  trained here (sentencepiece, T5's ids: <pad> 0, </s> 1, <unk> 2), for
+  the checkpoints that ship spiece.model without tokenizer.json
+  (UniEval's); the golden file holds the ids transformers' T5TokenizerFast
+  gives when it converts it (T5Converter, "▁" before the first word as
+  before transformers 4.41), on questions, spaces and extra ids, and the
+  slow T5Tokenizer's for comparison.
 - tests/golden/t5_parity.json:
   - `buckets`: transformers' relative-position buckets, both directions,
     for T5's defaults (32 buckets, distance 128) over -300..300;
@@ -48,6 +55,7 @@ import pathlib
 import re
 import shutil
 
+import sentencepiece as spm
 import torch
 import torch.nn as nn
 import transformers as tf
@@ -130,9 +138,13 @@ def generations(model, tokenizer, prompts):
                                     min_length=0, no_repeat_ngram_size=0)
             beam = model.generate(ids, do_sample=False, num_beams=3, max_new_tokens=12,
                                   length_penalty=1.0, early_stopping=False, min_length=0,
-                                  no_repeat_ngram_size=0)
+                                  no_repeat_ngram_size=0, num_return_sequences=3,
+                                  output_scores=True, return_dict_in_generate=True)
+        # Every returned beam with its score: on a random checkpoint two can tie in f32,
+        # and which of them comes first is then a matter of sort order.
         out.append({"input": ids[0].tolist(), "greedy": greedy[0].tolist(),
-                    "beam3": beam[0].tolist()})
+                    "beam3": [{"tokens": t.tolist(), "score": float(sc)}
+                              for t, sc in zip(beam.sequences, beam.sequences_scores)]})
     return out
 
 
@@ -206,6 +218,37 @@ def unambiguous(text):
     return not any(re.fullmatch(r"[A-Za-z]{1,3}\.", w) or re.search(r"\.\w", w) for w in words)
 
 
+SPIECE_TEXTS = [
+    "question: Is this a fluent paragraph? </s> paragraph: The cat sat on the mat.",
+    "  Leading and  double   spaces, trailing ones   ",
+    "Yes",
+    "No",
+    "fill <extra_id_0> and <extra_id_99> here",
+    "Ünïcödé café naïve — “quotes” 12.5%",
+    "",
+]
+
+
+def spiece_golden(texts):
+    model = OUT / "spiece.model"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_prefix=str(OUT / "spiece"), vocab_size=400,
+        model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+        character_coverage=1.0, minloglevel=2)
+    (OUT / "spiece.vocab").unlink()
+    # add_prefix_space=True as the converter read it when UniEval was released
+    # (transformers 4.x before 4.41 prepended "▁" to the first word; 4.57 converts a
+    # repository without tokenizer.json with prepend_scheme "never", a regression).
+    fast = tf.T5TokenizerFast(vocab_file=str(model), from_slow=True, legacy=True,
+                              add_prefix_space=True)
+    slow = tf.T5Tokenizer(vocab_file=str(model), legacy=True)
+    return {
+        "texts": SPIECE_TEXTS,
+        "fast": [fast(t)["input_ids"] for t in SPIECE_TEXTS],
+        "slow": [slow(t)["input_ids"] for t in SPIECE_TEXTS],
+    }
+
+
 def main():
     torch.manual_seed(0)
     summeval = [json.loads(line) for line in open(DATA / "summeval.jsonl", encoding="utf-8")]
@@ -215,6 +258,7 @@ def main():
     tok = train_tokenizer(texts)
     if OUT.exists():
         shutil.rmtree(OUT)
+    OUT.mkdir(parents=True)
     vocab = tok.get_vocab_size()
     golden = {"models": {}}
     for name, v1_1, seed in [("tiny", True, 5), ("tiny-v1", False, 6)]:
@@ -256,6 +300,7 @@ def main():
             golden["unieval"]["first_input_ids"] = tokenizer(
                 question("consistency", items[0]["sentences"][0], src=items[0]["src"])
             )["input_ids"][:40]
+    golden["spiece"] = spiece_golden(texts)
     golden["buckets"] = {
         str(bidirectional): [
             int(tf.models.t5.modeling_t5.T5Attention._relative_position_bucket(

@@ -582,7 +582,13 @@ fn metrics_lists_the_registry_as_json() {
             "bartscore-f",
             "bartscore-faithful",
             "moverscore",
-            "moverscore-v1"
+            "moverscore-v1",
+            "unieval-coherence",
+            "unieval-consistency",
+            "unieval-fluency",
+            "unieval-relevance",
+            "unieval-overall",
+            "unieval-fact"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

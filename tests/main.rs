@@ -27,4 +27,5 @@ mod stress_suite;
 mod t5;
 mod tagger;
 mod ter;
+mod unieval;
 mod www;

@@ -192,12 +192,13 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
   // A COMET hub repository has hparams.yaml and a checkpoint, but no config.json.
   const [config, tokenizer] = await Promise.all([get("config.json", true), get("tokenizer.json", true)]);
   if (!config) throw (await get("hparams.yaml", true)) ? cometError() : missing("config.json");
-  // BLEURT-20 ships its SentencePiece model instead (the engine builds the tokenizer from it).
-  const spm = tokenizer ? null : await get("spm.model", true);
+  // BLEURT-20 and some T5 repositories ship their SentencePiece model instead (the engine
+  // builds the tokenizer from it).
+  const spm = tokenizer ? null : (await get("spm.model", true)) ?? (await get("spiece.model", true));
   if (!tokenizer && !spm) {
     throw new Error((await get("vocab.txt", true))
       ? `${id} has a WordPiece vocab.txt but no tokenizer.json: the browser builds no tokenizer from it. Convert the model once with the CLI (\`blindspot prepare DIR model.bpk\`, DIR holding the hub files) and serve model.bpk from this site's models/ folder`
-      : `${id} has neither tokenizer.json nor spm.model (404)`);
+      : `${id} has neither tokenizer.json nor a SentencePiece model (spm.model, spiece.model) (404)`);
   }
   const tokenizerConfig = spm ? await get("tokenizer_config.json", true) : null;
   let shards;

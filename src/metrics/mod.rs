@@ -39,6 +39,7 @@ pub mod signature;
 pub mod spec;
 pub mod ter;
 pub mod tokenizer_13a;
+pub mod unieval;
 
 use serde::Serialize;
 
@@ -78,6 +79,14 @@ registry::metric_registry! {
         ],
         MoverScore("moverscore") = moverscore::MoverScoreMetric [MoverScore "moverscore"],
         MoverScoreV1("moverscore-v1") = moverscore::MoverScoreV1Metric [MoverScoreV1 "moverscore-v1"],
+        UniEval("unieval") = unieval::UniEvalMetric [
+            UniEvalCoherence "unieval-coherence",
+            UniEvalConsistency "unieval-consistency",
+            UniEvalFluency "unieval-fluency",
+            UniEvalRelevance "unieval-relevance",
+            UniEvalOverall "unieval-overall",
+        ],
+        UniEvalFact("unieval-fact") = unieval::UniEvalFactMetric [UniEvalFact "unieval-fact"],
     }
     sets {
         Mauve("mauve"),

@@ -72,7 +72,8 @@ pub fn models() -> &'static [RegistryModel] {
 }
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
-/// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`, `moverscore-v1`).
+/// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`, `moverscore-v1`, `unieval`,
+/// `unieval-fact`).
 pub fn default_for(metric: &str) -> Option<&'static RegistryModel> {
     models()
         .iter()
@@ -143,6 +144,8 @@ mod tests {
             "bartscore",
             "moverscore",
             "moverscore-v1",
+            "unieval",
+            "unieval-fact",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }

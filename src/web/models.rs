@@ -167,8 +167,8 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 }
 
 /// Loads a checkpoint from its files' bytes: `config.json` text,
-/// `tokenizer.json` bytes (or, for BLEURT-20, its SentencePiece `spm.model`
-/// and `tokenizer_config.json`) and the safetensors shards (one array per
+/// `tokenizer.json` bytes (or a SentencePiece model: BLEURT-20's `spm.model`,
+/// T5's `spiece.model`, with `tokenizer_config.json`) and the safetensors shards (one array per
 /// file), or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
 /// to the model's info (with the handle later calls take). A model loaded
 /// again under the same name replaces the earlier one.
@@ -190,8 +190,12 @@ pub async fn load_model(
     let precision: Precision = precision.parse().map_err(js_err)?;
     let tokenizer_json = match (tokenizer_json, sentencepiece) {
         (None, Some(spm)) => Some(
-            crate::models::weights::sentencepiece_tokenizer_json(&spm, tokenizer_config.as_deref())
-                .map_err(js_err)?,
+            crate::models::weights::sentencepiece_tokenizer_json(
+                &spm,
+                tokenizer_config.as_deref(),
+                config_json.as_deref().unwrap_or_default(),
+            )
+            .map_err(js_err)?,
         ),
         (tokenizer, _) => tokenizer,
     };

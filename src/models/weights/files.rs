@@ -75,6 +75,7 @@ impl ModelFiles {
             .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
         let tokenizer = path.join("tokenizer.json");
         let spm = path.join("spm.model");
+        let spiece = path.join("spiece.model");
         let (vocab, merges) = (path.join("vocab.json"), path.join("merges.txt"));
         let tokenizer_json = if tokenizer.is_file() {
             Some(read(&tokenizer)?)
@@ -111,11 +112,13 @@ impl ModelFiles {
             let tok = LmTokenizer::bert_wordpiece(&vocab_txt, options)
                 .map_err(|e| ModelError::Config(format!("vocab.txt: {e}")))?;
             Some(tok.to_json()?.into_bytes())
-        } else if spm.is_file() {
+        } else if spm.is_file() || spiece.is_file() {
+            let file = if spm.is_file() { &spm } else { &spiece };
             let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();
             Some(sentencepiece_tokenizer_json(
-                &read(&spm)?,
+                &read(file)?,
                 config.as_deref(),
+                &config_json,
             )?)
         } else {
             None
@@ -180,20 +183,39 @@ impl ModelFiles {
     }
 }
 
-/// The `tokenizer.json` of a checkpoint that ships a SentencePiece
-/// `spm.model` instead (BLEURT-20), built in Rust as its slow tokenizer
-/// reads it, lower-casing first when `tokenizer_config.json` (if given) says
-/// `do_lower_case`.
+/// The `tokenizer.json` of a checkpoint that ships a SentencePiece model
+/// instead: T5's `spiece.model` (the family in `config_json` says T5) as
+/// transformers' `T5TokenizerFast` converts it, with `tokenizer_config.json`'s
+/// `extra_ids` sentinels (default 100); any other (BLEURT-20's `spm.model`)
+/// as its slow tokenizer reads it, lower-casing first when
+/// `tokenizer_config.json` says `do_lower_case`.
 pub fn sentencepiece_tokenizer_json(
     spm: &[u8],
     tokenizer_config: Option<&str>,
+    config_json: &str,
 ) -> Result<Vec<u8>, ModelError> {
-    let lowercase = tokenizer_config
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-        .and_then(|c| c.get("do_lower_case").and_then(|v| v.as_bool()))
-        .unwrap_or(false);
-    let tokenizer = LmTokenizer::from_sentencepiece("spm.model", spm, lowercase)
-        .map_err(|e| ModelError::Config(format!("spm.model: {e}")))?;
+    let settings = tokenizer_config.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
+    let setting = |key: &str| settings.as_ref().and_then(|c| c.get(key).cloned());
+    let t5 = ModelConfig::from_json(config_json)
+        .is_ok_and(|c| matches!(c.family, crate::models::Family::T5(_)));
+    let tokenizer = if t5 {
+        let extra_ids = setting("extra_ids")
+            .and_then(|v| v.as_u64())
+            .map_or(100, |n| n as usize);
+        if extra_ids > 1000 {
+            return Err(ModelError::Config(format!(
+                "tokenizer_config.json asks for {extra_ids} extra ids (T5 has 100)"
+            )));
+        }
+        LmTokenizer::t5_from_sentencepiece(spm, extra_ids)
+            .map_err(|e| ModelError::Config(format!("spiece.model: {e}")))?
+    } else {
+        let lowercase = setting("do_lower_case")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        LmTokenizer::from_sentencepiece("spm.model", spm, lowercase)
+            .map_err(|e| ModelError::Config(format!("spm.model: {e}")))?
+    };
     Ok(tokenizer.to_json()?.into_bytes())
 }
 

@@ -243,3 +243,57 @@ fn missing_inputs_and_wrong_models_say_why() {
         .to_string();
     assert!(e.contains("not an encoder-decoder"), "{e}");
 }
+
+/// `blindspot score` reads a T5 folder for both evaluators and gives the
+/// released scorer's numbers; without a source it says which metric needs it.
+#[test]
+fn cli_scores_unieval_from_a_folder() {
+    let g = common::golden("t5_parity.json");
+    let items = &items(&g)[..3];
+    let want = g["unieval"]["items"].as_array().unwrap();
+    let input: String = items
+        .iter()
+        .map(|(hyp, src, r)| {
+            serde_json::json!({"hyp": hyp, "ref": r, "src": src}).to_string() + "\n"
+        })
+        .collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/t5/tiny");
+    let run = |input: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+            .args(["score", "--input", "-", "--format", "jsonl"])
+            .args(["--metrics", "unieval-overall,unieval-fluency,unieval-fact"])
+            .args(["--model", &format!("unieval={}", dir.display())])
+            .args(["--model", &format!("unieval-fact={}", dir.display())])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&input);
+    common::assert_ok(&out);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (line, w) in lines[..items.len()].iter().zip(want) {
+        for (key, golden) in [
+            ("unieval-overall", "overall"),
+            ("unieval-fluency", "fluency"),
+            ("unieval-fact", "consistency"),
+        ] {
+            let d = (line[key].as_f64().unwrap() - w[golden].as_f64().unwrap()).abs();
+            assert!(d <= TOLERANCE, "{key}: off by {d:e}");
+        }
+    }
+    let out = run("{\"hyp\": \"a\", \"ref\": \"b\"}\n");
+    common::assert_user_error(&out, "unieval-overall needs a source");
+}

@@ -9,6 +9,7 @@ import { downloadSize, hasBertScoreEncoder, initModels, isCached, isNliModel, lo
 import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./plm-scores.js";
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
+import { initGenerate } from "./generate.js";
 import { initAttack } from "./attack.js";
 import { initLessons } from "./lessons.js";
 import { EXAMPLES } from "./examples.js";
@@ -812,6 +813,7 @@ async function main() {
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);
   initMauve(models, wasm);
+  initGenerate(models);
   await nextTask();
   initLessons(models, wasm, {
     version: wasm.version(),

@@ -651,13 +651,17 @@ function drawMenli(el, v, scored, base) {
   );
 }
 
-// --- COMET, COMET-QE and BLEURT -------------------------------------------
+// --- COMET, COMET-QE, BLEURT, UniEval -----------------------------------------
 
 function drawLearned(el, v, scored, base, truncated) {
   const { score } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  el.querySelector('[data-role="parts"]').textContent = `${info(score.metric).reads} · ${v.elapsedMs.toFixed(0)} ms`;
+  // The parts the core lists (UniEval's dimensions and sentence count), then what it read.
+  const listed = score.parts
+    .filter((p) => p.name !== "truncated")
+    .map((p) => `${p.name} ${Number.isInteger(p.value) ? p.value : p.value.toFixed(4)}`);
+  el.querySelector('[data-role="parts"]').textContent = [...listed, info(score.metric).reads, `${v.elapsedMs.toFixed(0)} ms`].join(" · ");
   truncated(part(score, "truncated"));
 }
 

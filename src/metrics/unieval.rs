@@ -224,8 +224,10 @@ pub async fn answers(plm: &Plm, inputs: &[String]) -> Result<Vec<Answer>, ModelE
         let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].0.clone()).collect();
         let targets = vec![vec![start]; chunk.len()];
         let logits = plm.seq2seq_logits(&sources, &targets)?;
-        let [b, _, _] = logits.dims();
-        let (values, _) = read_back(logits.select(2, pick.clone()).reshape([b, 2])).await?;
+        // The first step's logits (a GPU pass pads the one-token target).
+        let [b, _, v] = logits.dims();
+        let first = logits.slice([0..b, 0..1, 0..v]);
+        let (values, _) = read_back(first.select(2, pick.clone()).reshape([b, 2])).await?;
         for (r, &i) in chunk.iter().enumerate() {
             let (l_yes, l_no) = (f64::from(values[2 * r]), f64::from(values[2 * r + 1]));
             // exp(yes) / (exp(yes) + exp(no)): the softmax's shared

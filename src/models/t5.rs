@@ -422,7 +422,9 @@ fn attend(
 ) -> Tensor<3> {
     let [b, heads, l, _] = q.dims();
     let [_, _, keys, dv] = v.dims();
-    let mask = padding.map(|p| p.expand([b, 1, l, keys]));
+    // The mask as wide as the scores it fills: with a bias or a scale, burn
+    // runs its reference attention on WebGPU, not the flash kernel.
+    let mask = padding.map(|p| p.expand([b, heads, l, keys]));
     let bias = bias.map(|t| t.expand([b, heads, l, keys]));
     let options = AttentionModuleOptions {
         scale: Some(1.0),

@@ -491,6 +491,50 @@ struct MauveView {
     elapsed_ms: f64,
 }
 
+/// Text from a loaded model, as `blindspot generate` makes it
+/// ([`crate::models::generate`]): a causal LM continues `input`, an
+/// encoder-decoder reads it as its source. `options` are
+/// [`GenerateOptions`](crate::models::generate::GenerateOptions) as JSON
+/// (`{maxNewTokens, decoding: {method: "greedy" | "sample" | "beam", ...},
+/// stopAtEos}` under their Rust names). `on_step(text so far, tokens so
+/// far)` after every token (the best beam's, in beam search), then a turn of
+/// the event loop; `stopGeneration()` ends it there. Resolves to the
+/// continuation: `{input_tokens, tokens, log_prob, end, text}`.
+#[wasm_bindgen(js_name = generateText)]
+pub async fn generate_text(
+    handle: u32,
+    input: String,
+    options: JsValue,
+    on_step: Option<js_sys::Function>,
+) -> Result<JsValue, JsError> {
+    use std::ops::ControlFlow;
+    super::count_job();
+    super::STOP_GENERATION.with(|s| s.set(false));
+    let options: crate::models::generate::GenerateOptions = serde_wasm_bindgen::from_value(options)
+        .map_err(|e| JsError::new(&format!("invalid generation options: {e}")))?;
+    let plm = model(handle)?;
+    let out = plm
+        .generate(&input, &options, async |tokens: &[u32]| {
+            if let Some(f) = &on_step {
+                let text = plm.tokenizer.decode_text(tokens).unwrap_or_default();
+                let told = f
+                    .call2(
+                        &JsValue::NULL,
+                        &JsValue::from_str(&text),
+                        &JsValue::from_f64(tokens.len() as f64),
+                    )
+                    .is_ok();
+                if !(super::until_stopped(&super::STOP_GENERATION)().await && told) {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        })
+        .await
+        .map_err(js_err)?;
+    to_js(&out)
+}
+
 /// A MAUVE result the page kept as JSON (across a reload), read and checked
 /// by [`crate::metrics::mauve::MauveRecord::from_json`]: `mauveTexts`'s
 /// value but its time, or an error for a damaged one.

@@ -1,0 +1,187 @@
+// Text generation with a loaded model (GPT-2 continues, BART and T5 read a
+// source): the options become the core's GenerateOptions, the worker's
+// `generateText` streams the text token by token, Stop ends it after the
+// current token. The input and options are kept across reloads.
+
+const $ = (id) => document.getElementById(id);
+const STORAGE_KEY = "blindspot-generate-v1";
+const FIELDS = ["gen-input", "gen-method", "gen-max", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty"];
+
+/** modelName: the model picked last (kept across reloads). */
+const view = { engine: null, models: new Map(), running: false, stopping: false, modelName: null };
+
+/** Models that can write text: a causal LM, or an encoder-decoder with its head. */
+const canGenerate = (m) => m.kinds.includes("causal-lm") || m.kinds.includes("seq2-seq-lm");
+
+function status(text, kind = "muted") {
+  const el = $("gen-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+function save() {
+  const state = { model: view.modelName };
+  for (const id of FIELDS) state[id] = $(id).value;
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
+  } catch {
+    // Storage full or disabled: the options just are not kept.
+  }
+}
+
+function restore() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "null");
+    if (!saved) return;
+    for (const id of FIELDS) if (typeof saved[id] === "string") $(id).value = saved[id];
+    if (typeof saved.model === "string") view.modelName = saved.model;
+  } catch {
+    // A damaged entry: the defaults.
+  }
+}
+
+function refreshMethod() {
+  const method = $("gen-method").value;
+  for (const el of document.querySelectorAll(".gen-sample")) el.hidden = method !== "sample";
+  for (const el of document.querySelectorAll(".gen-beam")) el.hidden = method !== "beam";
+}
+
+function refreshButton() {
+  $("gen-run").disabled = view.running || !$("gen-model").value;
+}
+
+function refreshModels() {
+  const pick = $("gen-model");
+  const chosen = pick.value;
+  const usable = [...view.models.values()].filter(canGenerate);
+  const options = usable.map((m) => new Option(`${m.name} (${m.precision}, ${m.backend === "webgpu" ? "WebGPU" : "CPU"})`, String(m.handle)));
+  pick.replaceChildren(...(options.length ? options : [new Option("load a GPT-2, BART or T5 above", "")]));
+  pick.disabled = !options.length;
+  const remembered = usable.reverse().find((m) => m.name === view.modelName);
+  if (options.some((o) => o.value === chosen)) pick.value = chosen;
+  else if (remembered) pick.value = String(remembered.handle);
+  else if (options.length) pick.value = options[options.length - 1].value;
+  refreshButton();
+}
+
+/** A whole number from a field, or an error naming it. */
+function number(id, name, { min = -Infinity, max = Infinity, integer = false } = {}) {
+  const v = Number($(id).value);
+  if ($(id).value.trim() === "" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+    const range = max < Infinity ? `${min} to ${max}` : `at least ${min}`;
+    throw new Error(`${name} must be ${integer ? "a whole number" : "a number"}, ${range}`);
+  }
+  return v;
+}
+
+/** The core's GenerateOptions from the fields (the core checks them again). */
+function options() {
+  const method = $("gen-method").value;
+  const decoding =
+    method === "sample"
+      ? {
+          method,
+          temperature: number("gen-temperature", "Temperature", { min: 1e-6 }),
+          top_k: number("gen-top-k", "Top-k", { min: 0, integer: true }),
+          top_p: number("gen-top-p", "Top-p", { min: 1e-6, max: 1 }),
+          seed: number("gen-seed", "Seed", { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true }),
+        }
+      : method === "beam"
+        ? { method, beams: number("gen-beams", "Beams", { min: 1, max: 64, integer: true }), length_penalty: number("gen-length-penalty", "Length penalty") }
+        : { method: "greedy" };
+  return { max_new_tokens: number("gen-max", "New tokens", { min: 1, max: 1024, integer: true }), decoding, stop_at_eos: true };
+}
+
+const ENDS = { eos: "the model ended it", length: "the token limit", "model-limit": "the model's positions ran out", stopped: "stopped" };
+
+async function run() {
+  if (view.running) return;
+  const handle = Number($("gen-model").value);
+  let opts;
+  try {
+    opts = options();
+  } catch (err) {
+    status(err.message, "bad");
+    return;
+  }
+  const input = $("gen-input").value;
+  view.running = true;
+  view.stopping = false;
+  refreshButton();
+  $("gen-use").disabled = true;
+  $("gen-output").value = "";
+  const bar = $("gen-progress");
+  bar.hidden = false;
+  bar.max = opts.max_new_tokens;
+  bar.value = 0;
+  $("gen-stop").disabled = false;
+  const started = performance.now();
+  status("Generating…");
+  try {
+    const out = await view.engine.generateText(handle, input, opts, (text, tokens) => {
+      $("gen-output").value = text;
+      bar.value = tokens;
+      if (!view.stopping) status(`Generating: ${tokens} token${tokens === 1 ? "" : "s"}…`);
+    });
+    $("gen-output").value = out.text;
+    const seconds = (performance.now() - started) / 1000;
+    const n = out.tokens.length;
+    status(`${n} token${n === 1 ? "" : "s"} in ${seconds.toFixed(1)} s (${(n / Math.max(seconds, 1e-3)).toFixed(1)} tokens/s); ended: ${ENDS[out.end] ?? out.end}; log-probability ${out.log_prob.toFixed(2)}.`);
+    $("gen-use").disabled = out.text.trim() === "";
+  } catch (err) {
+    status(String(err.message ?? err), "bad");
+  } finally {
+    view.running = false;
+    bar.hidden = true;
+    $("gen-stop").disabled = true;
+    refreshButton();
+  }
+}
+
+async function stop() {
+  if (!view.running) return;
+  view.stopping = true;
+  $("gen-stop").disabled = true;
+  status("Stopping after this token…");
+  try {
+    await view.engine.stopGeneration();
+  } catch (err) {
+    status(`Could not stop: ${err.message ?? err}`, "bad");
+  }
+}
+
+/** The generated text becomes the hypothesis, scored as if typed. */
+function useAsHypothesis() {
+  const hyp = $("hypothesis");
+  hyp.value = $("gen-output").value;
+  hyp.dispatchEvent(new Event("input", { bubbles: true }));
+  hyp.scrollIntoView({ block: "center" });
+}
+
+/** Wires the Generate section to the model engine (models come from models.js's events). */
+export function initGenerate(engine) {
+  view.engine = engine;
+  restore();
+  refreshMethod();
+  for (const id of FIELDS) {
+    $(id).addEventListener("input", save);
+    $(id).addEventListener("change", save);
+  }
+  $("gen-method").addEventListener("change", refreshMethod);
+  document.addEventListener("blindspot:model", (e) => {
+    for (const [handle, m] of view.models) if (m.name === e.detail.name) view.models.delete(handle);
+    view.models.set(e.detail.handle, e.detail);
+    refreshModels();
+  });
+  document.addEventListener("blindspot:model-unloaded", (e) => {
+    view.models.delete(e.detail.handle);
+    refreshModels();
+  });
+  $("gen-model").addEventListener("change", () => {
+    view.modelName = view.models.get(Number($("gen-model").value))?.name ?? view.modelName;
+    save();
+  });
+  $("gen-run").addEventListener("click", run);
+  $("gen-stop").addEventListener("click", stop);
+  $("gen-use").addEventListener("click", useAsHypothesis);
+}

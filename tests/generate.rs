@@ -314,3 +314,56 @@ fn bart_generates_from_its_source_as_full_passes_decode() {
         b.generation.log_prob
     );
 }
+
+/// Greedy and 3-beam search give transformers' `generate` ids on the tiny
+/// GPT-2 and BART (scripts/generate_parity.py); BART's config forces `</s>`
+/// as the last token, as transformers does. A beam may be any of those tied
+/// with transformers' best in f32.
+#[test]
+fn greedy_and_beams_give_transformers_tokens() {
+    let g = common::golden("generate_parity.json");
+    let bart_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bart/tiny");
+    let models = [
+        ("gpt2", gpt2()),
+        ("bart", common::cpu_model("bart", &bart_dir)),
+    ];
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    for (key, plm) in &models {
+        for case in g[key].as_array().unwrap() {
+            let input = ids(&case["input"]);
+            // transformers returns the decoder's prompt too: the input (GPT-2) or </s> (BART).
+            let prompt = if *key == "gpt2" { input.len() } else { 1 };
+            let run = |decoding| {
+                let options = GenerateOptions {
+                    max_new_tokens: 12,
+                    decoding,
+                    stop_at_eos: true,
+                };
+                block_on(plm.generate_ids(&input, &options, async |_| ControlFlow::Continue(())))
+                    .unwrap()
+                    .tokens
+            };
+            let greedy = ids(&case["greedy"]);
+            assert_eq!(run(Decoding::Greedy), greedy[prompt..], "{key} greedy");
+            let beam = run(Decoding::Beam {
+                beams: 3,
+                length_penalty: 1.0,
+            });
+            let beams = case["beam3"].as_array().unwrap();
+            let best = beams[0]["score"].as_f64().unwrap();
+            let tied: Vec<Vec<u32>> = beams
+                .iter()
+                .filter(|b| (b["score"].as_f64().unwrap() - best).abs() < 1e-5)
+                .map(|b| ids(&b["tokens"])[prompt..].to_vec())
+                .collect();
+            assert!(tied.contains(&beam), "{key}: {beam:?} not in {tied:?}");
+        }
+    }
+}

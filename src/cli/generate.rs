@@ -27,7 +27,7 @@ pub enum Method {
 #[derive(clap::Args)]
 pub struct GenerateArgs {
     /// Checkpoint folder or prepared `.bpk` file of a causal language model (GPT-2), which
-    /// continues each input, or an encoder-decoder (BART), which reads it as its source.
+    /// continues each input, or an encoder-decoder (BART, T5), which reads it as its source.
     #[arg(long)]
     model: PathBuf,
     /// Weight precision: `f32` or `q8`.

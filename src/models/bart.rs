@@ -422,6 +422,9 @@ pub struct DecoderConfig {
     /// The token generation must begin with (`forced_bos_token_id`:
     /// bart-large-cnn's `<s>`), if any.
     pub forced_bos_token_id: Option<u32>,
+    /// The token a text that reaches its length limit must end with
+    /// (`forced_eos_token_id`: BART's `</s>`), if any.
+    pub forced_eos_token_id: Option<u32>,
     /// Token embeddings are multiplied by sqrt(hidden) (`scale_embedding`).
     pub scale_embedding: bool,
     /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
@@ -448,6 +451,8 @@ struct BartJson {
     decoder_start_token_id: Option<u32>,
     /// Default none.
     forced_bos_token_id: Option<u32>,
+    /// Default none.
+    forced_eos_token_id: Option<u32>,
     /// mBART's pre-norm options: unsupported when true.
     add_final_layer_norm: Option<bool>,
     normalize_before: Option<bool>,
@@ -499,6 +504,7 @@ pub(crate) fn read_config(
         intermediate_size: need(raw.decoder_ffn_dim, "decoder_ffn_dim")?,
         start_token_id: raw.decoder_start_token_id.unwrap_or(2),
         forced_bos_token_id: raw.forced_bos_token_id,
+        forced_eos_token_id: raw.forced_eos_token_id,
         scale_embedding: raw.scale_embedding.unwrap_or(false),
         logits_bias,
     };

@@ -557,6 +557,53 @@ impl BeamSearch<'_> {
     }
 }
 
+/// A [`Decoder`] whose step `last` (1-based) can only end the text: every
+/// logit but `eos`'s is minus infinity and `eos`'s is 0, as transformers'
+/// `ForcedEOSTokenLogitsProcessor` leaves the scores (the forced token adds
+/// 0 to a text's log-probability, and beams rank as there).
+pub struct ForcedEos<D> {
+    inner: D,
+    eos: u32,
+    last: usize,
+    steps: usize,
+}
+
+impl<D: Decoder> ForcedEos<D> {
+    /// `inner`, its step `last` forced to `eos`.
+    pub fn new(inner: D, eos: u32, last: usize) -> Self {
+        Self {
+            inner,
+            eos,
+            last,
+            steps: 0,
+        }
+    }
+}
+
+impl<D: Decoder> Decoder for ForcedEos<D> {
+    async fn next_logits(&mut self, tokens: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let mut logits = self.inner.next_logits(tokens).await?;
+        self.steps += 1;
+        if self.steps == self.last {
+            for row in &mut logits {
+                row.fill(f32::NEG_INFINITY);
+                if let Some(x) = row.get_mut(self.eos as usize) {
+                    *x = 0.0;
+                }
+            }
+        }
+        Ok(logits)
+    }
+
+    fn keep_rows(&mut self, rows: &[usize]) {
+        self.inner.keep_rows(rows);
+    }
+
+    fn room(&self) -> usize {
+        self.inner.room()
+    }
+}
+
 /// A loaded model that can generate (a causal LM, or an encoder-decoder
 /// once it has read its source) with its key/value cache, as a [`Decoder`].
 pub struct ModelDecoder<'a> {
@@ -572,7 +619,7 @@ impl<'a> ModelDecoder<'a> {
         if !can {
             return Err(ModelError::Unsupported(format!(
                 "{} cannot generate text: it has no causal or encoder-decoder language-model \
-                 head (its config.json says {:?}); load a GPT-2 or BART checkpoint",
+                 head (its config.json says {:?}); load a GPT-2, BART or T5 checkpoint",
                 plm.name, plm.config.architecture
             )));
         }
@@ -684,29 +731,43 @@ impl Plm {
                 self.config.max_tokens()
             )));
         }
-        let mut decoder = ModelDecoder::new(self)?;
-        let prompt = match self.config.decoder() {
-            Some(d) if decoder.read_source(&input_tokens)? => {
-                let mut prompt = vec![d.start_token_id];
-                prompt.extend(d.forced_bos_token_id);
-                prompt
-            }
-            _ => input_tokens.clone(),
-        };
-        let generation = generate(
-            &mut decoder,
-            &prompt,
-            options,
-            &self.config.eos_token_ids,
-            on_step,
-        )
-        .await?;
+        let generation = self.generate_ids(&input_tokens, options, on_step).await?;
         let text = self.tokenizer.decode_text(&generation.tokens)?;
         Ok(Continuation {
             input_tokens,
             generation,
             text,
         })
+    }
+
+    /// [`Plm::generate`] from token ids (special tokens included, within
+    /// the model's limit).
+    pub async fn generate_ids(
+        &self,
+        input: &[u32],
+        options: &GenerateOptions,
+        on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
+    ) -> Result<Generation, ModelError> {
+        let mut decoder = ModelDecoder::new(self)?;
+        let prompt = match self.config.decoder() {
+            Some(d) if decoder.read_source(input)? => {
+                let mut prompt = vec![d.start_token_id];
+                prompt.extend(d.forced_bos_token_id);
+                prompt
+            }
+            _ => input.to_vec(),
+        };
+        let eos = &self.config.eos_token_ids;
+        // A checkpoint that names `forced_eos_token_id` (BART's) ends a text
+        // that reaches the length limit with it, as transformers does.
+        let forced = self.config.decoder().and_then(|d| d.forced_eos_token_id);
+        match forced.filter(|_| options.stop_at_eos) {
+            Some(id) => {
+                let mut forced = ForcedEos::new(decoder, id, options.max_new_tokens);
+                generate(&mut forced, &prompt, options, eos, on_step).await
+            }
+            None => generate(&mut decoder, &prompt, options, eos, on_step).await,
+        }
     }
 }
 

@@ -608,6 +608,7 @@ pub(crate) fn read_config(
             intermediate_size: d_ff,
             start_token_id: raw.decoder_start_token_id.unwrap_or(0),
             forced_bos_token_id: None,
+            forced_eos_token_id: None,
             scale_embedding: false,
             logits_bias: false,
         },

@@ -23,6 +23,7 @@ mod moverscore;
 mod plm_metrics;
 mod plm_parity;
 mod published_vectors;
+mod self_eval;
 mod stress_suite;
 mod t5;
 mod tagger;

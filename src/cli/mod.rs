@@ -7,6 +7,7 @@ mod input;
 mod models;
 mod output;
 mod plm_scores;
+mod self_eval;
 mod stress;
 
 use std::process::ExitCode;
@@ -68,6 +69,8 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// MAUVE between a set of hypotheses and a set of references.
     Mauve(plm_scores::MauveArgs),
+    /// The self-evaluation test: do language models prefer the texts they generate?
+    SelfEval(self_eval::SelfEvalArgs),
     /// List the registered metrics.
     Metrics {
         /// Output format.
@@ -193,6 +196,7 @@ pub fn run() -> ExitCode {
         Command::Embed(args) => models::run_embed(&args),
         Command::Generate(args) => generate::run_generate(&args),
         Command::Mauve(args) => plm_scores::run_mauve(&args),
+        Command::SelfEval(args) => self_eval::run_self_eval(&args),
         Command::Injections { format } => {
             inject::list_injections(matches!(format, ListFormat::Json))
         }

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod html;
 pub mod lessons;
 pub mod prefer;
+pub mod self_eval;
 pub mod suite;
 
 use serde::{Deserialize, Deserializer, Serialize};

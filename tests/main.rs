@@ -6,6 +6,7 @@
 mod common;
 
 mod attack;
+mod attention_view;
 mod bart;
 mod bertscore;
 mod bleurt;

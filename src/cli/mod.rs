@@ -65,6 +65,8 @@ enum Command {
     },
     /// Print a model's hidden states for texts (JSON lines).
     Embed(models::EmbedArgs),
+    /// Print where a model attends, by position in each text (JSON lines).
+    Attention(models::AttentionArgs),
     /// Generate text: a causal LM continues prompts, an encoder-decoder writes from sources.
     Generate(generate::GenerateArgs),
     /// MAUVE between a set of hypotheses and a set of references.
@@ -194,6 +196,7 @@ pub fn run() -> ExitCode {
         Command::Prepare(args) => models::run_prepare(&args),
         Command::Models { format } => models::list_models(matches!(format, ListFormat::Json)),
         Command::Embed(args) => models::run_embed(&args),
+        Command::Attention(args) => models::run_attention(&args),
         Command::Generate(args) => generate::run_generate(&args),
         Command::Mauve(args) => plm_scores::run_mauve(&args),
         Command::SelfEval(args) => self_eval::run_self_eval(&args),

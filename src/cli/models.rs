@@ -39,6 +39,32 @@ pub struct EmbedArgs {
     texts: Vec<String>,
 }
 
+/// Arguments of `blindspot attention`.
+#[derive(clap::Args)]
+pub struct AttentionArgs {
+    /// Checkpoint folder or prepared `.bpk` file of a BERT-family encoder or GPT-2.
+    #[arg(long)]
+    model: PathBuf,
+    /// Weight precision: `f32` or `q8`.
+    #[arg(long, default_value = "f32")]
+    quant: Precision,
+    /// Texts to read.
+    #[arg(required = true)]
+    texts: Vec<String>,
+}
+
+/// Prints each text's attention by position (`models::attention_view`) as a
+/// JSON line: the 10 x 10 block matrix and the mass by offset.
+pub fn run_attention(args: &AttentionArgs) -> Result<(), CliError> {
+    let plm = load_plm(&args.model, args.quant)?;
+    for text in &args.texts {
+        let view = futures::executor::block_on(plm.attention_view(text))
+            .map_err(|e| model_error(&args.model, e))?;
+        println!("{}", serde_json::to_string(&view).expect("a view is JSON"));
+    }
+    Ok(())
+}
+
 pub(crate) fn model_error(path: &std::path::Path, e: impl std::fmt::Display) -> CliError {
     CliError::Model {
         path: path.display().to_string(),

@@ -499,6 +499,23 @@ impl Architecture for BertModel {
         self.embeddings.word_embeddings.weight.val()
     }
 
+    /// Each layer's attention over its input (the hidden state before it).
+    fn attention_probabilities(&self, batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        let states = self.forward(batch).hidden_states;
+        Some(
+            self.layers
+                .iter()
+                .zip(&states)
+                .map(|(layer, x)| {
+                    let a = &layer.attention;
+                    let q = split_heads(a.query.project(x.clone()), a.num_heads);
+                    let k = split_heads(a.key.project(x.clone()), a.num_heads);
+                    super::attention::probabilities(q, k, Some(batch.padding.clone()), false)
+                })
+                .collect(),
+        )
+    }
+
     fn mlm_logits(&self, hidden: Tensor<3>) -> Option<Tensor<3>> {
         BertModel::mlm_logits(self, hidden)
     }

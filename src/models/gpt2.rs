@@ -267,6 +267,30 @@ impl Architecture for Gpt2Model {
         self.wte.weight.val()
     }
 
+    /// Each block's causal attention over its normed input.
+    fn attention_probabilities(&self, batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        let states = self.forward(batch).hidden_states;
+        Some(
+            self.h
+                .iter()
+                .zip(&states)
+                .map(|(block, x)| {
+                    let heads = block.attn.num_heads;
+                    let qkv = split_heads(
+                        block.attn.c_attn.forward(block.ln_1.forward(x.clone())),
+                        3 * heads,
+                    );
+                    let [b, _, l, d] = qkv.dims();
+                    let part = |i: usize| {
+                        qkv.clone()
+                            .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
+                    };
+                    super::attention::probabilities(part(0), part(1), None, true)
+                })
+                .collect(),
+        )
+    }
+
     fn causal_lm_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<3>> {
         Some(self.lm_logits(last_hidden))
     }

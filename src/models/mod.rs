@@ -21,6 +21,7 @@
 //! - [`registry`]: the default checkpoint of each metric.
 
 pub mod attention;
+pub mod attention_view;
 pub mod bart;
 pub mod batch;
 pub mod bert;

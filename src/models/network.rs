@@ -77,6 +77,13 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
         None
     }
 
+    /// Each layer's attention probabilities `[batch, heads, queries, keys]`
+    /// over a padded batch (the attention view); `None` where the family
+    /// does not offer them.
+    fn attention_probabilities(&self, _batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        None
+    }
+
     /// Masked-LM logits `[batch, tokens, vocab]` from (rows of) the last
     /// hidden state.
     fn mlm_logits(&self, _hidden: Tensor<3>) -> Option<Tensor<3>> {

@@ -245,7 +245,7 @@ impl Plm {
     /// Refuses ids outside the embedding table (bart-large-cnn's tokenizer
     /// gives `<mask>` the id 50264 of a 50264-row table): an embedding lookup
     /// would panic on the CPU and read past the table on WebGPU.
-    fn check_ids<'a>(
+    pub(crate) fn check_ids<'a>(
         &self,
         sequences: impl Iterator<Item = &'a Vec<u32>>,
     ) -> Result<(), ModelError> {

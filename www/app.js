@@ -10,6 +10,7 @@ import { cardChoices, initPlmScores, modelSpecs, restoreCardChoices } from "./pl
 import { startModelEngine } from "./model-engine.js";
 import { initMauve } from "./mauve.js";
 import { initGenerate } from "./generate.js";
+import { initAttentionView } from "./attention-view.js";
 import { initAttack } from "./attack.js";
 import { initLessons } from "./lessons.js";
 import { EXAMPLES } from "./examples.js";
@@ -814,6 +815,7 @@ async function main() {
   initAnalyses(wasm, models, registry);
   initMauve(models, wasm);
   initGenerate(models);
+  initAttentionView(models);
   await nextTask();
   initLessons(models, wasm, {
     version: wasm.version(),

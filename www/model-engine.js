@@ -7,7 +7,7 @@ import { engineUrls } from "./suite.js";
 import { connect } from "./worker-rpc.js";
 
 /** Calls that go to the worker (the only ones it accepts); every other engine function stays local. */
-const REMOTE = ["loadModel", "unloadModel", "embedText", "scoreModel", "mauveTexts", "preferenceSuite", "auditSuite", "attackPair", "stopAttack", "stopAnalysis", "stopMauve", "generateText", "stopGeneration", "selfEval", "runLessonStep", "loadGpt2Tokenizer", "stressSuiteModels", "stopSuite", "hasLmTokenizer", "hasTagger", "loadTagger", "sweepInjection", "applyInjection", "stopInjection", "webgpuSelfTest"];
+const REMOTE = ["loadModel", "unloadModel", "embedText", "scoreModel", "mauveTexts", "preferenceSuite", "auditSuite", "attackPair", "stopAttack", "stopAnalysis", "stopMauve", "generateText", "stopGeneration", "selfEval", "attentionView", "runLessonStep", "loadGpt2Tokenizer", "stressSuiteModels", "stopSuite", "hasLmTokenizer", "hasTagger", "loadTagger", "sweepInjection", "applyInjection", "stopInjection", "webgpuSelfTest"];
 
 /** Stands for a progress callback in a call to the worker (functions cannot be posted). */
 const PROGRESS = "blindspot:progress-callback";

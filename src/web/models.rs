@@ -587,6 +587,16 @@ pub async fn self_eval(
     to_js(&report)
 }
 
+/// Where a loaded model attends, by position in `text`
+/// ([`Plm::attention_view`], as `blindspot attention` prints it): the 10 x
+/// 10 block matrix and the mass by offset.
+#[wasm_bindgen(js_name = attentionView)]
+pub async fn attention_view(handle: u32, text: String) -> Result<JsValue, JsError> {
+    super::count_job();
+    let plm = model(handle)?;
+    to_js(&plm.attention_view(&text).await.map_err(js_err)?)
+}
+
 /// A MAUVE result the page kept as JSON (across a reload), read and checked
 /// by [`crate::metrics::mauve::MauveRecord::from_json`]: `mauveTexts`'s
 /// value but its time, or an error for a damaged one.

@@ -817,3 +817,29 @@ test("Self-evaluation: three loaded GPT-2s give the CLI's matrix and findings; t
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test("Attention by position: the loaded GPT-2's view of the hypothesis equals the CLI's", async () => {
+  const { context, page, errors } = await openPage();
+  const dir = HUB["test/tiny-gpt2"];
+  const hyp = "The committee approved the new budget after a long debate on Tuesday.";
+  const native = JSON.parse(execFileSync(CLI, ["attention", "--model", dir, hyp]).toString());
+  await page.fill("#reference", REF);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-gpt2", "cpu");
+  await page.click("#attention-run");
+  await page.waitForSelector("#attention-result:not([hidden])");
+  const cells = await page.$$eval("#attention-result rect.block", (r) => r.map((x) => x.dataset.raw));
+  assert.equal(cells.length, 100);
+  native.blocks.flat().forEach((v, i) => {
+    if (v === null) assert.equal(cells[i], "");
+    else assert.ok(Math.abs(Number(cells[i]) - v) <= 1e-6, `cell ${i}: ${cells[i]} vs ${v}`);
+  });
+  const offsets = JSON.parse(await page.getAttribute("#attention-result", "data-offsets"));
+  assert.equal(offsets.length, native.offsets.length);
+  // Causal: nothing on later tokens.
+  assert.ok(offsets.filter(([d]) => d > 0).every(([, m]) => m === 0));
+  assert.match(await page.textContent("#attention-result p"), /2 layers × 2 heads averaged/);
+  await page.locator("#attention-result").screenshot({ path: join(ROOT, "test-artifacts", "attention-view.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

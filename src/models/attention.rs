@@ -371,6 +371,38 @@ unsafe fn product(
     }
 }
 
+/// The attention probabilities `[batch, heads, queries, keys]`:
+/// softmax(q kᵀ / sqrt(d)), keys `padding` marks hidden and, when `causal`,
+/// later positions. For inspection (the attention view), not for passes:
+/// it holds every score.
+pub(crate) fn probabilities(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    padding: Option<Tensor<4, Bool>>,
+    causal: bool,
+) -> Tensor<4> {
+    let [b, heads, l, d] = q.dims();
+    let [_, _, keys, _] = k.dims();
+    let mut scores = q
+        .matmul(k.swap_dims(2, 3))
+        .mul_scalar(1.0 / (d as f64).sqrt());
+    if let Some(p) = padding {
+        scores = scores.mask_fill(p.expand([b, heads, l, keys]), f32::NEG_INFINITY);
+    }
+    if causal {
+        let later: Vec<bool> = (0..l)
+            .flat_map(|i| (0..keys).map(move |j| j + l > i + keys))
+            .collect();
+        let mask =
+            Tensor::<2, Bool>::from_data(TensorData::new(later, [l, keys]), &scores.device());
+        scores = scores.mask_fill(
+            mask.unsqueeze::<4>().expand([b, heads, l, keys]),
+            f32::NEG_INFINITY,
+        );
+    }
+    burn::tensor::activation::softmax(scores, 3)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,36 +556,4 @@ mod tests {
         assert!(got[l * heads * d..].iter().all(|&x| x == 0.0));
         assert!(got[..l * heads * d].iter().any(|&x| x != 0.0));
     }
-}
-
-/// The attention probabilities `[batch, heads, queries, keys]`:
-/// softmax(q kᵀ / sqrt(d)), keys `padding` marks hidden and, when `causal`,
-/// later positions. For inspection (the attention view), not for passes:
-/// it holds every score.
-pub(crate) fn probabilities(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    padding: Option<Tensor<4, Bool>>,
-    causal: bool,
-) -> Tensor<4> {
-    let [b, heads, l, d] = q.dims();
-    let [_, _, keys, _] = k.dims();
-    let mut scores = q
-        .matmul(k.swap_dims(2, 3))
-        .mul_scalar(1.0 / (d as f64).sqrt());
-    if let Some(p) = padding {
-        scores = scores.mask_fill(p.expand([b, heads, l, keys]), f32::NEG_INFINITY);
-    }
-    if causal {
-        let later: Vec<bool> = (0..l)
-            .flat_map(|i| (0..keys).map(move |j| j + l > i + keys))
-            .collect();
-        let mask =
-            Tensor::<2, Bool>::from_data(TensorData::new(later, [l, keys]), &scores.device());
-        scores = scores.mask_fill(
-            mask.unsqueeze::<4>().expand([b, heads, l, keys]),
-            f32::NEG_INFINITY,
-        );
-    }
-    burn::tensor::activation::softmax(scores, 3)
 }

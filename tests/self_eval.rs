@@ -41,6 +41,7 @@ const OPTIONS: SelfEvalOptions = SelfEvalOptions {
     max_new_tokens: 10,
     top_k: 50,
     seed: 3,
+    beams: 5,
 };
 
 fn run(models: &[(&str, &Plm)], judge: Option<&str>) -> SelfEvalReport {
@@ -242,4 +243,67 @@ fn inputs_it_cannot_run_say_why() {
         err(&[("a", &plm), ("b", &plm)], prompts(), Some("c"))
             .contains("`c` is not one of the models")
     );
+}
+
+/// The encoder-decoder half: BART and T5 write from the paragraph's first
+/// words by beam search, and each scores each text by exp(-BARTScore) given
+/// its source. Models of both kinds in one run are refused.
+#[test]
+fn encoder_decoders_write_by_beam_search_and_score_by_bartscore() {
+    let bart = common::cpu_model("bart", &root().join("tests/fixtures/bart/tiny"));
+    let t5 = common::cpu_model("t5", &root().join("tests/fixtures/t5/tiny"));
+    let t5v1 = common::cpu_model("t5-v1", &root().join("tests/fixtures/t5/tiny-v1"));
+    let models = [("bart", &bart), ("t5", &t5), ("t5-v1", &t5v1)];
+    let options = SelfEvalOptions {
+        max_new_tokens: 8,
+        beams: 3,
+        ..OPTIONS
+    };
+    let report = block_on(self_eval::run(
+        &models,
+        prompts(),
+        &options,
+        None,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    assert_eq!(report.texts.len(), 12);
+    for row in &report.perplexity {
+        assert!(
+            row.iter()
+                .all(|v| v.is_some_and(|v| v.is_finite() && v > 1.0)),
+            "{row:?}"
+        );
+    }
+    // A cell is the mean over its texts of exp(-BARTScore) given the source.
+    let texts: Vec<(&str, &str)> = report
+        .texts
+        .iter()
+        .filter(|t| t.generator == 0)
+        .map(|t| (report.prompts[t.prompt].as_str(), t.continuation.as_str()))
+        .collect();
+    let scored = block_on(blindspot::metrics::bartscore::score(&t5, &texts)).unwrap();
+    let mean = scored.iter().map(|s| (-s.score).exp()).sum::<f64>() / scored.len() as f64;
+    assert!((report.perplexity[1][0].unwrap() - mean).abs() <= 1e-9 * mean);
+    // Beam search is deterministic: the same report again.
+    let again = block_on(self_eval::run(
+        &models,
+        prompts(),
+        &options,
+        None,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    assert_eq!(again, report);
+    let gpt2 = small();
+    let e = block_on(self_eval::run(
+        &[("bart", &bart), ("gpt2", &gpt2)],
+        prompts(),
+        &options,
+        None,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("mix causal LMs and encoder-decoders"), "{e}");
 }

@@ -14,8 +14,9 @@ use super::models::{load_plm, model_error};
 /// Arguments of `blindspot self-eval`.
 #[derive(clap::Args)]
 pub struct SelfEvalArgs {
-    /// Causal language models (checkpoint folders or prepared `.bpk` files), two or more:
-    /// each generates and each evaluates. A model is named by its folder or file name.
+    /// Causal language models (GPT-2), or encoder-decoders (BART, T5), two or more, of one
+    /// kind (checkpoint folders or prepared `.bpk` files): each generates and each evaluates.
+    /// A model is named by its folder or file name.
     #[arg(long, num_args = 2.., required = true)]
     models: Vec<PathBuf>,
     /// Weight precision: `f32` or `q8`.
@@ -33,9 +34,12 @@ pub struct SelfEvalArgs {
     /// Tokens each model writes at most per prompt.
     #[arg(long, default_value_t = SelfEvalOptions::default().max_new_tokens)]
     max_new_tokens: usize,
-    /// Sampling among the k most likely tokens.
+    /// Causal LMs: sampling among the k most likely tokens.
     #[arg(long, default_value_t = SelfEvalOptions::default().top_k)]
     top_k: usize,
+    /// Encoder-decoders: beams of the search.
+    #[arg(long, default_value_t = SelfEvalOptions::default().beams)]
+    beams: usize,
     /// Seed of the first prompt's sampling (prompt i draws from seed + i).
     #[arg(long, default_value_t = SelfEvalOptions::default().seed)]
     seed: u64,
@@ -87,6 +91,7 @@ pub fn run_self_eval(args: &SelfEvalArgs) -> Result<(), CliError> {
         max_new_tokens: args.max_new_tokens,
         top_k: args.top_k,
         seed: args.seed,
+        beams: args.beams,
     };
     let report = futures::executor::block_on(self_eval::run(
         &models,

@@ -1,12 +1,18 @@
 //! The self-evaluation test ([BS] §5.4, SPEC 2.3): does a language model,
 //! used as an evaluator, prefer the texts it generated itself?
 //!
-//! Every model generates a continuation of every prompt (the first words
-//! of a paragraph; top-k sampling, k = 50, as the paper generates with the
-//! GPT-2 family, from a seeded stream), then every model scores every
-//! model's continuations: its perplexity of the continuation given the
-//! prompt (the tokens that begin after the prompt; lower is better),
-//! averaged over the prompts. That is the generator x evaluator matrix.
+//! Every model generates a text from every input (the first words of a
+//! paragraph), then every model scores every model's texts: its perplexity
+//! of the text given the input (lower is better), averaged over the inputs.
+//! That is the evaluator x generator matrix. As the paper runs it:
+//! - causal LMs (the GPT-2 family) continue the input, by top-k sampling
+//!   (k = 50) from a seeded stream; the perplexity is of the tokens that
+//!   begin after the input (GPT-PPL given the prompt);
+//! - encoder-decoders (BART, T5) write from the input as their source, by
+//!   beam search (5 beams); the perplexity is exp(-BARTScore) of the text
+//!   given the source (BARTScore's mean log-likelihood).
+//!
+//! A run's models are all of one kind.
 //!
 //! The bias, as the paper states it: an evaluator ranks its own generator's
 //! texts above those of a larger generator while an independent judge (a
@@ -18,9 +24,9 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::perplexity;
+use crate::metrics::{bartscore, perplexity};
 use crate::models::generate::{Decoding, GenerateOptions, Sampling};
-use crate::models::{ModelError, Plm};
+use crate::models::{Head, ModelError, Plm};
 
 /// How the texts are made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +40,8 @@ pub struct SelfEvalOptions {
     pub top_k: usize,
     /// Seed of the first prompt's stream (prompt `i` draws from `seed + i`).
     pub seed: u64,
+    /// Beams of an encoder-decoder's search ([BS]: 5).
+    pub beams: usize,
 }
 
 impl Default for SelfEvalOptions {
@@ -43,6 +51,7 @@ impl Default for SelfEvalOptions {
             max_new_tokens: 40,
             top_k: 50,
             seed: 0,
+            beams: 5,
         }
     }
 }
@@ -118,13 +127,19 @@ pub fn prompts<'a>(paragraphs: impl IntoIterator<Item = &'a str>, words: usize) 
         .collect()
 }
 
-/// Perplexity of each `continuation` given its `prompt` under `plm`: the
-/// text `prompt + continuation` is read whole, and the tokens that begin
-/// after the prompt are scored. `None` where none is.
+/// Perplexity of each `continuation` given its `prompt` under `plm`. A
+/// causal LM reads `prompt + continuation` whole and the tokens that begin
+/// after the prompt are scored; an encoder-decoder reads the prompt as its
+/// source and the continuation is its target (exp(-BARTScore)). `None`
+/// where no token is scored.
 pub async fn conditional_perplexity(
     plm: &Plm,
     pairs: &[(&str, &str)],
 ) -> Result<Vec<Option<f64>>, ModelError> {
+    if plm.config.head == Head::Seq2SeqLm {
+        let scored = bartscore::score(plm, pairs).await?;
+        return Ok(scored.iter().map(|s| Some((-s.score).exp())).collect());
+    }
     let texts: Vec<String> = pairs.iter().map(|(p, c)| format!("{p}{c}")).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let scored = perplexity::causal(plm, &refs, false).await?;
@@ -142,6 +157,28 @@ pub async fn conditional_perplexity(
             (!after.is_empty()).then(|| (after.iter().sum::<f64>() / after.len() as f64).exp())
         })
         .collect())
+}
+
+/// Whether every model is an encoder-decoder (`Some(true)`), every one a
+/// causal LM (`Some(false)`), or the models mix kinds or cannot generate.
+fn kind(models: &[(&str, &Plm)]) -> Result<bool, ModelError> {
+    let seq2seq = |p: &Plm| p.config.head == Head::Seq2SeqLm;
+    let causal = |p: &Plm| p.config.head == Head::CausalLm;
+    if models.iter().all(|(_, p)| seq2seq(p)) {
+        Ok(true)
+    } else if models.iter().all(|(_, p)| causal(p)) {
+        Ok(false)
+    } else {
+        let odd = models
+            .iter()
+            .find(|(_, p)| !seq2seq(p) && !causal(p))
+            .map(|(n, p)| format!("{n} ({}) generates no text", p.config.architecture));
+        Err(ModelError::Input(odd.unwrap_or_else(|| {
+            "the models mix causal LMs and encoder-decoders: the test compares models \
+             that read and write the same way"
+                .into()
+        })))
+    }
 }
 
 /// Runs the test: every model generates, every model evaluates. `judge`
@@ -174,10 +211,17 @@ pub async fn run(
     };
     let generate = GenerateOptions {
         max_new_tokens: options.max_new_tokens,
-        decoding: Decoding::Sample(Sampling {
-            top_k: options.top_k,
-            ..Sampling::default()
-        }),
+        decoding: if kind(models)? {
+            Decoding::Beam {
+                beams: options.beams,
+                length_penalty: 1.0,
+            }
+        } else {
+            Decoding::Sample(Sampling {
+                top_k: options.top_k,
+                ..Sampling::default()
+            })
+        },
         stop_at_eos: true,
     };
     generate.validate()?;

@@ -2,10 +2,12 @@
 // worker's `attentionView` (the core's view), drawn as a 10 x 10 heatmap of
 // tenths of the text and a curve of the mass at each distance.
 
+import { fillModelSelect, trackLoadedModels } from "./loaded-models.js";
+
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 
-const view = { engine: null, models: new Map(), running: false };
+const view = { engine: null, models: null, running: false };
 
 /** Models the view reads (the core refuses the others, saying why). */
 const canShow = (m) => m.kinds.includes("encoder") || m.kinds.includes("causal-lm");
@@ -17,15 +19,9 @@ function status(text, kind = "muted") {
 }
 
 function refresh() {
-  const pick = $("attention-model");
-  const chosen = pick.value;
   const usable = [...view.models.values()].filter(canShow);
-  const options = usable.map((m) => new Option(m.name, String(m.handle)));
-  pick.replaceChildren(...(options.length ? options : [new Option("load a BERT-family encoder or GPT-2 above", "")]));
-  pick.disabled = !options.length;
-  if (options.some((o) => o.value === chosen)) pick.value = chosen;
-  else if (options.length) pick.value = options[options.length - 1].value;
-  $("attention-run").disabled = view.running || !pick.value;
+  fillModelSelect($("attention-model"), usable, "load a BERT-family encoder or GPT-2 above");
+  $("attention-run").disabled = view.running || !$("attention-model").value;
 }
 
 function el(name, attrs = {}) {
@@ -106,15 +102,7 @@ async function run() {
 /** Wires the section to the model engine (models come from models.js's events). */
 export function initAttentionView(engine) {
   view.engine = engine;
-  document.addEventListener("blindspot:model", (e) => {
-    for (const [handle, m] of view.models) if (m.name === e.detail.name) view.models.delete(handle);
-    view.models.set(e.detail.handle, e.detail);
-    refresh();
-  });
-  document.addEventListener("blindspot:model-unloaded", (e) => {
-    view.models.delete(e.detail.handle);
-    refresh();
-  });
+  view.models = trackLoadedModels(refresh);
   $("attention-model").addEventListener("change", refresh);
   $("attention-run").addEventListener("click", run);
 }

@@ -4,6 +4,8 @@
 // current token. Below it, the self-evaluation test on the loaded causal
 // LMs (the worker's `selfEval`). Inputs and options are kept across reloads.
 
+import { fillModelSelect, trackLoadedModels } from "./loaded-models.js";
+
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-generate-v1";
 const FIELDS = [
@@ -14,7 +16,7 @@ const FIELDS = [
 const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads). */
-const view = { engine: null, models: new Map(), running: false, stopping: false, modelName: null };
+const view = { engine: null, models: null, running: false, stopping: false, modelName: null };
 
 /** Models that can write text: a causal LM, or an encoder-decoder with its head. */
 const canGenerate = (m) => m.kinds.includes("causal-lm") || m.kinds.includes("seq2-seq-lm");
@@ -62,16 +64,9 @@ function refreshButton() {
 }
 
 function refreshModels() {
-  const pick = $("gen-model");
-  const chosen = pick.value;
   const usable = [...view.models.values()].filter(canGenerate);
-  const options = usable.map((m) => new Option(`${m.name} (${m.precision}, ${m.backend === "webgpu" ? "WebGPU" : "CPU"})`, String(m.handle)));
-  pick.replaceChildren(...(options.length ? options : [new Option("load a GPT-2, BART or T5 above", "")]));
-  pick.disabled = !options.length;
-  const remembered = usable.reverse().find((m) => m.name === view.modelName);
-  if (options.some((o) => o.value === chosen)) pick.value = chosen;
-  else if (remembered) pick.value = String(remembered.handle);
-  else if (options.length) pick.value = options[options.length - 1].value;
+  const remembered = usable.filter((m) => m.name === view.modelName).reverse();
+  fillModelSelect($("gen-model"), usable, "load a GPT-2, BART or T5 above", remembered);
   refreshButton();
 }
 
@@ -271,6 +266,7 @@ async function stopSelfEval() {
 /** Wires the Generate section to the model engine (models come from models.js's events). */
 export function initGenerate(engine) {
   view.engine = engine;
+  view.models = trackLoadedModels(refreshModels);
   restore();
   refreshMethod();
   for (const id of FIELDS) {
@@ -278,15 +274,6 @@ export function initGenerate(engine) {
     $(id).addEventListener("change", save);
   }
   $("gen-method").addEventListener("change", refreshMethod);
-  document.addEventListener("blindspot:model", (e) => {
-    for (const [handle, m] of view.models) if (m.name === e.detail.name) view.models.delete(handle);
-    view.models.set(e.detail.handle, e.detail);
-    refreshModels();
-  });
-  document.addEventListener("blindspot:model-unloaded", (e) => {
-    view.models.delete(e.detail.handle);
-    refreshModels();
-  });
   $("gen-model").addEventListener("change", () => {
     view.modelName = view.models.get(Number($("gen-model").value))?.name ?? view.modelName;
     save();

@@ -4,6 +4,7 @@
 
 import { chartTools } from "./export.js";
 import { finished, keptReport } from "./kept-report.js";
+import { fillModelSelect, trackLoadedModels } from "./loaded-models.js";
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-mauve-v1";
@@ -11,7 +12,7 @@ const STORAGE_KEY = "blindspot-mauve-v1";
 const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads, picked again once it is loaded). */
-const view = { engine: null, wasm: null, models: new Map(), running: false, stopping: false, modelName: null };
+const view = { engine: null, wasm: null, models: null, running: false, stopping: false, modelName: null };
 /** The last result shown, kept across visits (as the sets are), for the sets and options it was computed on. */
 const kept = keptReport("blindspot.mauve-result.v1");
 
@@ -56,19 +57,12 @@ function refreshButton() {
 }
 
 function refreshModels() {
-  const pick = $("mauve-model");
-  const chosen = pick.value;
-  const options = [...view.models.values()].map((m) => new Option(`${m.name} (${m.precision}, ${m.backend === "webgpu" ? "WebGPU" : "CPU"})`, String(m.handle)));
-  pick.replaceChildren(...(options.length ? options : [new Option("load a model above", "")]));
-  pick.disabled = !options.length;
   // Prefer the previous pick, else the model picked before a reload, else a
   // GPT-2 (the paper's featuriser), else the newest.
-  const gpt2 = [...view.models.values()].reverse().find((m) => m.kinds.includes("causal-lm"));
-  const remembered = [...view.models.values()].reverse().find((m) => m.name === view.modelName);
-  if ([...view.models.keys()].map(String).includes(chosen)) pick.value = chosen;
-  else if (remembered) pick.value = String(remembered.handle);
-  else if (gpt2) pick.value = String(gpt2.handle);
-  else if (options.length) pick.value = options[options.length - 1].value;
+  const all = [...view.models.values()];
+  const remembered = all.filter((m) => m.name === view.modelName).reverse();
+  const gpt2 = all.filter((m) => m.kinds.includes("causal-lm")).reverse();
+  fillModelSelect($("mauve-model"), all, "load a model above", [...remembered, ...gpt2]);
   refreshButton();
 }
 
@@ -265,15 +259,7 @@ export function initMauve(engine, wasm) {
     });
     $(`mauve-${which}-file`).addEventListener("change", (e) => loadFile(e.target, $(`mauve-${which}`)));
   }
-  document.addEventListener("blindspot:model", (e) => {
-    for (const [handle, m] of view.models) if (m.name === e.detail.name) view.models.delete(handle);
-    view.models.set(e.detail.handle, e.detail);
-    refreshModels();
-  });
-  document.addEventListener("blindspot:model-unloaded", (e) => {
-    view.models.delete(e.detail.handle);
-    refreshModels();
-  });
+  view.models = trackLoadedModels(refreshModels);
   for (const id of ["mauve-clusters", "mauve-seed"]) {
     $(id).addEventListener("input", () => {
       save();

@@ -16,7 +16,7 @@ use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
 use super::generate::{KvCache, LayerCache, attend_appending};
-use super::network::Architecture;
+use super::network::{Architecture, EncoderDecoder};
 use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::attention::attend;
@@ -208,13 +208,6 @@ impl BartModel {
         self.run_encoder(batch, true)
     }
 
-    /// The encoder's output only (earlier states are not kept).
-    pub fn encode_last(&self, batch: &Batch) -> Tensor<3> {
-        self.run_encoder(batch, false)
-            .pop()
-            .expect("an encoder returns its output")
-    }
-
     fn run_encoder(&self, batch: &Batch, keep: bool) -> Vec<Tensor<3>> {
         let mut x = self.embed(&self.encoder, batch.ids.clone(), batch.positions.clone());
         let mut hidden_states = Vec::with_capacity(self.encoder.layers.len() + 1);
@@ -226,73 +219,6 @@ impl BartModel {
         }
         hidden_states.push(x);
         hidden_states
-    }
-
-    /// The decoder's last hidden state `[batch, target tokens, hidden]` for
-    /// the decoder inputs in `targets`, attending to `memory` (the encoder's
-    /// output for a batch whose padding `memory_padding` marks). Padding at the
-    /// end of a target needs no mask: no real token attends to a later one.
-    pub fn decode(
-        &self,
-        targets: &Batch,
-        memory: Tensor<3>,
-        memory_padding: Tensor<4, Bool>,
-    ) -> Tensor<3> {
-        let mut x = self.embed(
-            &self.decoder,
-            targets.ids.clone(),
-            targets.positions.clone(),
-        );
-        for layer in &self.decoder.layers {
-            x = layer.forward(x, memory.clone(), memory_padding.clone());
-        }
-        x
-    }
-
-    /// Reads `source` (one sequence, no padding) for decoding: every decoder
-    /// layer's cross-attention keys and values over the encoder's output go
-    /// into `cache`.
-    pub fn read_source(&self, source: &Batch, cache: &mut KvCache) {
-        let memory = self.encode_last(source);
-        let cross = self
-            .decoder
-            .layers
-            .iter()
-            .map(|layer| {
-                let a = &layer.encoder_attn;
-                let k = split_heads(a.k_proj.project(memory.clone()), a.num_heads);
-                let v = split_heads(a.v_proj.project(memory.clone()), a.num_heads);
-                (k, v)
-            })
-            .collect();
-        cache.set_cross(cross);
-    }
-
-    /// The decoder's last hidden state `[rows, new, hidden]` for `ids`
-    /// (`[rows, new]`), which follow the tokens `cache` holds, over the
-    /// source [`BartModel::read_source`] put there; `None` before it.
-    pub fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
-        let [rows, new] = ids.dims();
-        let positions = cache.positions(rows, new, &ids.device());
-        let mut x = self.embed(&self.decoder, ids, positions);
-        for (i, layer) in self.decoder.layers.iter().enumerate() {
-            let (k, v) = cache.cross(i)?.clone();
-            x = layer.forward_cached(x, cache.layer(i), k, v);
-        }
-        Some(x)
-    }
-
-    /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
-    /// as the output projection, plus `final_logits_bias`.
-    pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        let logits = dense::linear(hidden, self.shared.weight.val().transpose(), None);
-        match &self.final_logits_bias {
-            Some(bias) => {
-                let [_, vocab] = bias.dims();
-                logits + bias.val().reshape([1, 1, vocab])
-            }
-            None => logits,
-        }
     }
 }
 
@@ -511,7 +437,87 @@ pub(crate) fn read_config(
     ModelConfig::assemble(common, Family::Bart(decoder), Head::Seq2SeqLm, sizes)
 }
 
+impl EncoderDecoder for BartModel {
+    /// The encoder's output only (earlier states are not kept).
+    fn encode_last(&self, batch: &Batch) -> Tensor<3> {
+        self.run_encoder(batch, false)
+            .pop()
+            .expect("an encoder returns its output")
+    }
+
+    /// The decoder's last hidden state `[batch, target tokens, hidden]` for
+    /// the decoder inputs in `targets`, attending to `memory` (the encoder's
+    /// output for a batch whose padding `memory_padding` marks). Padding at the
+    /// end of a target needs no mask: no real token attends to a later one.
+    fn decode(
+        &self,
+        targets: &Batch,
+        memory: Tensor<3>,
+        memory_padding: Tensor<4, Bool>,
+    ) -> Tensor<3> {
+        let mut x = self.embed(
+            &self.decoder,
+            targets.ids.clone(),
+            targets.positions.clone(),
+        );
+        for layer in &self.decoder.layers {
+            x = layer.forward(x, memory.clone(), memory_padding.clone());
+        }
+        x
+    }
+
+    /// Reads `source` (one sequence, no padding) for decoding: every decoder
+    /// layer's cross-attention keys and values over the encoder's output go
+    /// into `cache`.
+    fn read_source(&self, source: &Batch, cache: &mut KvCache) {
+        let memory = self.encode_last(source);
+        let cross = self
+            .decoder
+            .layers
+            .iter()
+            .map(|layer| {
+                let a = &layer.encoder_attn;
+                let k = split_heads(a.k_proj.project(memory.clone()), a.num_heads);
+                let v = split_heads(a.v_proj.project(memory.clone()), a.num_heads);
+                (k, v)
+            })
+            .collect();
+        cache.set_cross(cross);
+    }
+
+    /// The decoder's last hidden state `[rows, new, hidden]` for `ids`
+    /// (`[rows, new]`), which follow the tokens `cache` holds, over the
+    /// source [`BartModel::read_source`] put there; `None` before it.
+    fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let [rows, new] = ids.dims();
+        let positions = cache.positions(rows, new, &ids.device());
+        let mut x = self.embed(&self.decoder, ids, positions);
+        for (i, layer) in self.decoder.layers.iter().enumerate() {
+            let (k, v) = cache.cross(i)?.clone();
+            x = layer.forward_cached(x, cache.layer(i), k, v);
+        }
+        Some(x)
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]`: the shared embeddings
+    /// as the output projection, plus `final_logits_bias`.
+    fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        let logits = dense::linear(hidden, self.shared.weight.val().transpose(), None);
+        match &self.final_logits_bias {
+            Some(bias) => {
+                let [_, vocab] = bias.dims();
+                logits + bias.val().reshape([1, 1, vocab])
+            }
+            None => logits,
+        }
+    }
+}
+
 impl Architecture for BartModel {
+    fn encoder_decoder(&self) -> Option<&dyn EncoderDecoder> {
+        Some(self)
+    }
+
     fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
         let decoder = config.decoder().ok_or_else(|| {
             ModelError::Config(format!("{} is not an encoder-decoder", config.architecture))
@@ -531,25 +537,5 @@ impl Architecture for BartModel {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.shared.weight.val()
-    }
-
-    fn seq2seq_logits(&self, sources: &Batch, targets: &Batch) -> Option<Tensor<3>> {
-        let memory = self.encode_last(sources);
-        Some(self.lm_logits(self.decode(targets, memory, sources.padding.clone())))
-    }
-
-    fn can_decode(&self) -> bool {
-        true
-    }
-
-    fn start_decoding(&self, source: &Batch, cache: &mut KvCache) -> bool {
-        self.read_source(source, cache);
-        true
-    }
-
-    fn decode_step(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
-        let hidden = self.decode_cached(ids, cache)?;
-        let [rows, new, width] = hidden.dims();
-        Some(self.lm_logits(hidden.slice([0..rows, new - 1..new, 0..width])))
     }
 }

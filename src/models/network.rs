@@ -7,7 +7,7 @@
 
 use burn::module::Module;
 use burn::store::ModuleSnapshot;
-use burn::tensor::{Device, FloatDType, Int, Tensor};
+use burn::tensor::{Bool, Device, FloatDType, Int, Tensor};
 
 use super::bart::BartModel;
 use super::bert::BertModel;
@@ -51,30 +51,48 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
         None
     }
 
+    /// The network as an encoder-decoder (BART, T5), whose passes the
+    /// methods below build on; `None` for the others.
+    fn encoder_decoder(&self) -> Option<&dyn EncoderDecoder> {
+        None
+    }
+
     /// An encoder-decoder's next-token logits `[batch, target tokens,
     /// vocab]`: `sources` encoded, `targets` (the decoder's inputs)
     /// decoded against them. `None` for a network without a decoder.
-    fn seq2seq_logits(&self, _sources: &Batch, _targets: &Batch) -> Option<Tensor<3>> {
-        None
+    fn seq2seq_logits(&self, sources: &Batch, targets: &Batch) -> Option<Tensor<3>> {
+        let m = self.encoder_decoder()?;
+        let memory = m.encode_last(sources);
+        Some(m.lm_logits(m.decode(targets, memory, sources.padding.clone())))
     }
 
     /// Whether [`Architecture::decode_step`] works: a causal LM, or an
     /// encoder-decoder after [`Architecture::start_decoding`].
     fn can_decode(&self) -> bool {
-        false
+        self.encoder_decoder().is_some()
     }
 
     /// An encoder-decoder reads `source` (one sequence) into `cache` for
     /// its decoder's cross-attention; `false` for a decoder-only network.
-    fn start_decoding(&self, _source: &Batch, _cache: &mut KvCache) -> bool {
-        false
+    fn start_decoding(&self, source: &Batch, cache: &mut KvCache) -> bool {
+        match self.encoder_decoder() {
+            Some(m) => {
+                m.read_source(source, cache);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Next-token logits `[rows, 1, vocab]` after `ids` (`[rows, new]`),
     /// which follow the tokens `cache` holds; their keys and values join
     /// it. `None` where the family cannot decode.
-    fn decode_step(&self, _ids: Tensor<2, Int>, _cache: &mut KvCache) -> Option<Tensor<3>> {
-        None
+    fn decode_step(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let m = self.encoder_decoder()?;
+        let hidden = m.decode_cached(ids, cache)?;
+        let [rows, new, width] = hidden.dims();
+        // The head (a vocabulary-wide product) runs on the last position only.
+        Some(m.lm_logits(hidden.slice([0..rows, new - 1..new, 0..width])))
     }
 
     /// Each layer's attention probabilities `[batch, heads, queries, keys]`
@@ -94,6 +112,34 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
     fn class_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<2>> {
         None
     }
+}
+
+/// The passes of an encoder-decoder (BART, T5) that scoring and decoding
+/// share; [`Architecture`]'s seq2seq methods build on them.
+pub trait EncoderDecoder {
+    /// The encoder's output for a right-padded batch.
+    fn encode_last(&self, batch: &Batch) -> Tensor<3>;
+
+    /// The decoder's last hidden state `[batch, target tokens, hidden]` for
+    /// the decoder inputs in `targets`, attending to `memory` (the encoder's
+    /// output for a batch whose padding `memory_padding` marks).
+    fn decode(
+        &self,
+        targets: &Batch,
+        memory: Tensor<3>,
+        memory_padding: Tensor<4, Bool>,
+    ) -> Tensor<3>;
+
+    /// Reads `source` (one sequence) for decoding: the cross-attention keys
+    /// and values over the encoder's output go into `cache`.
+    fn read_source(&self, source: &Batch, cache: &mut KvCache);
+
+    /// The decoder's last hidden state for `ids`, which follow the tokens
+    /// `cache` holds; `None` before [`EncoderDecoder::read_source`].
+    fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>>;
+
+    /// Next-token logits `[batch, tokens, vocab]` from the decoder's state.
+    fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3>;
 }
 
 /// Static key renames as [`Architecture::key_map`] returns them.

@@ -26,7 +26,7 @@ use super::bart::DecoderConfig;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
 use super::generate::{KvCache, LayerCache};
-use super::network::{Architecture, owned_map};
+use super::network::{Architecture, EncoderDecoder, owned_map};
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
 
@@ -291,13 +291,6 @@ impl T5Model {
         self.run_encoder(batch, true)
     }
 
-    /// The encoder's output only.
-    pub fn encode_last(&self, batch: &Batch) -> Tensor<3> {
-        self.run_encoder(batch, false)
-            .pop()
-            .expect("an encoder returns its output")
-    }
-
     fn run_encoder(&self, batch: &Batch, keep: bool) -> Vec<Tensor<3>> {
         let mut x = self.shared.forward(batch.ids.clone());
         let [_, l, _] = x.dims();
@@ -320,92 +313,6 @@ impl T5Model {
         }
         states.push(self.encoder.final_layer_norm.forward(x));
         states
-    }
-
-    /// The decoder's output `[batch, target tokens, d_model]` (after its
-    /// final norm) for the decoder inputs in `targets`, attending to
-    /// `memory` (the encoder's output for a batch whose padding
-    /// `memory_padding` marks). Padding at the end of a target needs no
-    /// mask: no real token attends to a later one.
-    pub fn decode(
-        &self,
-        targets: &Batch,
-        memory: Tensor<3>,
-        memory_padding: Tensor<4, Bool>,
-    ) -> Tensor<3> {
-        let mut x = self.shared.forward(targets.ids.clone());
-        let [_, l, _] = x.dims();
-        let bias = self.position_bias(&self.decoder, 0, l, l, false, &x.device());
-        for block in &self.decoder.blocks {
-            let h = block.self_norm.forward(x.clone());
-            x = x + block
-                .self_attn
-                .forward(h.clone(), h, Some(bias.clone()), None, true);
-            let h = block.cross_norm.forward(x.clone());
-            x = x + block.cross_attn.forward(
-                h,
-                memory.clone(),
-                None,
-                Some(memory_padding.clone()),
-                false,
-            );
-            x = x.clone() + block.ff.forward(block.ff_norm.forward(x));
-        }
-        self.decoder.final_layer_norm.forward(x)
-    }
-
-    /// Reads `source` (one sequence, no padding) for decoding: every decoder
-    /// block's cross-attention keys and values over the encoder's output go
-    /// into `cache`.
-    pub fn read_source(&self, source: &Batch, cache: &mut KvCache) {
-        let memory = self.encode_last(source);
-        let cross = self
-            .decoder
-            .blocks
-            .iter()
-            .map(|block| {
-                let a = &block.cross_attn;
-                let k = split_heads(a.k.project(memory.clone()), a.num_heads);
-                let v = split_heads(a.v.project(memory.clone()), a.num_heads);
-                (k, v)
-            })
-            .collect();
-        cache.set_cross(cross);
-    }
-
-    /// The decoder's output `[rows, new, d_model]` for `ids` (`[rows,
-    /// new]`), which follow the tokens `cache` holds, over the source
-    /// [`T5Model::read_source`] put there; `None` before it.
-    pub fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
-        let [_, new] = ids.dims();
-        let past = cache.tokens();
-        let mut x = self.shared.forward(ids);
-        let bias = self.position_bias(&self.decoder, past, new, past + new, false, &x.device());
-        for (i, block) in self.decoder.blocks.iter().enumerate() {
-            let (ck, cv) = cache.cross(i)?.clone();
-            let h = block.self_norm.forward(x.clone());
-            x = x + block
-                .self_attn
-                .forward_appending(h, bias.clone(), cache.layer(i));
-            let h = block.cross_norm.forward(x.clone());
-            let c = &block.cross_attn;
-            let q = split_heads(c.q.project(h), c.num_heads);
-            x = x + c.o.project(attend(q, ck, cv, None, None, false));
-            x = x.clone() + block.ff.forward(block.ff_norm.forward(x));
-        }
-        Some(self.decoder.final_layer_norm.forward(x))
-    }
-
-    /// Next-token logits `[batch, tokens, vocab]` from the decoder's output.
-    pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        match &self.lm_head {
-            Some(head) => head.project(hidden),
-            None => dense::linear(
-                hidden.mul_scalar(self.output_scale),
-                self.shared.weight.val().transpose(),
-                None,
-            ),
-        }
     }
 }
 
@@ -633,7 +540,106 @@ pub(crate) fn read_config(
     ModelConfig::assemble(common, Family::T5(t5), Head::Seq2SeqLm, sizes)
 }
 
+impl EncoderDecoder for T5Model {
+    /// The encoder's output only.
+    fn encode_last(&self, batch: &Batch) -> Tensor<3> {
+        self.run_encoder(batch, false)
+            .pop()
+            .expect("an encoder returns its output")
+    }
+
+    /// The decoder's output `[batch, target tokens, d_model]` (after its
+    /// final norm) for the decoder inputs in `targets`, attending to
+    /// `memory` (the encoder's output for a batch whose padding
+    /// `memory_padding` marks). Padding at the end of a target needs no
+    /// mask: no real token attends to a later one.
+    fn decode(
+        &self,
+        targets: &Batch,
+        memory: Tensor<3>,
+        memory_padding: Tensor<4, Bool>,
+    ) -> Tensor<3> {
+        let mut x = self.shared.forward(targets.ids.clone());
+        let [_, l, _] = x.dims();
+        let bias = self.position_bias(&self.decoder, 0, l, l, false, &x.device());
+        for block in &self.decoder.blocks {
+            let h = block.self_norm.forward(x.clone());
+            x = x + block
+                .self_attn
+                .forward(h.clone(), h, Some(bias.clone()), None, true);
+            let h = block.cross_norm.forward(x.clone());
+            x = x + block.cross_attn.forward(
+                h,
+                memory.clone(),
+                None,
+                Some(memory_padding.clone()),
+                false,
+            );
+            x = x.clone() + block.ff.forward(block.ff_norm.forward(x));
+        }
+        self.decoder.final_layer_norm.forward(x)
+    }
+
+    /// Reads `source` (one sequence, no padding) for decoding: every decoder
+    /// block's cross-attention keys and values over the encoder's output go
+    /// into `cache`.
+    fn read_source(&self, source: &Batch, cache: &mut KvCache) {
+        let memory = self.encode_last(source);
+        let cross = self
+            .decoder
+            .blocks
+            .iter()
+            .map(|block| {
+                let a = &block.cross_attn;
+                let k = split_heads(a.k.project(memory.clone()), a.num_heads);
+                let v = split_heads(a.v.project(memory.clone()), a.num_heads);
+                (k, v)
+            })
+            .collect();
+        cache.set_cross(cross);
+    }
+
+    /// The decoder's output `[rows, new, d_model]` for `ids` (`[rows,
+    /// new]`), which follow the tokens `cache` holds, over the source
+    /// [`T5Model::read_source`] put there; `None` before it.
+    fn decode_cached(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
+        let [_, new] = ids.dims();
+        let past = cache.tokens();
+        let mut x = self.shared.forward(ids);
+        let bias = self.position_bias(&self.decoder, past, new, past + new, false, &x.device());
+        for (i, block) in self.decoder.blocks.iter().enumerate() {
+            let (ck, cv) = cache.cross(i)?.clone();
+            let h = block.self_norm.forward(x.clone());
+            x = x + block
+                .self_attn
+                .forward_appending(h, bias.clone(), cache.layer(i));
+            let h = block.cross_norm.forward(x.clone());
+            let c = &block.cross_attn;
+            let q = split_heads(c.q.project(h), c.num_heads);
+            x = x + c.o.project(attend(q, ck, cv, None, None, false));
+            x = x.clone() + block.ff.forward(block.ff_norm.forward(x));
+        }
+        Some(self.decoder.final_layer_norm.forward(x))
+    }
+
+    /// Next-token logits `[batch, tokens, vocab]` from the decoder's output.
+    fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        match &self.lm_head {
+            Some(head) => head.project(hidden),
+            None => dense::linear(
+                hidden.mul_scalar(self.output_scale),
+                self.shared.weight.val().transpose(),
+                None,
+            ),
+        }
+    }
+}
+
 impl Architecture for T5Model {
+    fn encoder_decoder(&self) -> Option<&dyn EncoderDecoder> {
+        Some(self)
+    }
+
     fn build(config: &ModelConfig, device: &Device) -> Result<Self, ModelError> {
         let Family::T5(t5) = &config.family else {
             return Err(ModelError::Config(format!(
@@ -656,26 +662,6 @@ impl Architecture for T5Model {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.shared.weight.val()
-    }
-
-    fn seq2seq_logits(&self, sources: &Batch, targets: &Batch) -> Option<Tensor<3>> {
-        let memory = self.encode_last(sources);
-        Some(self.lm_logits(self.decode(targets, memory, sources.padding.clone())))
-    }
-
-    fn can_decode(&self) -> bool {
-        true
-    }
-
-    fn start_decoding(&self, source: &Batch, cache: &mut KvCache) -> bool {
-        self.read_source(source, cache);
-        true
-    }
-
-    fn decode_step(&self, ids: Tensor<2, Int>, cache: &mut KvCache) -> Option<Tensor<3>> {
-        let hidden = self.decode_cached(ids, cache)?;
-        let [rows, new, width] = hidden.dims();
-        Some(self.lm_logits(hidden.slice([0..rows, new - 1..new, 0..width])))
     }
 }
 

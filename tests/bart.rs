@@ -16,7 +16,7 @@ use blindspot::metrics::bartscore::{BartPart, BartScoreOptions};
 use blindspot::metrics::engine::{Detail, Engine, EngineError, ModelStore};
 use blindspot::metrics::{Column, MetricSpec, ModelSlot, Segment};
 use blindspot::models::weights::prepare;
-use blindspot::models::{ModelConfig, ModelFiles, Plm, Precision, read_back_blocking};
+use blindspot::models::{ModelConfig, ModelFiles, Plm, Precision};
 use burn::tensor::Device;
 use futures::executor::block_on;
 use serde_json::Value;
@@ -99,14 +99,6 @@ fn golden_values(g: &Value, key: &str) -> Vec<f64> {
         .collect()
 }
 
-fn floats(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Array(items) => items.iter().flat_map(floats).collect(),
-        Value::Number(n) => vec![n.as_f64().unwrap()],
-        other => panic!("not numbers: {other}"),
-    }
-}
-
 fn ids(v: &Value) -> Vec<Vec<u32>> {
     v.as_array()
         .unwrap()
@@ -167,38 +159,12 @@ fn encoder_and_decoder_match_transformers() {
     let plm = load();
     let batch = ids(&h["ids"]);
     let out = plm.forward(&batch).unwrap();
-    let want = h["encoder_hidden_states"].as_array().unwrap();
-    assert_eq!(out.hidden_states.len(), want.len());
-    let mut worst: f64 = 0.0;
-    for (state, layer) in out.hidden_states.iter().zip(want) {
-        let (values, [_, l, d]) = read_back_blocking(state.clone()).unwrap();
-        for (i, seq) in batch.iter().enumerate() {
-            let ours: Vec<f64> = values[i * l * d..(i * l + seq.len()) * d]
-                .iter()
-                .map(|&v| f64::from(v))
-                .collect();
-            worst = worst.max(common::max_deviation(&ours, &floats(&layer[i])));
-        }
-    }
+    let worst = common::states_deviation(&out.hidden_states, &h["encoder_hidden_states"], &batch);
     assert!(worst <= TOLERANCE, "encoder hidden states off by {worst:e}");
     // Decoder logits at a spread of columns.
     let decoder = ids(&h["decoder_ids"]);
     let logits = plm.seq2seq_logits(&batch, &decoder).unwrap();
-    let (values, [_, t, v]) = read_back_blocking(logits).unwrap();
-    let cols: Vec<usize> = h["logit_columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap() as usize)
-        .collect();
-    let mut worst: f64 = 0.0;
-    for (i, seq) in decoder.iter().enumerate() {
-        let ours: Vec<f64> = (0..seq.len())
-            .flat_map(|k| cols.iter().map(move |&c| (k, c)))
-            .map(|(k, c)| f64::from(values[(i * t + k) * v + c]))
-            .collect();
-        worst = worst.max(common::max_deviation(&ours, &floats(&h["logits"][i])));
-    }
+    let worst = common::logits_deviation(logits, &h["logits"], &h["logit_columns"], &decoder);
     assert!(worst <= TOLERANCE, "decoder logits off by {worst:e}");
 }
 
@@ -244,7 +210,7 @@ fn bartscore_matches_the_released_code() {
                 }
             );
             let ours: Vec<f64> = tokens.iter().map(|t| t.1).collect();
-            let dev = common::max_deviation(&ours, &floats(&pair["tokens"][key]));
+            let dev = common::max_deviation(&ours, &common::flat(&pair["tokens"][key]));
             assert!(dev <= TOLERANCE, "{k} {key}: {dev:e}");
         }
     }

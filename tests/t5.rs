@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use blindspot::models::generate::{Decoding, GenerateOptions};
 use blindspot::models::t5::relative_position_bucket;
-use blindspot::models::{Family, ModelConfig, Plm, read_back_blocking};
+use blindspot::models::{Family, ModelConfig, Plm};
 use futures::executor::block_on;
 use serde_json::Value;
 
@@ -40,18 +40,6 @@ fn ids(v: &Value) -> Vec<Vec<u32>> {
                 .collect()
         })
         .collect()
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    let mut out = Vec::new();
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Array(a) => stack.extend(a.iter().rev()),
-            other => out.push(other.as_f64().unwrap()),
-        }
-    }
-    out
 }
 
 #[test]
@@ -122,37 +110,12 @@ fn encoder_and_decoder_match_transformers() {
             "{name}: T5's tokenizer (</s> appended)"
         );
         let out = plm.forward(&batch).unwrap();
-        let want = h["encoder_hidden_states"].as_array().unwrap();
-        assert_eq!(out.hidden_states.len(), want.len());
-        let mut worst: f64 = 0.0;
-        for (state, layer) in out.hidden_states.iter().zip(want) {
-            let (values, [_, l, d]) = read_back_blocking(state.clone()).unwrap();
-            for (i, seq) in batch.iter().enumerate() {
-                let ours: Vec<f64> = values[i * l * d..(i * l + seq.len()) * d]
-                    .iter()
-                    .map(|&v| f64::from(v))
-                    .collect();
-                worst = worst.max(common::max_deviation(&ours, &floats(&layer[i])));
-            }
-        }
+        let worst =
+            common::states_deviation(&out.hidden_states, &h["encoder_hidden_states"], &batch);
         assert!(worst <= TOLERANCE, "{name}: hidden states off by {worst:e}");
         let decoder = ids(&h["decoder_ids"]);
         let logits = plm.seq2seq_logits(&batch, &decoder).unwrap();
-        let (values, [_, t, v]) = read_back_blocking(logits).unwrap();
-        let cols: Vec<usize> = h["logit_columns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_u64().unwrap() as usize)
-            .collect();
-        let mut worst: f64 = 0.0;
-        for (i, seq) in decoder.iter().enumerate() {
-            let ours: Vec<f64> = (0..seq.len())
-                .flat_map(|k| cols.iter().map(move |&c| (k, c)))
-                .map(|(k, c)| f64::from(values[(i * t + k) * v + c]))
-                .collect();
-            worst = worst.max(common::max_deviation(&ours, &floats(&h["logits"][i])));
-        }
+        let worst = common::logits_deviation(logits, &h["logits"], &h["logit_columns"], &decoder);
         assert!(
             worst <= TOLERANCE,
             "{name}: decoder logits off by {worst:e}"

@@ -15,7 +15,7 @@ use burn::tensor::{Bool, Device, Int, Tensor};
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
-use super::generate::{KvCache, LayerCache, attend_appending};
+use super::generate::{KvCache, LayerCache, attend_appending, cross_keys_values};
 use super::network::{Architecture, EncoderDecoder};
 use super::norm::add_norm;
 use super::{Batch, activate};
@@ -471,18 +471,11 @@ impl EncoderDecoder for BartModel {
     /// into `cache`.
     fn read_source(&self, source: &Batch, cache: &mut KvCache) {
         let memory = self.encode_last(source);
-        let cross = self
-            .decoder
-            .layers
-            .iter()
-            .map(|layer| {
-                let a = &layer.encoder_attn;
-                let k = split_heads(a.k_proj.project(memory.clone()), a.num_heads);
-                let v = split_heads(a.v_proj.project(memory.clone()), a.num_heads);
-                (k, v)
-            })
-            .collect();
-        cache.set_cross(cross);
+        let layers = self.decoder.layers.iter().map(|l| {
+            let a = &l.encoder_attn;
+            (&a.k_proj, &a.v_proj, a.num_heads)
+        });
+        cache.set_cross(cross_keys_values(&memory, layers));
     }
 
     /// The decoder's last hidden state `[rows, new, hidden]` for `ids`

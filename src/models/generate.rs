@@ -94,6 +94,24 @@ impl KvCache {
     }
 }
 
+/// Every decoder layer's cross-attention keys and values over `memory`
+/// (an encoder's output), from each layer's key and value projections and
+/// head count: what [`KvCache::set_cross`] takes.
+pub(crate) fn cross_keys_values<'a>(
+    memory: &Tensor<3>,
+    layers: impl Iterator<Item = (&'a burn::nn::Linear, &'a burn::nn::Linear, usize)>,
+) -> Vec<(Tensor<4>, Tensor<4>)> {
+    use super::dense::Project;
+    layers
+        .map(|(k, v, heads)| {
+            (
+                super::bert::split_heads(k.project(memory.clone()), heads),
+                super::bert::split_heads(v.project(memory.clone()), heads),
+            )
+        })
+        .collect()
+}
+
 /// Causal attention of `q` over the keys and values `slot` holds followed
 /// by `k` and `v` (the mask offset by the ones held), which then join them.
 pub(crate) fn attend_appending(

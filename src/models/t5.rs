@@ -25,7 +25,7 @@ use super::ModelError;
 use super::bart::DecoderConfig;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
-use super::generate::{KvCache, LayerCache};
+use super::generate::{KvCache, LayerCache, cross_keys_values};
 use super::network::{Architecture, EncoderDecoder, owned_map};
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
@@ -585,18 +585,11 @@ impl EncoderDecoder for T5Model {
     /// into `cache`.
     fn read_source(&self, source: &Batch, cache: &mut KvCache) {
         let memory = self.encode_last(source);
-        let cross = self
-            .decoder
-            .blocks
-            .iter()
-            .map(|block| {
-                let a = &block.cross_attn;
-                let k = split_heads(a.k.project(memory.clone()), a.num_heads);
-                let v = split_heads(a.v.project(memory.clone()), a.num_heads);
-                (k, v)
-            })
-            .collect();
-        cache.set_cross(cross);
+        let layers = self.decoder.blocks.iter().map(|b| {
+            let a = &b.cross_attn;
+            (&a.k, &a.v, a.num_heads)
+        });
+        cache.set_cross(cross_keys_values(&memory, layers));
     }
 
     /// The decoder's output `[rows, new, d_model]` for `ids` (`[rows,

@@ -37,6 +37,22 @@ pub struct LmToken {
     pub span: Range<usize>,
 }
 
+/// A SentencePiece model's normalisation map as a normaliser (none when
+/// the model has none).
+fn precompiled(
+    spec: &sentencepiece_model::NormalizerSpec,
+) -> Result<Option<NormalizerWrapper>, TokenizerError> {
+    if spec.precompiled_charsmap().is_empty() {
+        return Ok(None);
+    }
+    let map = Precompiled::from(spec.precompiled_charsmap()).map_err(|e| {
+        TokenizerError(format!(
+            "the SentencePiece normalisation map is broken: {e}"
+        ))
+    })?;
+    Ok(Some(map.into()))
+}
+
 /// Ids and byte spans of an encoding.
 fn tokens_of(encoding: &tokenizers::Encoding) -> Vec<LmToken> {
     encoding
@@ -347,14 +363,7 @@ impl LmTokenizer {
         if lowercase {
             steps.push(Lowercase.into());
         }
-        if !spec.precompiled_charsmap().is_empty() {
-            let map = Precompiled::from(spec.precompiled_charsmap()).map_err(|e| {
-                TokenizerError(format!(
-                    "the SentencePiece normalisation map is broken: {e}"
-                ))
-            })?;
-            steps.push(map.into());
-        }
+        steps.extend(precompiled(&spec)?);
         if spec.remove_extra_whitespaces() {
             let runs = ReplacePattern::Regex(" {2,}".into());
             steps.push(Replace::new(runs, " ").map_err(err)?.into());
@@ -418,14 +427,7 @@ impl LmTokenizer {
             .map_err(|e| TokenizerError(format!("not a SentencePiece model file: {e}")))?;
         let spec = model.normalizer().cloned().unwrap_or_default();
         let mut steps: Vec<NormalizerWrapper> = Vec::new();
-        if !spec.precompiled_charsmap().is_empty() {
-            let map = Precompiled::from(spec.precompiled_charsmap()).map_err(|e| {
-                TokenizerError(format!(
-                    "the SentencePiece normalisation map is broken: {e}"
-                ))
-            })?;
-            steps.push(map.into());
-        }
+        steps.extend(precompiled(&spec)?);
         steps.push(Strip::new(false, true).into());
         let runs = ReplacePattern::Regex(" {2,}".into());
         steps.push(Replace::new(runs, "▁").map_err(err)?.into());

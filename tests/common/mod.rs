@@ -171,3 +171,63 @@ pub fn run_part<'a>(
         .progress(progress)
         .run()
 }
+
+/// The largest deviation of a padded batch's hidden states (`states`, each
+/// `[batch, tokens, hidden]`) from golden ones (`golden[layer][sequence]`,
+/// the real tokens only), over the real tokens of `batch`.
+pub fn states_deviation(
+    states: &[burn::tensor::Tensor<3>],
+    golden: &Value,
+    batch: &[Vec<u32>],
+) -> f64 {
+    let golden = golden.as_array().unwrap();
+    assert_eq!(states.len(), golden.len(), "hidden states");
+    let mut worst: f64 = 0.0;
+    for (state, layer) in states.iter().zip(golden) {
+        let (values, [_, l, d]) = blindspot::models::read_back_blocking(state.clone()).unwrap();
+        for (i, seq) in batch.iter().enumerate() {
+            let ours: Vec<f64> = values[i * l * d..(i * l + seq.len()) * d]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
+            worst = worst.max(max_deviation(&ours, &flat(&layer[i])));
+        }
+    }
+    worst
+}
+
+/// The largest deviation of decoder logits (`[batch, tokens, vocab]`) from
+/// golden ones at the columns `columns` (`golden[sequence][token][column]`),
+/// over the real tokens of `decoder`.
+pub fn logits_deviation(
+    logits: burn::tensor::Tensor<3>,
+    golden: &Value,
+    columns: &Value,
+    decoder: &[Vec<u32>],
+) -> f64 {
+    let (values, [_, t, v]) = blindspot::models::read_back_blocking(logits).unwrap();
+    let cols: Vec<usize> = columns
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap() as usize)
+        .collect();
+    let mut worst: f64 = 0.0;
+    for (i, seq) in decoder.iter().enumerate() {
+        let ours: Vec<f64> = (0..seq.len())
+            .flat_map(|k| cols.iter().map(move |&c| (k, c)))
+            .map(|(k, c)| f64::from(values[(i * t + k) * v + c]))
+            .collect();
+        worst = worst.max(max_deviation(&ours, &flat(&golden[i])));
+    }
+    worst
+}
+
+/// Every number of a nested JSON array, in order.
+pub fn flat(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(flat).collect(),
+        Value::Number(n) => vec![n.as_f64().unwrap()],
+        other => panic!("not numbers: {other}"),
+    }
+}

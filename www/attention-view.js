@@ -10,7 +10,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const view = { engine: null, models: null, running: false };
 
 /** Models the view reads (the core refuses the others, saying why). */
-const canShow = (m) => m.kinds.includes("encoder") || m.kinds.includes("causal-lm");
+const canShow = (m) => ["encoder", "causal-lm", "seq2-seq-lm"].some((k) => m.kinds.includes(k));
 
 function status(text, kind = "muted") {
   const el = $("attention-status");
@@ -20,7 +20,7 @@ function status(text, kind = "muted") {
 
 function refresh() {
   const usable = [...view.models.values()].filter(canShow);
-  fillModelSelect($("attention-model"), usable, "load a BERT-family encoder or GPT-2 above");
+  fillModelSelect($("attention-model"), usable, "load an encoder, GPT-2, BART or T5 above");
   $("attention-run").disabled = view.running || !$("attention-model").value;
 }
 

@@ -372,20 +372,28 @@ unsafe fn product(
 }
 
 /// The attention probabilities `[batch, heads, queries, keys]`:
-/// softmax(q kᵀ / sqrt(d)), keys `padding` marks hidden and, when `causal`,
-/// later positions. For inspection (the attention view), not for passes:
-/// it holds every score.
+/// softmax(q kᵀ / sqrt(d) + bias), keys `padding` marks hidden and, when
+/// `causal`, later positions; `unscaled` drops the 1/sqrt(d) (T5). For
+/// inspection (the attention view), not for passes: it holds every score.
 pub(crate) fn probabilities(
     q: Tensor<4>,
     k: Tensor<4>,
+    bias: Option<Tensor<4>>,
     padding: Option<Tensor<4, Bool>>,
     causal: bool,
+    unscaled: bool,
 ) -> Tensor<4> {
     let [b, heads, l, d] = q.dims();
     let [_, _, keys, _] = k.dims();
-    let mut scores = q
-        .matmul(k.swap_dims(2, 3))
-        .mul_scalar(1.0 / (d as f64).sqrt());
+    let scale = if unscaled {
+        1.0
+    } else {
+        1.0 / (d as f64).sqrt()
+    };
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    if let Some(bias) = bias {
+        scores = scores + bias.expand([b, heads, l, keys]);
+    }
     if let Some(p) = padding {
         scores = scores.mask_fill(p.expand([b, heads, l, keys]), f32::NEG_INFINITY);
     }

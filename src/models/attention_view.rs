@@ -3,6 +3,8 @@
 //! the near history; RoBERTa spreads its attention and returns to fixed
 //! positions (its `<s>` and `</s>`).
 //!
+//! An encoder-decoder (BART, T5) shows its encoder's self-attention.
+//!
 //! For one text as the model reads it (special tokens included), every
 //! layer's and head's attention distribution of every query is averaged
 //! two ways: by blocks of 10% of the text (query block x key block: the
@@ -57,7 +59,8 @@ impl Plm {
             .ok_or_else(|| {
                 ModelError::Unsupported(format!(
                     "{} ({}) does not show its attention here: the view reads BERT-family \
-                     encoders (BERT, RoBERTa, DistilBERT, ELECTRA) and GPT-2",
+                     encoders (BERT, RoBERTa, DistilBERT, ELECTRA), GPT-2, and the encoders of \
+                     BART and T5",
                     self.name, self.config.architecture
                 ))
             })?;

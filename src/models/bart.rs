@@ -531,4 +531,23 @@ impl Architecture for BartModel {
     fn input_embeddings(&self) -> Tensor<2> {
         self.shared.weight.val()
     }
+
+    /// Each encoder layer's self-attention over its input.
+    fn attention_probabilities(&self, batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        let states = self.encode(batch);
+        Some(
+            self.encoder
+                .layers
+                .iter()
+                .zip(&states)
+                .map(|(layer, x)| {
+                    let a = &layer.self_attn;
+                    let q = split_heads(a.q_proj.project(x.clone()), a.num_heads);
+                    let k = split_heads(a.k_proj.project(x.clone()), a.num_heads);
+                    let padding = Some(batch.padding.clone());
+                    super::attention::probabilities(q, k, None, padding, false, false)
+                })
+                .collect(),
+        )
+    }
 }

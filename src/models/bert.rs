@@ -510,7 +510,14 @@ impl Architecture for BertModel {
                     let a = &layer.attention;
                     let q = split_heads(a.query.project(x.clone()), a.num_heads);
                     let k = split_heads(a.key.project(x.clone()), a.num_heads);
-                    super::attention::probabilities(q, k, Some(batch.padding.clone()), false)
+                    super::attention::probabilities(
+                        q,
+                        k,
+                        None,
+                        Some(batch.padding.clone()),
+                        false,
+                        false,
+                    )
                 })
                 .collect(),
         )

@@ -285,7 +285,7 @@ impl Architecture for Gpt2Model {
                         qkv.clone()
                             .slice([0..b, i * heads..(i + 1) * heads, 0..l, 0..d])
                     };
-                    super::attention::probabilities(part(0), part(1), None, true)
+                    super::attention::probabilities(part(0), part(1), None, None, true, false)
                 })
                 .collect(),
         )

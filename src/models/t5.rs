@@ -656,6 +656,29 @@ impl Architecture for T5Model {
     fn input_embeddings(&self) -> Tensor<2> {
         self.shared.weight.val()
     }
+
+    /// Each encoder block's self-attention over its normed input, with the
+    /// relative-position bias and without the 1/sqrt(d) scale.
+    fn attention_probabilities(&self, batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        let states = self.encode(batch);
+        let [_, l] = batch.ids.dims();
+        let bias = self.position_bias(&self.encoder, 0, l, l, true, &batch.ids.device());
+        Some(
+            self.encoder
+                .blocks
+                .iter()
+                .zip(&states)
+                .map(|(block, x)| {
+                    let a = &block.self_attn;
+                    let h = block.self_norm.forward(x.clone());
+                    let q = split_heads(a.q.project(h.clone()), a.num_heads);
+                    let k = split_heads(a.k.project(h), a.num_heads);
+                    let padding = Some(batch.padding.clone());
+                    super::attention::probabilities(q, k, Some(bias.clone()), padding, false, true)
+                })
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
 use super::generate::{KvCache, LayerCache, attend_appending, cross_keys_values};
-use super::network::{Architecture, EncoderDecoder};
+use super::network::{Architecture, EncoderDecoder, tied_copy};
 use super::norm::add_norm;
 use super::{Batch, activate};
 use crate::models::attention::attend;
@@ -314,21 +314,15 @@ impl DecoderLayer {
 /// `model.decoder.embed_tokens`).
 pub fn checkpoint_key_map(names: &[String]) -> Vec<(String, String)> {
     let mut map = vec![(r"^model\.".to_owned(), String::new())];
-    let has = |n: &str| names.iter().any(|x| x == n);
-    if !has("model.shared.weight") && !has("shared.weight") {
-        let tied = [
-            "model.decoder.embed_tokens.weight",
-            "model.encoder.embed_tokens.weight",
-            "decoder.embed_tokens.weight",
-            "encoder.embed_tokens.weight",
-            "lm_head.weight",
-        ];
-        if let Some(copy) = tied.iter().find(|t| has(t)) {
-            map.insert(
-                0,
-                (format!("^{}$", regex::escape(copy)), "shared.weight".into()),
-            );
-        }
+    let tied = [
+        "model.decoder.embed_tokens.weight",
+        "model.encoder.embed_tokens.weight",
+        "decoder.embed_tokens.weight",
+        "encoder.embed_tokens.weight",
+        "lm_head.weight",
+    ];
+    if let Some(rename) = tied_copy(names, &["model.shared.weight", "shared.weight"], &tied) {
+        map.insert(0, rename);
     }
     map
 }

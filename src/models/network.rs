@@ -142,6 +142,23 @@ pub trait EncoderDecoder {
     fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3>;
 }
 
+/// The rename that reads a checkpoint's shared embeddings from one of their
+/// tied copies, for a file that lacks all of `shared` (the first of `tied`
+/// that `names` holds becomes `shared.weight`); `None` when one is there or
+/// no copy is.
+pub(crate) fn tied_copy(
+    names: &[String],
+    shared: &[&str],
+    tied: &[&str],
+) -> Option<(String, String)> {
+    let has = |n: &str| names.iter().any(|x| x == n);
+    if shared.iter().any(|s| has(s)) {
+        return None;
+    }
+    let copy = tied.iter().find(|t| has(t))?;
+    Some((format!("^{}$", regex::escape(copy)), "shared.weight".into()))
+}
+
 /// Static key renames as [`Architecture::key_map`] returns them.
 pub(crate) fn owned_map(pairs: Vec<(&str, &str)>) -> Vec<(String, String)> {
     pairs

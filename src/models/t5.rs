@@ -26,7 +26,7 @@ use super::bart::DecoderConfig;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
 use super::dense::{self, Project};
 use super::generate::{KvCache, LayerCache, cross_keys_values};
-use super::network::{Architecture, EncoderDecoder, owned_map};
+use super::network::{Architecture, EncoderDecoder, owned_map, tied_copy};
 use super::{Batch, activate};
 use crate::models::bert::split_heads;
 
@@ -430,15 +430,9 @@ pub fn checkpoint_key_map(names: &[String]) -> Vec<(String, String)> {
             "decoder.blocks.$1.ff_norm.",
         ),
     ]);
-    let has = |n: &str| names.iter().any(|x| x == n);
-    if !has("shared.weight") {
-        let tied = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight"];
-        if let Some(copy) = tied.iter().find(|t| has(t)) {
-            map.insert(
-                0,
-                (format!("^{}$", regex::escape(copy)), "shared.weight".into()),
-            );
-        }
+    let tied = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight"];
+    if let Some(rename) = tied_copy(names, &["shared.weight"], &tied) {
+        map.insert(0, rename);
     }
     map
 }

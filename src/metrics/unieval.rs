@@ -530,7 +530,12 @@ async fn ask(
     // Per question: (segment, dimension index, reference or unit).
     let mut inputs: Vec<String> = Vec::new();
     let mut owners: Vec<(usize, usize)> = Vec::new();
+    // Units scored per (segment, dimension): its sentences, or itself.
+    let mut counts = vec![[0usize; 4]; segments.len()];
     for (i, s) in segments.iter().enumerate() {
+        // Split once, for consistency and fluency both.
+        let split = units(Dimension::Fluency, s.hyp);
+        let whole = [s.hyp];
         for &d in &asked {
             let k = ASKED.iter().position(|&a| a == d).expect("asked");
             let contexts: Vec<&str> = match d {
@@ -557,7 +562,9 @@ async fn ask(
                 }
                 _ => vec![""],
             };
-            for unit in units(d, s.hyp) {
+            let units: &[&str] = if d.per_sentence() { &split } else { &whole };
+            counts[i][k] = units.len();
+            for &unit in units {
                 for &c in &contexts {
                     inputs.push(question(d, unit, c));
                     owners.push((i, k));
@@ -577,13 +584,12 @@ async fn ask(
     }
     let rows = acc
         .into_iter()
-        .zip(segments)
-        .map(|(row, s)| {
+        .zip(&counts)
+        .map(|(row, units)| {
             let mut out = row;
             for (k, v) in out.iter_mut().enumerate() {
                 if let Some((sum, n, cut)) = *v {
-                    let units = units(ASKED[k], s.hyp).len();
-                    *v = Some((sum / n as f64, units, cut));
+                    *v = Some((sum / n as f64, units[k], cut));
                 }
             }
             out

@@ -3,6 +3,14 @@
 //! of each stack (`layernorm_embedding`), and a language-model head tied to
 //! the shared token embeddings plus `final_logits_bias`.
 //!
+//! The same module tree runs fairseq's own post-norm transformer, which BART
+//! grew from (PRISM's m39v1, `model_type: prism`): sinusoidal positions
+//! instead of learned ones (fairseq's `SinusoidalPositionalEmbedding`,
+//! numbered from `padding_idx + 1` = 2 as well), no embedding norm, token
+//! embeddings scaled by sqrt(d_model), no logits bias. A fairseq checkpoint
+//! names its tensors without `model.` and stores the shared table under
+//! `encoder.embed_tokens` and `decoder.embed_tokens`.
+//!
 //! Module names mirror the Hugging Face checkpoint
 //! (`model.encoder.layers.N.self_attn.q_proj`...), so loading only drops the
 //! `model.` prefix; the tied `embed_tokens` and `lm_head` copies are left
@@ -91,13 +99,51 @@ pub struct DecoderLayer {
 /// One stack's positions, embedding norm and layers.
 #[derive(Module, Debug)]
 pub struct Stack<L: Module> {
-    /// Learned positions (`max_position_embeddings + 2` rows).
-    pub embed_positions: Embedding,
-    /// Norm of the summed embeddings.
-    pub layernorm_embedding: LayerNorm,
+    /// Learned positions (`max_position_embeddings + 2` rows); none where
+    /// they are sinusoidal.
+    pub embed_positions: Option<Embedding>,
+    /// Sinusoidal positions (the same rows, computed, not stored).
+    #[module(skip)]
+    pub sinusoids: Option<Tensor<2>>,
+    /// Norm of the summed embeddings (BART's; fairseq's transformer has none).
+    pub layernorm_embedding: Option<LayerNorm>,
     /// Layers.
     pub layers: Vec<L>,
 }
+
+/// How a stack numbers its positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// A learned table (BART).
+    Learned,
+    /// fairseq's sinusoids (its transformer, PRISM).
+    Sinusoidal,
+}
+
+/// fairseq's `SinusoidalPositionalEmbedding.get_embedding`: `rows` positions
+/// of `dim` values, the sines of position × 10000^(-j / (dim/2 - 1)) then
+/// their cosines (a zero column for an odd `dim`), the padding row (1) zero;
+/// computed in f32 as torch computes it.
+pub fn sinusoids(rows: usize, dim: usize) -> Vec<f32> {
+    let half = dim / 2;
+    let step = -((10000f64.ln() / (half.max(2) - 1) as f64) as f32);
+    let freq: Vec<f32> = (0..half).map(|j| (j as f32 * step).exp()).collect();
+    let mut table = vec![0.0f32; rows * dim];
+    for (p, row) in table.chunks_mut(dim).enumerate() {
+        if p as i64 == PADDING_POSITION {
+            continue;
+        }
+        for (j, &f) in freq.iter().enumerate() {
+            let angle = p as f32 * f;
+            row[j] = angle.sin();
+            row[half + j] = angle.cos();
+        }
+    }
+    table
+}
+
+/// The position row fairseq leaves zero (its `padding_idx`).
+const PADDING_POSITION: i64 = 1;
 
 /// BART with its tied language-model head.
 #[derive(Module, Debug)]
@@ -139,7 +185,16 @@ impl BartModel {
                 .with_epsilon(config.layer_norm_eps)
                 .init(device)
         };
-        let positions = || EmbeddingConfig::new(config.max_positions + 2, h).init(device);
+        let rows = config.max_positions + POSITION_OFFSET as usize;
+        let learned = decoder.positions == Positions::Learned;
+        let positions = || learned.then(|| EmbeddingConfig::new(rows, h).init(device));
+        let table = (!learned).then(|| {
+            Tensor::<2>::from_data(
+                burn::tensor::TensorData::new(sinusoids(rows, h), [rows, h]),
+                device,
+            )
+        });
+        let embedding_norm = || decoder.layernorm_embedding.then(norm);
         let encoder_layers = (0..config.num_layers)
             .map(|_| EncoderLayer {
                 self_attn: attention(h, config.num_heads, device),
@@ -168,12 +223,14 @@ impl BartModel {
             shared: EmbeddingConfig::new(config.vocab_size, h).init(device),
             encoder: Stack {
                 embed_positions: positions(),
-                layernorm_embedding: norm(),
+                sinusoids: table.clone(),
+                layernorm_embedding: embedding_norm(),
                 layers: encoder_layers,
             },
             decoder: Stack {
                 embed_positions: positions(),
-                layernorm_embedding: norm(),
+                sinusoids: table,
+                layernorm_embedding: embedding_norm(),
                 layers: decoder_layers,
             },
             final_logits_bias: decoder
@@ -194,11 +251,24 @@ impl BartModel {
         positions: Tensor<2, Int>,
     ) -> Tensor<3> {
         let tokens = self.shared.forward(ids).mul_scalar(self.embed_scale);
-        let x = tokens
-            + stack
-                .embed_positions
-                .forward(positions.add_scalar(POSITION_OFFSET));
-        stack.layernorm_embedding.forward(x)
+        let positions = positions.add_scalar(POSITION_OFFSET);
+        let placed = match (&stack.embed_positions, &stack.sinusoids) {
+            (Some(table), _) => table.forward(positions),
+            (None, Some(table)) => {
+                let [rows, cols] = positions.dims();
+                let [_, h] = table.dims();
+                table
+                    .clone()
+                    .select(0, positions.reshape([rows * cols]))
+                    .reshape([rows, cols, h])
+            }
+            (None, None) => unreachable!("a stack is built with one kind of positions"),
+        };
+        let x = tokens + placed;
+        match &stack.layernorm_embedding {
+            Some(norm) => norm.forward(x),
+            None => x,
+        }
     }
 
     /// Runs the encoder over a right-padded batch: the embeddings' output
@@ -350,6 +420,10 @@ pub struct DecoderConfig {
     /// The checkpoint has `final_logits_bias` (BartForConditionalGeneration;
     /// a BartModel's is zero).
     pub logits_bias: bool,
+    /// Learned (BART) or sinusoidal (fairseq's transformer) positions.
+    pub positions: Positions,
+    /// A layer norm on each stack's summed embeddings (BART's).
+    pub layernorm_embedding: bool,
 }
 
 /// BART's `config.json`, under transformers' names (`BartConfig`).
@@ -376,24 +450,31 @@ struct BartJson {
     /// mBART's pre-norm options: unsupported when true.
     add_final_layer_norm: Option<bool>,
     normalize_before: Option<bool>,
+    /// fairseq's flag (PRISM's config): a norm on the embeddings. BART
+    /// always has one; default false for `prism`.
+    layernorm_embedding: Option<bool>,
 }
 
 /// A BART `config.json` (BartForConditionalGeneration, or a BartModel,
 /// which gets the tied head with a zero bias as transformers loads it into
-/// BartForConditionalGeneration).
+/// BartForConditionalGeneration), or PRISM's (`model_type: prism`, the
+/// fields of the hub port's `PrismConfig`: fairseq's transformer, with
+/// `scale_embedding` and ReLU by default).
 pub(crate) fn read_config(
     json: &serde_json::Value,
     common: Common,
 ) -> Result<ModelConfig, ModelError> {
     let architecture = common.architecture();
+    let fairseq = architecture == "PrismForConditionalGeneration" || architecture == "prism";
     let logits_bias = match architecture.as_str() {
         "BartForConditionalGeneration" => true,
         "BartModel" => false,
+        _ if fairseq => false,
         _ => {
             return Err(ModelError::Unsupported(format!(
-                "BART architecture `{architecture}` is not supported \
-                 (BartForConditionalGeneration or BartModel: BARTScore reads the \
-                 language-model head)"
+                "architecture `{architecture}` is not supported \
+                 (BartForConditionalGeneration, BartModel or PrismForConditionalGeneration: \
+                 BARTScore and PRISM read the language-model head)"
             )));
         }
     };
@@ -415,7 +496,11 @@ pub(crate) fn read_config(
         type_vocab_size: 0,
         // transformers' BART norms use torch's default.
         layer_norm_eps: 1e-5,
-        activation: Activation::named(raw.activation_function.as_deref().unwrap_or("gelu"))?,
+        activation: Activation::named(raw.activation_function.as_deref().unwrap_or(if fairseq {
+            "relu"
+        } else {
+            "gelu"
+        }))?,
         pooler_activation: Activation::Gelu,
     };
     let decoder = DecoderConfig {
@@ -425,8 +510,14 @@ pub(crate) fn read_config(
         start_token_id: raw.decoder_start_token_id.unwrap_or(2),
         forced_bos_token_id: raw.forced_bos_token_id,
         forced_eos_token_id: raw.forced_eos_token_id,
-        scale_embedding: raw.scale_embedding.unwrap_or(false),
+        scale_embedding: raw.scale_embedding.unwrap_or(fairseq),
         logits_bias,
+        positions: if fairseq {
+            Positions::Sinusoidal
+        } else {
+            Positions::Learned
+        },
+        layernorm_embedding: raw.layernorm_embedding.unwrap_or(!fairseq),
     };
     ModelConfig::assemble(common, Family::Bart(decoder), Head::Seq2SeqLm, sizes)
 }
@@ -512,9 +603,18 @@ impl Architecture for BartModel {
         Ok(Self::new(config, decoder, device))
     }
 
-    /// A pickle holds every tied copy, `model.shared` included.
-    fn key_map(_config: &ModelConfig, names: Option<&[String]>) -> Vec<(String, String)> {
-        checkpoint_key_map(names.unwrap_or(&["model.shared.weight".to_owned()]))
+    /// A BART pickle holds every tied copy, `model.shared` included; a
+    /// fairseq one (PRISM's `checkpoint.pt`) has `encoder.embed_tokens`.
+    fn key_map(config: &ModelConfig, names: Option<&[String]>) -> Vec<(String, String)> {
+        let fairseq = config
+            .decoder()
+            .is_some_and(|d| d.positions == Positions::Sinusoidal);
+        let pickled = if fairseq {
+            "encoder.embed_tokens.weight"
+        } else {
+            "model.shared.weight"
+        };
+        checkpoint_key_map(names.unwrap_or(&[pickled.to_owned()]))
     }
 
     /// An encoder-decoder's hidden states are its encoder's (all of them).

@@ -49,7 +49,7 @@ pub enum Family {
 impl Family {
     /// The `model_type`s we read, as one line for error messages.
     const SUPPORTED: &str = "bert, bleurt, roberta, xlm-roberta, camembert, distilbert, electra, gpt2, bart, \
-         deberta, deberta-v2, t5, mt5";
+         prism, deberta, deberta-v2, t5, mt5";
 
     /// Whether this is one of the BERT-family encoders [`super::bert`] runs.
     pub fn is_bert_like(self) -> bool {
@@ -254,7 +254,7 @@ impl ModelConfig {
             "distilbert" => super::bert::read_config(&json, common, Family::DistilBert),
             "electra" => super::bert::read_config(&json, common, Family::Electra),
             "gpt2" => super::gpt2::read_config(&json, common),
-            "bart" => super::bart::read_config(&json, common),
+            "bart" | "prism" => super::bart::read_config(&json, common),
             "deberta" => super::deberta::read_config(&json, common, true),
             "deberta-v2" => super::deberta::read_config(&json, common, false),
             "t5" | "mt5" => super::t5::read_config(&json, common),

@@ -512,6 +512,8 @@ pub(crate) fn read_config(
             forced_eos_token_id: None,
             scale_embedding: false,
             logits_bias: false,
+            positions: super::bart::Positions::Learned,
+            layernorm_embedding: false,
         },
         d_kv: raw.d_kv.unwrap_or(64),
         buckets,

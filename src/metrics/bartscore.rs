@@ -16,9 +16,6 @@
 //! With several references, P and R are the mean over the references (the
 //! released `multi_ref_score`'s default aggregation).
 
-use std::collections::HashMap;
-
-use burn::tensor::{Int, Tensor, TensorData, activation};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +26,7 @@ use super::{
     CorpusAggregation, MetricError, MetricId, MetricSpec, ModelKind, ModelSlot, Scale, Score,
     Segment, Signature,
 };
-use crate::models::{Head, LmToken, ModelError, PassLimit, Plm, read_back};
+use crate::models::{Head, LmToken, ModelError, Plm};
 
 /// The implementation whose computation is reproduced.
 pub const CONVENTIONS: &str = "neulab-bartscore";
@@ -62,28 +59,16 @@ pub fn is_bart(plm: &Plm) -> bool {
 /// Scores each `(source, target)` pair; identical pairs run once. Pairs
 /// are batched by length within [`TOKEN_BUDGET`] tokens of the longer side.
 pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>, ModelError> {
-    let Some(decoder) = plm.config.decoder().filter(|_| is_bart(plm)) else {
+    if plm.config.decoder().is_none() || !is_bart(plm) {
         return Err(ModelError::Unsupported(format!(
             "{} is not an encoder-decoder with a language-model head (config.json names {}); \
              BARTScore needs a BART checkpoint such as facebook/bart-large-cnn",
             plm.name, plm.config.architecture
         )));
-    };
+    }
     let pad = plm.config.pad_token_id;
-    let start = decoder.start_token_id;
-    let mut distinct: Vec<(&str, &str)> = Vec::new();
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
-    let slots: Vec<usize> = pairs
-        .iter()
-        .map(|&pair| {
-            *index.entry(pair).or_insert_with(|| {
-                distinct.push(pair);
-                distinct.len() - 1
-            })
-        })
-        .collect();
-    let mut encoded = Vec::with_capacity(distinct.len());
-    for (src, tgt) in &distinct {
+    let mut encoded = Vec::with_capacity(pairs.len());
+    for (src, tgt) in pairs {
         let (s, t) = (plm.encode(src)?, plm.encode(tgt)?);
         if s.tokens.is_empty() || t.tokens.is_empty() {
             return Err(ModelError::Unsupported(format!(
@@ -93,57 +78,25 @@ pub async fn score(plm: &Plm, pairs: &[(&str, &str)]) -> Result<Vec<TargetScore>
         }
         encoded.push((s, t));
     }
-    let mut order: Vec<usize> = (0..distinct.len()).collect();
-    // Batches are bounded by the longer side: a long source costs as much
-    // attention memory as a long target.
-    let size = |i: usize| encoded[i].0.tokens.len().max(encoded[i].1.tokens.len());
-    order.sort_by_key(|&i| size(i));
-    let mut scored: Vec<Option<TargetScore>> = vec![None; distinct.len()];
-    for chunk in plm.passes(&order, |&i| size(i), PassLimit::Tokens(TOKEN_BUDGET)) {
-        let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].0.ids()).collect();
-        let labels: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].1.ids()).collect();
-        let inputs: Vec<Vec<u32>> = labels
-            .iter()
-            .map(|l| {
-                std::iter::once(start)
-                    .chain(l[..l.len() - 1].iter().copied())
-                    .collect()
-            })
-            .collect();
-        let logits = plm.seq2seq_logits(&sources, &inputs)?;
-        let [b, t, _] = logits.dims();
-        let mut wanted = vec![i64::from(pad); b * t];
-        for (r, row) in labels.iter().enumerate() {
-            for (k, &id) in row.iter().enumerate() {
-                wanted[r * t + k] = i64::from(id);
-            }
-        }
-        let wanted: Tensor<3, Int> =
-            Tensor::from_data(TensorData::new(wanted, [b, t, 1]), &plm.device);
-        let picked = activation::log_softmax(logits, 2).gather(2, wanted);
-        let (values, _) = read_back(picked.reshape([b, t])).await?;
-        for (r, &i) in chunk.iter().enumerate() {
-            let (source, target) = &encoded[i];
-            let logprob: Vec<f64> = (0..labels[r].len())
-                .map(|k| f64::from(values[r * t + k]))
-                .collect();
-            let sum: f64 = labels[r]
+    let ids: Vec<(Vec<u32>, Vec<u32>)> = encoded.iter().map(|(s, t)| (s.ids(), t.ids())).collect();
+    let logprobs = plm.label_logprobs(&ids, 1.0, TOKEN_BUDGET).await?;
+    Ok(encoded
+        .into_iter()
+        .zip(ids.iter().zip(logprobs))
+        .map(|((source, target), ((_, labels), logprob))| {
+            let sum: f64 = labels
                 .iter()
                 .zip(&logprob)
                 .filter(|(id, _)| **id != pad)
                 .map(|(_, lp)| lp)
                 .sum();
-            scored[i] = Some(TargetScore {
-                tokens: target.tokens.clone(),
+            TargetScore {
+                tokens: target.tokens,
                 score: sum / logprob.len() as f64,
                 logprob,
                 truncated: source.truncated || target.truncated,
-            });
-        }
-    }
-    Ok(slots
-        .into_iter()
-        .map(|s| scored[s].clone().expect("every pair scored"))
+            }
+        })
         .collect())
 }
 

@@ -335,6 +335,83 @@ impl Plm {
     }
 }
 
+/// An encoder-decoder's log-probabilities of target tokens.
+impl Plm {
+    /// For each `(source ids, label ids)` pair, log P(label k | source,
+    /// labels before k) for every label (nats), the decoder reading
+    /// `decoder_start labels[..n-1]` (transformers' `shift_tokens_right`,
+    /// fairseq's `prev_output_tokens`) and the logits divided by
+    /// `temperature` before the softmax. Identical pairs run once; pairs
+    /// are batched by length within `budget` padded tokens of the longer
+    /// side (a long source costs as much attention memory as a long target).
+    pub async fn label_logprobs(
+        &self,
+        pairs: &[(Vec<u32>, Vec<u32>)],
+        temperature: f32,
+        budget: usize,
+    ) -> Result<Vec<Vec<f64>>, ModelError> {
+        use burn::tensor::{Int, TensorData, activation};
+        let decoder = self
+            .config
+            .decoder()
+            .ok_or_else(|| self.missing_head("encoder-decoder language-model head"))?;
+        if pairs.iter().any(|(s, t)| s.is_empty() || t.is_empty()) {
+            return Err(ModelError::Input("empty input sequence".into()));
+        }
+        let start = decoder.start_token_id;
+        let pad = i64::from(self.config.pad_token_id);
+        let mut distinct: Vec<&(Vec<u32>, Vec<u32>)> = Vec::new();
+        let mut index: std::collections::HashMap<&(Vec<u32>, Vec<u32>), usize> =
+            std::collections::HashMap::new();
+        let slots: Vec<usize> = pairs
+            .iter()
+            .map(|pair| {
+                *index.entry(pair).or_insert_with(|| {
+                    distinct.push(pair);
+                    distinct.len() - 1
+                })
+            })
+            .collect();
+        let size = |i: usize| distinct[i].0.len().max(distinct[i].1.len());
+        let mut order: Vec<usize> = (0..distinct.len()).collect();
+        order.sort_by_key(|&i| size(i));
+        let mut scored: Vec<Vec<f64>> = vec![Vec::new(); distinct.len()];
+        for chunk in self.passes(&order, |&i| size(i), PassLimit::Tokens(budget)) {
+            let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| distinct[i].0.clone()).collect();
+            let labels: Vec<&Vec<u32>> = chunk.iter().map(|&i| &distinct[i].1).collect();
+            let inputs: Vec<Vec<u32>> = labels
+                .iter()
+                .map(|l| {
+                    std::iter::once(start)
+                        .chain(l[..l.len() - 1].iter().copied())
+                        .collect()
+                })
+                .collect();
+            let mut logits = self.seq2seq_logits(&sources, &inputs)?;
+            if temperature != 1.0 {
+                logits = logits.div_scalar(temperature);
+            }
+            let [b, t, _] = logits.dims();
+            let mut wanted = vec![pad; b * t];
+            for (r, row) in labels.iter().enumerate() {
+                for (k, &id) in row.iter().enumerate() {
+                    wanted[r * t + k] = i64::from(id);
+                }
+            }
+            let wanted: Tensor<3, Int> =
+                Tensor::from_data(TensorData::new(wanted, [b, t, 1]), &self.device);
+            let picked = activation::log_softmax(logits, 2).gather(2, wanted);
+            let (values, _) = super::read_back(picked.reshape([b, t])).await?;
+            for (r, &i) in chunk.iter().enumerate() {
+                scored[i] = (0..labels[r].len())
+                    .map(|k| f64::from(values[r * t + k]))
+                    .collect();
+            }
+        }
+        Ok(slots.into_iter().map(|s| scored[s].clone()).collect())
+    }
+}
+
 fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
     out.hidden_states
         .last()

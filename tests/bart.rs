@@ -141,7 +141,7 @@ fn config_reads_bart_and_refuses_what_it_cannot_run() {
     let e = ModelConfig::from_json(&raw.to_string()).unwrap_err();
     assert!(
         e.to_string()
-            .contains("BartForConditionalGeneration or BartModel"),
+            .contains("BartForConditionalGeneration, BartModel or PrismForConditionalGeneration"),
         "{e}"
     );
     raw["architectures"] = serde_json::json!(["BartForConditionalGeneration"]);

@@ -588,7 +588,9 @@ fn metrics_lists_the_registry_as_json() {
             "unieval-fluency",
             "unieval-relevance",
             "unieval-overall",
-            "unieval-fact"
+            "unieval-fact",
+            "prism-ref",
+            "prism-qe"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -23,6 +23,7 @@ mod mauve;
 mod moverscore;
 mod plm_metrics;
 mod plm_parity;
+mod prism;
 mod published_vectors;
 mod self_eval;
 mod stress_suite;

@@ -33,6 +33,7 @@ pub mod mauve;
 pub mod menli;
 pub mod moverscore;
 pub mod perplexity;
+pub mod prism;
 pub mod registry;
 pub mod rouge;
 pub mod signature;
@@ -87,6 +88,7 @@ registry::metric_registry! {
             UniEvalOverall "unieval-overall",
         ],
         UniEvalFact("unieval-fact") = unieval::UniEvalFactMetric [UniEvalFact "unieval-fact"],
+        Prism("prism") = prism::PrismMetric [PrismRef "prism-ref", PrismQe "prism-qe"],
     }
     sets {
         Mauve("mauve"),

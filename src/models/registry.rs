@@ -73,7 +73,7 @@ pub fn models() -> &'static [RegistryModel] {
 
 /// The default model of `metric` (`bertscore`, `gpt-ppl`, `mlm-ppl`, `menli`, `mauve`,
 /// `comet`, `comet-qe`, `bleurt`, `bartscore`, `moverscore`, `moverscore-v1`, `unieval`,
-/// `unieval-fact`).
+/// `unieval-fact`, `prism`).
 pub fn default_for(metric: &str) -> Option<&'static RegistryModel> {
     models()
         .iter()
@@ -146,6 +146,7 @@ mod tests {
             "moverscore-v1",
             "unieval",
             "unieval-fact",
+            "prism",
         ] {
             assert!(default_for(metric).is_some(), "{metric}");
         }

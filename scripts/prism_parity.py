@@ -25,6 +25,11 @@ Writes, all committed (small):
   fairseq, then the language tags <de> <en> <fr>, then madeup words up to a
   multiple of 8), and `config.json` holding only the head counts, which a
   pickled Namespace does not give up to a reader that does not run Python.
+- tests/fixtures/prism/hub/: the same model in the layout of the hub port
+  (dariast/prism, from the closed transformers PR 35281): `config.json` as
+  its PrismConfig saves it, `model.safetensors` under its names (the shared
+  table once, as `model.shared.weight`), `spm.model` and the dictionary as
+  `prism_vocab.json` (token -> id).
 - tests/golden/prism_parity.json: ids of texts as prism.py encodes them
   (with and without the language tag), and for pairs of reference,
   hypothesis and source: each direction's token log-probabilities
@@ -43,10 +48,12 @@ import shutil
 import numpy as np
 import sentencepiece as spm
 import torch
+from safetensors.torch import save_file
 from transformers import FSMTConfig, FSMTForConditionalGeneration
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests/fixtures/prism/tiny"
+HUB = ROOT / "tests/fixtures/prism/hub"
 GOLDEN = ROOT / "tests/golden/prism_parity.json"
 
 D, HEADS, ENC, DEC, FFN = 32, 4, 3, 2, 48
@@ -155,7 +162,43 @@ def write_fixture():
         else:
             load[key] = fairseq[name]
     model.load_state_dict(load, strict=True)
+    write_hub(fairseq, words, vocab)
     return sp, words, model
+
+
+def write_hub(fairseq, words, vocab):
+    HUB.mkdir(parents=True, exist_ok=True)
+    shutil.copy(OUT / "spm.model", HUB / "spm.model")
+    tensors = {"model.shared.weight": fairseq["encoder.embed_tokens.weight"].clone()}
+    for name, value in fairseq.items():
+        if ".layers." in name:
+            tensors["model." + name] = value.clone().contiguous()
+    save_file(tensors, HUB / "model.safetensors")
+    ids = {w: i for i, w in enumerate(["<s>", "<pad>", "</s>", "<unk>"] + words)}
+    (HUB / "prism_vocab.json").write_text(json.dumps(ids, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    config = {
+        "architectures": ["PrismForConditionalGeneration"],
+        "model_type": "prism",
+        "vocab_size": vocab,
+        "d_model": D,
+        "encoder_layers": ENC,
+        "decoder_layers": DEC,
+        "encoder_attention_heads": HEADS,
+        "decoder_attention_heads": HEADS,
+        "encoder_ffn_dim": FFN,
+        "decoder_ffn_dim": FFN,
+        "max_position_embeddings": 1024,
+        "activation_function": "relu",
+        "scale_embedding": True,
+        "layernorm_embedding": False,
+        "tie_word_embeddings": True,
+        "pad_token_id": PAD,
+        "bos_token_id": BOS,
+        "eos_token_id": EOS,
+        "decoder_start_token_id": EOS,
+        "is_encoder_decoder": True,
+    }
+    (HUB / "config.json").write_text(json.dumps(config, indent=1) + "\n")
 
 
 class Prism:

@@ -174,7 +174,10 @@ fn what_a_user_gets_wrong_is_named() {
             .to_string()
     };
     let e = err(&[("a", "b")], "xx", 1.0);
-    assert!(e.contains("<xx>") && e.contains("de, en, fr"), "{e}");
+    assert!(
+        e.contains("<xx>") && e.contains("(it has: de, en, fr)"),
+        "{e}"
+    );
     let e = err(&[("a", "b")], "en", 0.0);
     assert!(e.contains("temperature"), "{e}");
     let e = err(&[("the <en> tag", "b")], "en", 1.0);
@@ -251,4 +254,28 @@ fn the_cli_scores_prism_from_the_released_folder_layout() {
         );
     }
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn the_hub_ports_layout_reads_as_the_released_folder() {
+    let hub = dir().with_file_name("hub");
+    let plm = Plm::load(
+        "tiny-prism-hub",
+        ModelFiles::from_path(&hub).unwrap(),
+        &Device::flex(),
+        Precision::F32,
+    )
+    .unwrap();
+    let g = golden();
+    let p = &g["pairs"][2];
+    let (r, h) = (
+        p["reference"].as_str().unwrap(),
+        p["hypothesis"].as_str().unwrap(),
+    );
+    let dirs = block_on(prism::score(&plm, &[(r, h)], "en", 1.0)).unwrap();
+    close(
+        &dirs[0].logprob,
+        &floats(&p["hyp_given_ref"])[1..],
+        "hub layout",
+    );
 }

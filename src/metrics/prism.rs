@@ -192,7 +192,11 @@ fn language_tags(tokenizer: &LmTokenizer) -> String {
         .into_iter()
         .filter_map(|t| {
             let code = t.strip_prefix('<')?.strip_suffix('>')?;
-            (code.len() <= 3 && code.chars().all(|c| c.is_ascii_lowercase())).then(|| code.into())
+            let special = matches!(code, "s" | "pad" | "unk");
+            (!special
+                && (2..=3).contains(&code.len())
+                && code.chars().all(|c| c.is_ascii_lowercase()))
+            .then(|| code.into())
         })
         .collect();
     tags.sort();

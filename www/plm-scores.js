@@ -357,7 +357,7 @@ function draw(slot, el, v, scored, base) {
     case "surprisal": return drawPerplexity(el, v, scored, base, truncated, kind.model === "causal-lm");
     case "nli": return drawMenli(el, v, scored, base);
     case "flow": return drawMoverScore(el, v, scored, base, truncated);
-    case "tokenLogprobs": return drawBartScore(el, v, scored, base, truncated);
+    case "tokenLogprobs": return drawTokenLogprobs(el, v, scored, base, truncated);
     default: return drawLearned(el, v, scored, base, truncated);
   }
 }
@@ -721,16 +721,18 @@ function drawPlan(el, v, detail) {
 
 // --- BARTScore -------------------------------------------------------------
 
-function drawBartScore(el, v, scored, base, truncated) {
+function drawTokenLogprobs(el, v, scored, base, truncated) {
   const { score, detail } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  const shown = [["precision", "P"], ["recall", "R"], ["f", "F"], ["faithful", "faithfulness"]]
-    .filter(([n]) => part(score, n) !== undefined)
-    .map(([n, label]) => `${label} ${part(score, n).toFixed(4)}`);
+  // The parts the core lists (BARTScore's directions under their short names, PRISM's as named).
+  const short = { precision: "P", recall: "R", f: "F", faithful: "faithfulness" };
+  const shown = score.parts
+    .filter((p) => p.name !== "truncated")
+    .map((p) => `${short[p.name] ?? p.name} ${p.value.toFixed(4)}`);
   el.querySelector('[data-role="parts"]').textContent = `${shown.join(" · ")} · ${v.elapsedMs.toFixed(0)} ms`;
   truncated(part(score, "truncated"));
-  // The target's tokens, shaded by how unlikely BART found each (sequential orange, colour-blind safe).
+  // The target's tokens, shaded by how unlikely the model found each (sequential orange, colour-blind safe).
   const worst = Math.max(...detail.tokens.map(([, lp]) => -lp), 1);
   const given = { hypothesis: info(score.metric).needs_source ? "the source" : "the reference", reference: "the hypothesis" }[detail.target];
   const label = document.createElement("span");

@@ -721,6 +721,44 @@ test("UniEval: a hub T5 loads, the UniEval and UniEval-fact cards score as typed
   await context.close();
 });
 
+const PRISM = join(ROOT, "tests", "fixtures", "prism");
+
+test("PRISM: the hub port's layout (prism_vocab.json) loads, PRISM-ref and PRISM-QE score as typed, the language tag is an option, equal to the CLI", async () => {
+  HUB["test/tiny-prism"] = join(PRISM, "hub");
+  const { context, page, errors } = await openPage();
+  const src = "Der Ausschuss hat den Haushalt genehmigt.";
+  const native = (h, metric, extra = []) =>
+    cli(["--metrics", metric, "--model", `prism=${join(PRISM, "tiny")}`, ...extra], h, REF, src)[metric];
+  const hyp = "The committee approved the budget.";
+  await page.fill("#reference", REF);
+  await page.fill("#source", src);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-prism", "cpu");
+  const card = '.card[data-metric="prism"]';
+  assert.equal(await page.textContent(`${card} h3`), "PRISM");
+  const ref = await settled(page, "prism", hyp);
+  assert.ok(Math.abs(ref - native(hyp, "prism-ref")) <= 1e-5, `browser ${ref} vs CLI ${native(hyp, "prism-ref")}`);
+  // Both directions are listed beside the mean.
+  assert.match(await page.textContent(`${card} [data-role="parts"]`), /hyp_given_ref.*ref_given_hyp/s);
+  await page.selectOption(`${card} [data-role="part"]`, "qe");
+  await page.waitForFunction((sel) => document.querySelector(`${sel} [data-role="signature"]`).textContent.includes("part:qe"), card);
+  const qe = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  assert.ok(Math.abs(qe - native(hyp, "prism-qe")) <= 1e-5, `QE ${qe} vs CLI ${native(hyp, "prism-qe")}`);
+  // The hypothesis's language: another tag, another score; a tag the model lacks says which it has.
+  await page.fill(`${card} [data-role="lang"]`, "fr");
+  await page.dispatchEvent(`${card} [data-role="lang"]`, "change");
+  await page.waitForFunction((sel) => document.querySelector(`${sel} [data-role="signature"]`).textContent.includes("lang:fr"), card);
+  const fr = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  const frCli = native(hyp, "prism-qe", ["--opt", "prism.lang=fr"]);
+  assert.ok(Math.abs(fr - frCli) <= 1e-5 && Math.abs(fr - qe) > 1e-6, `fr ${fr} vs CLI ${frCli}, en ${qe}`);
+  await page.fill(`${card} [data-role="lang"]`, "xx");
+  await page.dispatchEvent(`${card} [data-role="lang"]`, "change");
+  await page.waitForFunction((sel) => /has no language tag <xx> \(it has: de, en, fr\)/.test(document.querySelector(`${sel} [data-role="message"]`).textContent), card);
+  await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "prism-card.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("Generate: a loaded GPT-2 writes the CLI's sampled text token by token, Stop ends it, and the text becomes the hypothesis", async () => {
   const { context, page, errors } = await openPage();
   const dir = HUB["test/tiny-gpt2"];

@@ -1,9 +1,9 @@
 //! Every lesson step runs offline (model-free metrics and MiniLM) and its
 //! claim holds on the numbers it computes; the checks themselves are
 //! recomputed here from the rows, so a wrong verdict cannot pass. The NLI
-//! step runs on a tiny random NLI classifier and the GPT-2 steps on a tiny
-//! random GPT-2 (no real ones offline): their verdicts are recomputed,
-//! whether they hold or not.
+//! step runs on a tiny random NLI classifier, the GPT-2 steps on a tiny
+//! random GPT-2 and the UniEval step on a tiny random T5 (no real ones
+//! offline): their verdicts are recomputed, whether they hold or not.
 
 use crate::common;
 
@@ -25,6 +25,7 @@ impl ModelStore for MiniLm {
     fn model(&self, slot: ModelSlot, name: Option<&str>) -> Result<Rc<Plm>, EngineError> {
         match (slot, &self.1, name) {
             (_, _, Some(TINY_GPT2)) => Ok(tiny_gpt2()),
+            (_, _, Some(TINY_T5)) => Ok(tiny_t5()),
             (ModelSlot::Menli, Some(nli), _) => Ok(nli.clone()),
             _ => Ok(self.0.clone()),
         }
@@ -32,6 +33,12 @@ impl ModelStore for MiniLm {
 }
 
 const TINY_GPT2: &str = "tiny-gpt2";
+const TINY_T5: &str = "tiny-t5";
+
+fn tiny_t5() -> Rc<Plm> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/t5/tiny");
+    Rc::new(common::cpu_model(TINY_T5, &dir))
+}
 
 fn tiny_gpt2() -> Rc<Plm> {
     thread_local!(static GPT2: Rc<Plm> = {
@@ -61,6 +68,7 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         bertscore: Some("all-MiniLM-L6-v2".into()),
         nli: Some("tiny-roberta-nli".into()),
         causal_lm: Some(TINY_GPT2.into()),
+        seq2seq_lm: Some(TINY_T5.into()),
         lm_tokenizer: Some(&gpt2_tokenizer),
         neighbours: Some(&neighbours),
     };
@@ -126,8 +134,8 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");
-    // The NLI step and the two GPT-2 steps.
-    assert_eq!(random_steps, 3);
+    // The NLI step, the two GPT-2 steps and the UniEval step.
+    assert_eq!(random_steps, 4);
 }
 
 #[test]
@@ -152,6 +160,13 @@ fn a_step_without_its_model_says_what_to_load() {
     assert_eq!(
         registry().unwrap()[1].steps[2].model_offer.as_deref(),
         Some(blindspot::stress::lessons::BROWSER_NLI)
+    );
+    // The injection step names UniEval's evaluator, with its size.
+    let err = block_on(run_step(&engine_minilm, "injection", 0, &bertscore_only)).unwrap_err();
+    assert!(matches!(err, LessonError::Needs(_)), "{err}");
+    assert!(
+        err.to_string().contains("MingZhong/unieval-sum (3.1 GB)"),
+        "{err}"
     );
     assert!(block_on(run_step(&engine, "nope", 0, &LessonModels::default())).is_err());
     assert!(block_on(run_step(&engine, "truncation", 9, &LessonModels::default())).is_err());

@@ -119,6 +119,11 @@ function nliModel() {
   return [...loaded.values()].reverse().find((m) => m.kinds.includes("nli"))?.name;
 }
 
+/** The newest loaded encoder-decoder (UniEval's evaluator). */
+function seq2seqModel() {
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("seq2seq-lm"))?.name;
+}
+
 /** The newest loaded causal language model (GPT-PPL, MAUVE's GPT-2 features). */
 function causalLmModel() {
   return [...loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm"))?.name;
@@ -127,7 +132,7 @@ function causalLmModel() {
 /** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */
 function offerLoad(message) {
   const button = $("step-load");
-  const offer = /NLI model|causal language model/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
+  const offer = /NLI model|causal language model|UniEval's evaluator/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
   if (!offer) return;
   button.dataset.offer = offer;
   const size = offer === "minilm" ? null : hooks.registrySize(offer);
@@ -197,7 +202,7 @@ async function run() {
         throw err;
       });
     }
-    const result = await engine.runLessonStep(l.id, at.step, bertscoreModel(), nliModel(), causalLmModel());
+    const result = await engine.runLessonStep(l.id, at.step, bertscoreModel(), nliModel(), causalLmModel(), seq2seqModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
     lastResult = { at, result };

@@ -58,6 +58,7 @@ impl Lesson {
             (has(Some(ModelKind::Nli)), "an NLI model"),
             (has(Some(ModelKind::CausalLm)), "GPT-2"),
             (has(Some(ModelKind::MaskedLm)), "a masked LM"),
+            (has(Some(ModelKind::Seq2SeqLm)), "UniEval's T5"),
         ]
         .into_iter()
         .filter_map(|(on, words)| on.then_some(words))
@@ -262,6 +263,9 @@ pub const BROWSER_NLI: &str = "cross-encoder/nli-distilroberta-base";
 /// The causal language model a lesson offers (the paper's GPT-2).
 pub const BROWSER_LM: &str = "gpt2";
 
+/// The evaluator a lesson offers for UniEval (the paper's).
+pub const UNIEVAL: &str = "MingZhong/unieval-sum";
+
 /// The row id of a features step: the cosine between a text's MAUVE features
 /// and its corrupted copy's.
 pub const FEATURE_COSINE: &str = "mauve-feature-cosine";
@@ -348,7 +352,7 @@ impl From<EngineError> for LessonError {
 
 /// The lessons as written, one file each, in teaching order: prose and
 /// steps are data (`src/stress/lessons/*.toml`), read once.
-const FILES: [&str; 7] = [
+const FILES: [&str; 8] = [
     include_str!("lessons/1-truncation.toml"),
     include_str!("lessons/2-paraphrase.toml"),
     include_str!("lessons/3-small-edits.toml"),
@@ -356,6 +360,7 @@ const FILES: [&str; 7] = [
     include_str!("lessons/5-position.toml"),
     include_str!("lessons/6-copy-source.toml"),
     include_str!("lessons/7-spurious.toml"),
+    include_str!("lessons/8-injection.toml"),
 ];
 
 /// The named text sets steps start from, and the passages of the
@@ -488,6 +493,8 @@ pub struct LessonModels<'a> {
     pub nli: Option<String>,
     /// The causal language model GPT-PPL runs on (also MAUVE's GPT-2 features).
     pub causal_lm: Option<String>,
+    /// The encoder-decoder UniEval runs on (its evaluator, a T5).
+    pub seq2seq_lm: Option<String>,
     /// GPT-2's tokenizer, for the positioned errors.
     pub lm_tokenizer: Option<&'a LmTokenizer>,
     /// Word neighbours for the raising search.
@@ -531,6 +538,15 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
     match &mut spec {
         MetricSpec::BertScore(b) => b.model = Some(bertscore_model(models)?),
         MetricSpec::GptPpl(g) => g.model = Some(causal_lm(models)?),
+        MetricSpec::UniEval(u) => {
+            u.model = Some(models.seq2seq_lm.clone().ok_or_else(|| {
+                LessonError::Needs(format!(
+                    "this step asks UniEval's evaluator: load it, {UNIEVAL}{} (a T5, the \
+                     paper's; a very large download)",
+                    size(UNIEVAL)
+                ))
+            })?)
+        }
         MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \

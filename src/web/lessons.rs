@@ -31,7 +31,7 @@ pub fn lesson_registry() -> Result<JsValue, JsError> {
 /// Runs step `step` of lesson `lesson`. `bertscore` names the loaded model
 /// BERTScore runs on (also the raising search's word neighbours), `nli` the
 /// one MENLI runs on, `causal_lm` the one GPT-PPL runs on (and MAUVE's GPT-2
-/// features); positioned errors use the GPT-2 tokenizer the page loaded
+/// features), `seq2seq_lm` the one UniEval runs on; positioned errors use the GPT-2 tokenizer the page loaded
 /// (`loadGpt2Tokenizer`). Without them, a step that needs one says what to load.
 #[wasm_bindgen(js_name = runLessonStep)]
 pub async fn run_lesson_step(
@@ -40,6 +40,7 @@ pub async fn run_lesson_step(
     bertscore: Option<String>,
     nli: Option<String>,
     causal_lm: Option<String>,
+    seq2seq_lm: Option<String>,
 ) -> Result<JsValue, JsError> {
     super::count_job();
     let neighbours = match bertscore.as_deref() {
@@ -61,6 +62,7 @@ pub async fn run_lesson_step(
         bertscore,
         nli,
         causal_lm,
+        seq2seq_lm,
         lm_tokenizer: lm_tokenizer.as_ref(),
         neighbours: neighbours.as_deref(),
     };

@@ -372,6 +372,22 @@ fn gemm_f32(
     let bias = bias
         .as_ref()
         .map(|b| b.as_slice::<f32>().expect("dense f32"));
+    // A tied head's weight is the embeddings transposed (a `[d_out, d_in]`
+    // matrix read through strides): for a few rows, dot products with its
+    // rows in place; a packed product would first copy all of it.
+    if rows <= FEW_ROWS
+        && let Some(rows_w) = transposed_rows(w, d_in, d_out)
+    {
+        let mut out = crate::kernels::dots(x, rows_w, rows, d_in, d_out);
+        if let Some(b) = bias {
+            for row in out.chunks_exact_mut(d_out) {
+                for (o, v) in row.iter_mut().zip(b) {
+                    *o += v;
+                }
+            }
+        }
+        return out;
+    }
     // In wasm a dense weight (every projection here) is read in place by
     // `strips`; natively rten-gemm's packed kernel is faster.
     if let Some(w) = w
@@ -383,6 +399,21 @@ fn gemm_f32(
     with_weight(w, d_in, d_out, |b| {
         rten_product(x, GemmInputB::Unpacked(b), bias, rows, d_in, d_out)
     })
+}
+
+/// Input rows up to which a transposed weight is read by dot products
+/// ([`crate::kernels::dots`]): a generation step's (beams included).
+const FEW_ROWS: usize = 8;
+
+/// The `[d_out, d_in]` row-major values under `w` when it is their
+/// transpose viewed as `[d_in, d_out]`.
+fn transposed_rows(w: &FlexTensor, d_in: usize, d_out: usize) -> Option<&[f32]> {
+    let (_, _, rs, cs) = w.layout().as_2d_strides()?;
+    if rs != 1 || cs != d_in as isize {
+        return None;
+    }
+    let start = w.layout().start_offset();
+    w.storage::<f32>().get(start..start + d_in * d_out)
 }
 
 /// Calls `f` with the `d_in x d_out` weight `w` as a matrix view.

@@ -154,7 +154,7 @@ fn questions_tokenize_as_transformers_tokenizes_them() {
     let first = units(Dimension::Consistency, &items[0].0)[0];
     let ids = plm
         .tokenizer
-        .encode_for_model(&question(Dimension::Consistency, first, &items[0].1))
+        .encode_for_model(&question(Dimension::Consistency, first, &items[0].1).unwrap())
         .unwrap()
         .ids();
     let want: Vec<u64> = g["unieval"]["first_input_ids"]

@@ -126,10 +126,11 @@ impl Dimension {
 }
 
 /// The boolean question of `dim` about `output` (utils.py's `add_question`
-/// for the summarization task). `context` is the source for coherence and
-/// consistency, the reference for relevance.
-pub fn question(dim: Dimension, output: &str, context: &str) -> String {
-    match dim {
+/// for the summarization task); none for overall, which asks no question of
+/// its own. `context` is the source for coherence and consistency, the
+/// reference for relevance.
+pub fn question(dim: Dimension, output: &str, context: &str) -> Option<String> {
+    Some(match dim {
         Dimension::Fluency => {
             format!("question: Is this a fluent paragraph? </s> paragraph: {output}")
         }
@@ -145,8 +146,8 @@ pub fn question(dim: Dimension, output: &str, context: &str) -> String {
             "question: Is this summary relevant to the reference? </s> summary: {output} \
              </s> reference: {context}"
         ),
-        Dimension::Overall => unreachable!("overall asks no question of its own"),
-    }
+        Dimension::Overall => return None,
+    })
 }
 
 /// The units a dimension scores in a hypothesis: its sentences, or itself
@@ -565,8 +566,9 @@ async fn ask(
             let units: &[&str] = if d.per_sentence() { &split } else { &whole };
             counts[i][k] = units.len();
             for &unit in units {
-                for &c in &contexts {
-                    inputs.push(question(d, unit, c));
+                // `asked` holds the four questioned dimensions only.
+                for q in contexts.iter().filter_map(|c| question(d, unit, c)) {
+                    inputs.push(q);
                     owners.push((i, k));
                 }
             }
@@ -615,19 +617,20 @@ mod tests {
     #[test]
     fn questions_are_the_released_strings() {
         assert_eq!(
-            question(Dimension::Fluency, "A b.", ""),
+            question(Dimension::Fluency, "A b.", "").unwrap(),
             "question: Is this a fluent paragraph? </s> paragraph: A b."
         );
         assert_eq!(
-            question(Dimension::Relevance, "S.", "R."),
+            question(Dimension::Relevance, "S.", "R.").unwrap(),
             "question: Is this summary relevant to the reference? </s> summary: S. </s> \
              reference: R."
         );
         assert_eq!(
-            question(Dimension::Consistency, "C.", "D."),
+            question(Dimension::Consistency, "C.", "D.").unwrap(),
             "question: Is this claim consistent with the document? </s> claim: C. </s> \
              document: D."
         );
+        assert_eq!(question(Dimension::Overall, "O.", ""), None);
     }
 
     #[test]

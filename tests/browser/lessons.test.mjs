@@ -30,11 +30,13 @@ function table(page) {
 
 /**
  * The models steps offer, served from tiny random checkpoints (no real model
- * offline): the NLI classifier and GPT-2 (with the real GPT-2 tokenizer).
+ * offline): the NLI classifier, GPT-2 (with the real GPT-2 tokenizer) and
+ * UniEval's T5.
  */
 const OFFERS = {
   "cross-encoder/nli-distilroberta-base": { size: "329 MB", dir: () => join(ROOT, "tests", "fixtures", "plm", "roberta_cls"), needs: /NLI model/ },
   gpt2: { size: "548 MB", dir: gpt2Folder, needs: /causal language model/ },
+  "MingZhong/unieval-sum": { size: "3.1 GB", dir: () => join(ROOT, "tests", "fixtures", "t5", "tiny"), needs: /UniEval's evaluator/ },
 };
 const serveOffers = (page) => Promise.all(Object.entries(OFFERS).map(([id, offer]) => {
   const dir = offer.dir();

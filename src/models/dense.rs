@@ -372,10 +372,13 @@ fn gemm_f32(
     let bias = bias
         .as_ref()
         .map(|b| b.as_slice::<f32>().expect("dense f32"));
-    // A tied head's weight is the embeddings transposed (a `[d_out, d_in]`
-    // matrix read through strides): for a few rows, dot products with its
-    // rows in place; a packed product would first copy all of it.
-    if rows <= FEW_ROWS
+    // In wasm, a tied head's weight is the embeddings transposed (a
+    // `[d_out, d_in]` matrix read through strides): for a few rows, dot
+    // products with its rows in place; a packed product would first copy all
+    // of it. Natively rten-gemm keeps it, so a prepared panel of the same
+    // weight gives the same bits.
+    if cfg!(target_arch = "wasm32")
+        && rows <= FEW_ROWS
         && let Some(rows_w) = transposed_rows(w, d_in, d_out)
     {
         let mut out = crate::kernels::dots(x, rows_w, rows, d_in, d_out);

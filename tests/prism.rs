@@ -182,6 +182,9 @@ fn what_a_user_gets_wrong_is_named() {
     assert!(e.contains("temperature"), "{e}");
     let e = err(&[("the <en> tag", "b")], "en", 1.0);
     assert!(e.contains("\"<en>\""), "{e}");
+    // One that becomes the tag only once normalised (NFKC's full-width signs).
+    let e = err(&[("the ＜en＞ tag", "b")], "en", 1.0);
+    assert!(e.contains("\"<en>\""), "{e}");
     // A fairseq folder without head counts, at a width that is not m39v1's.
     let tmp = std::env::temp_dir().join(format!("prism-heads-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();

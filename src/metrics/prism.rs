@@ -213,6 +213,20 @@ fn encode(plm: &Plm, text: &str) -> Result<Encoded, ModelError> {
         )));
     }
     let e = plm.encode(text)?;
+    // A symbol the text only becomes after normalisation (`＜en＞`) is
+    // refused as well: prism.py's SentencePiece splits it.
+    let body = &e.tokens[..e.tokens.len().saturating_sub(1)];
+    if let Some(t) = body
+        .iter()
+        .find(|t| t.id != 3 && plm.tokenizer.is_special(t.id))
+    {
+        let symbol = plm.tokenizer.id_to_token(t.id).unwrap_or_default();
+        return Err(ModelError::Input(format!(
+            "the text reads as {symbol:?}, a symbol of {}'s dictionary: prism.py would read \
+             it as pieces; remove it",
+            plm.name
+        )));
+    }
     let mut ids = e.ids();
     LmTokenizer::fairseq_unknown(&mut ids, plm.config.vocab_size);
     if ids.last() != Some(&2) {
@@ -394,11 +408,13 @@ impl ModelModule for PrismMetric {
                             (scored[k].score, vec![], Some(k))
                         }
                     };
-                    let truncated = refs
-                        .iter()
-                        .flat_map(|r| [r.0, r.1])
-                        .chain(*src)
-                        .any(|k| scored[k].truncated);
+                    // Only the directions this part reads.
+                    let truncated = match o.part {
+                        PrismPart::Ref => refs
+                            .iter()
+                            .any(|r| scored[r.0].truncated || scored[r.1].truncated),
+                        PrismPart::Qe => src.is_some_and(|k| scored[k].truncated),
+                    };
                     parts.push(truncated_part(truncated));
                     // The token bar: the hypothesis given the first reference or the source.
                     if let (true, Some(k)) = (engine.details(), shown) {

@@ -257,8 +257,15 @@ impl BartModel {
             (None, Some(table)) => {
                 let [rows, cols] = positions.dims();
                 let [_, h] = table.dims();
+                // A skipped field stays where the module was built: an int8
+                // load is built on the CPU and then moved.
+                let device = positions.device();
+                let table = if table.device() == device {
+                    table.clone()
+                } else {
+                    table.clone().to_device(&device)
+                };
                 table
-                    .clone()
                     .select(0, positions.reshape([rows * cols]))
                     .reshape([rows, cols, h])
             }

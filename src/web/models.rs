@@ -195,6 +195,7 @@ pub async fn load_model(
             crate::models::weights::vocab_json_tokenizer(
                 &spm,
                 vocab_json.as_deref().unwrap_or_default(),
+                config_json.as_deref().unwrap_or_default(),
             )
             .map_err(js_err)?,
         ),

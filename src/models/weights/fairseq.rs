@@ -188,9 +188,25 @@ pub fn read_folder(path: &Path) -> Result<ModelFiles, ModelError> {
 
 /// The tokenizer of the hub port's folder layout (`spm.model` with
 /// `prism_vocab.json`, the dictionary as token → id).
-pub fn vocab_json_tokenizer(spm: &[u8], vocab_json: &str) -> Result<Vec<u8>, ModelError> {
+/// Its size must be `config.json`'s `vocab_size`: pieces the dictionary
+/// lacks read as `<unk>` only past the embeddings' last row.
+pub fn vocab_json_tokenizer(
+    spm: &[u8],
+    vocab_json: &str,
+    config_json: &str,
+) -> Result<Vec<u8>, ModelError> {
     let map: std::collections::BTreeMap<String, u32> = serde_json::from_str(vocab_json)
         .map_err(|e| ModelError::Config(format!("prism_vocab.json is not valid: {e}")))?;
+    let rows = serde_json::from_str::<serde_json::Value>(config_json)
+        .ok()
+        .and_then(|c| c.get("vocab_size")?.as_u64());
+    if let Some(rows) = rows.filter(|&r| r as usize != map.len()) {
+        return Err(ModelError::Config(format!(
+            "prism_vocab.json has {} entries but config.json's vocab_size is {rows}: they do \
+             not belong together",
+            map.len()
+        )));
+    }
     let mut dictionary = vec![String::new(); map.len()];
     for (token, id) in map {
         match dictionary.get_mut(id as usize) {

@@ -120,7 +120,11 @@ impl ModelFiles {
         } else if spm.is_file() && path.join("prism_vocab.json").is_file() {
             let vocab = String::from_utf8(read(&path.join("prism_vocab.json"))?)
                 .map_err(|_| ModelError::Config("prism_vocab.json is not UTF-8".into()))?;
-            Some(super::fairseq::vocab_json_tokenizer(&read(&spm)?, &vocab)?)
+            Some(super::fairseq::vocab_json_tokenizer(
+                &read(&spm)?,
+                &vocab,
+                &config_json,
+            )?)
         } else if spm.is_file() || spiece.is_file() {
             let file = if spm.is_file() { &spm } else { &spiece };
             let config = std::fs::read_to_string(path.join("tokenizer_config.json")).ok();

@@ -121,7 +121,7 @@ function nliModel() {
 
 /** The newest loaded encoder-decoder (UniEval's evaluator). */
 function seq2seqModel() {
-  return [...loaded.values()].reverse().find((m) => m.kinds.includes("seq2seq-lm"))?.name;
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("seq2-seq-lm"))?.name;
 }
 
 /** The newest loaded causal language model (GPT-PPL, MAUVE's GPT-2 features). */

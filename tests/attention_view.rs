@@ -1,7 +1,8 @@
 //! The attention view (src/models/attention_view.rs) against transformers'
 //! attention probabilities (scripts/attention_golden.py): MiniLM (a BERT
-//! encoder), the tiny random GPT-2 and the encoders of the tiny BART and
-//! T5, three texts each, the 10 x 10 block
+//! encoder), the tiny random GPT-2, the encoders of the tiny BART and
+//! T5 and the tiny DeBERTa v1, v3 and v2-with-convolution (disentangled
+//! attention), three texts each, the 10 x 10 block
 //! matrix and the mass by offset within 1e-5; a family without the view
 //! says so; the CLI prints the same.
 
@@ -85,25 +86,38 @@ fn minilm_gpt2_bart_and_t5_match_transformers() {
     assert_eq!((view.layers, view.heads), (2, 2));
 }
 
+/// DeBERTa's disentangled attention (content and relative-position terms)
+/// as transformers' `output_attentions` gives it: v1's fused projection,
+/// v3's log buckets and both position terms, v2's convolution after the
+/// first layer. The tiny checkpoints read the golden script's word-level
+/// tokenizer.
+#[test]
+fn deberta_matches_transformers() {
+    let g = common::golden("attention_view.json");
+    for name in ["deberta_v1", "deberta_v3", "deberta_v2_conv"] {
+        let mut files =
+            blindspot::models::ModelFiles::from_path(&root().join("tests/fixtures/plm").join(name))
+                .unwrap();
+        files.tokenizer_json = Some(
+            std::fs::read(root().join("tests/fixtures/deberta-words/tokenizer.json")).unwrap(),
+        );
+        let deberta = Plm::load(
+            name,
+            files,
+            &burn::tensor::Device::flex(),
+            blindspot::models::Precision::F32,
+        )
+        .unwrap();
+        check(&deberta, &g[name]);
+    }
+}
+
 #[test]
 fn families_without_the_view_and_empty_texts_say_why() {
-    // DeBERTa's disentangled attention is not offered: the tiny checkpoint
-    // with MiniLM's tokenizer, on a text of special tokens its vocabulary has.
-    let mut files =
-        blindspot::models::ModelFiles::from_path(&root().join("tests/fixtures/plm/deberta_v3"))
-            .unwrap();
-    files.tokenizer_json =
-        Some(std::fs::read(root().join("models/all-MiniLM-L6-v2/tokenizer.json")).unwrap());
-    let deberta = Plm::load(
-        "deberta",
-        files,
-        &burn::tensor::Device::flex(),
-        blindspot::models::Precision::F32,
-    )
-    .unwrap();
-    let e = block_on(deberta.attention_view(""))
-        .unwrap_err()
-        .to_string();
+    // COMET's estimator shows no attention of its own (its encoder is
+    // XLM-R, loaded as a metric rather than a language model).
+    let comet = common::cpu_model("comet", &root().join("tests/fixtures/comet/comet-da"));
+    let e = block_on(comet.attention_view("a")).unwrap_err().to_string();
     assert!(e.contains("does not show its attention here"), "{e}");
     let gpt2 = common::cpu_model("gpt2", &root().join("tests/fixtures/plm/gpt2"));
     let e = block_on(gpt2.attention_view("")).unwrap_err().to_string();

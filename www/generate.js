@@ -10,7 +10,7 @@ const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-generate-v1";
 const FIELDS = [
   "gen-input", "gen-method", "gen-max", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty",
-  "selfeval-paragraphs", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
+  "selfeval-paragraphs", "selfeval-kind", "selfeval-beams", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
 ];
 /** Paragraphs longer than this are not saved (localStorage holds a few MB). */
 const SAVE_LIMIT = 500_000;
@@ -57,10 +57,19 @@ function refreshMethod() {
 
 function refreshButton() {
   $("gen-run").disabled = view.running || !$("gen-model").value;
-  const causal = [...view.models.values()].filter((m) => m.kinds.includes("causal-lm")).length;
-  $("selfeval-run").disabled = view.running || causal < 2 || !$("selfeval-paragraphs").value.trim();
+  const kind = $("selfeval-kind").value;
+  for (const el of document.querySelectorAll(".selfeval-beam")) el.hidden = kind !== "seq2-seq-lm";
+  const usable = selfEvalModels().length;
+  $("selfeval-run").disabled = view.running || usable < 2 || !$("selfeval-paragraphs").value.trim();
+  $("selfeval-run").title = usable < 2 ? `Load two or more ${kind === "causal-lm" ? "causal LMs (GPT-2)" : "encoder-decoders (BART, T5)"} above` : "";
   const n = $("selfeval-paragraphs").value.split("\n").filter((l) => l.trim()).length;
   $("selfeval-count").textContent = `${n} paragraph${n === 1 ? "" : "s"}`;
+}
+
+/** The loaded models of the kind the self-evaluation picks (a run's models read and write alike). */
+function selfEvalModels() {
+  const kind = $("selfeval-kind").value;
+  return [...view.models.values()].filter((m) => m.kinds.includes(kind));
 }
 
 function refreshModels() {
@@ -173,7 +182,7 @@ function selfEvalStatus(text, kind = "muted") {
 }
 
 /** The evaluator x generator table, each evaluator's own texts marked, then the findings. */
-function showSelfEval(report) {
+function showSelfEval(report, seq2seq) {
   const box = $("selfeval-result");
   const names = report.models.map((m) => m.name);
   const table = document.createElement("table");
@@ -193,7 +202,10 @@ function showSelfEval(report) {
     });
   });
   const caption = table.createCaption();
-  caption.textContent = `Perplexity of each generator's continuations under each evaluator, mean over ${report.prompts.length} prompts (lower is better; the diagonal is each evaluator's own texts).`;
+  const how = seq2seq
+    ? `texts (beam search, ${report.options.beams} beams) under each evaluator, exp(−BARTScore) given the prompt`
+    : "continuations (top-k sampling, k = 50) under each evaluator";
+  caption.textContent = `Perplexity of each generator's ${how}, mean over ${report.prompts.length} prompts (lower is better; the diagonal is each evaluator's own texts).`;
   const list = document.createElement("ul");
   for (const f of report.findings) {
     const li = document.createElement("li");
@@ -214,7 +226,8 @@ function showSelfEval(report) {
 
 async function runSelfEval() {
   if (view.running) return;
-  const handles = [...view.models.values()].filter((m) => m.kinds.includes("causal-lm")).map((m) => m.handle);
+  const seq2seq = $("selfeval-kind").value === "seq2-seq-lm";
+  const handles = selfEvalModels().map((m) => m.handle);
   let options, limit;
   try {
     limit = number("selfeval-limit", "Prompts", { min: 1, max: 500, integer: true });
@@ -223,6 +236,7 @@ async function runSelfEval() {
       max_new_tokens: number("selfeval-max", "New tokens", { min: 1, max: 1024, integer: true }),
       top_k: 50,
       seed: number("selfeval-seed", "Seed", { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true }),
+      beams: seq2seq ? number("selfeval-beams", "Beams", { min: 1, max: 64, integer: true }) : 5,
     };
   } catch (err) {
     selfEvalStatus(err.message, "bad");
@@ -242,7 +256,7 @@ async function runSelfEval() {
       bar.value = done;
       if (!view.stopping) selfEvalStatus(`Generating and scoring: ${done} / ${total}…`);
     });
-    showSelfEval(report);
+    showSelfEval(report, seq2seq);
     selfEvalStatus(`${report.models.length} models, ${report.prompts.length} prompts, ${report.texts.length} texts.`);
   } catch (err) {
     const message = String(err.message ?? err);
@@ -282,6 +296,7 @@ export function initGenerate(engine) {
   $("gen-stop").addEventListener("click", stop);
   $("gen-use").addEventListener("click", useAsHypothesis);
   $("selfeval-paragraphs").addEventListener("input", refreshButton);
+  $("selfeval-kind").addEventListener("change", refreshButton);
   $("selfeval-file").addEventListener("change", async (e) => {
     const file = e.target.files?.[0];
     if (!file) return;

@@ -3,7 +3,9 @@
 //! the near history; RoBERTa spreads its attention and returns to fixed
 //! positions (its `<s>` and `</s>`).
 //!
-//! An encoder-decoder (BART, T5) shows its encoder's self-attention.
+//! An encoder-decoder (BART, T5) shows its encoder's self-attention;
+//! DeBERTa's include its relative-position terms (the probabilities its
+//! layers apply).
 //!
 //! For one text as the model reads it (special tokens included), every
 //! layer's and head's attention distribution of every query is averaged
@@ -59,8 +61,8 @@ impl Plm {
             .ok_or_else(|| {
                 ModelError::Unsupported(format!(
                     "{} ({}) does not show its attention here: the view reads BERT-family \
-                     encoders (BERT, RoBERTa, DistilBERT, ELECTRA), GPT-2, and the encoders of \
-                     BART and T5",
+                     encoders (BERT, RoBERTa, DistilBERT, ELECTRA), DeBERTa, GPT-2, and the \
+                     encoders of BART and T5",
                     self.name, self.config.architecture
                 ))
             })?;

@@ -431,9 +431,25 @@ impl Attention {
         relative: Option<&Relative>,
         s: &DebertaConfig,
     ) -> Tensor<3> {
-        let heads = self.num_heads;
         let (q, k, v) = self.content(x);
-        let [b, _, l, d] = q.dims();
+        let [b, heads, l, d] = v.dims();
+        let weights = self.weights(q, k, padding, relative, s);
+        weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
+    }
+
+    /// The attention probabilities `[batch, heads, queries, keys]` of the
+    /// content query and key: content-to-content plus the relative terms
+    /// the config enables, scaled, masked, softmaxed.
+    fn weights(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        padding: Tensor<4, Bool>,
+        relative: Option<&Relative>,
+        s: &DebertaConfig,
+    ) -> Tensor<4> {
+        let heads = self.num_heads;
+        let [b, _, _, d] = q.dims();
         let with_positions = relative.is_some() && s.relative_attention;
         let factor =
             1 + usize::from(with_positions && s.c2p) + usize::from(with_positions && s.p2c);
@@ -466,8 +482,7 @@ impl Attention {
                 scores = scores + p2c.div_scalar(scale);
             }
         }
-        let weights = activation::softmax(scores.mask_fill(padding, f32::NEG_INFINITY), 3);
-        weights.matmul(v).swap_dims(1, 2).reshape([b, l, heads * d])
+        activation::softmax(scores.mask_fill(padding, f32::NEG_INFINITY), 3)
     }
 }
 
@@ -709,6 +724,32 @@ impl Architecture for DebertaModel {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.embeddings.word_embeddings.weight.val()
+    }
+
+    /// Each layer's attention over its input (the hidden state before it),
+    /// the relative terms included.
+    fn attention_probabilities(&self, batch: &Batch) -> Option<Vec<Tensor<4>>> {
+        let states = self.forward(batch);
+        let [b, l] = batch.ids.dims();
+        let relative = self.relative(l, b, &batch.ids.device());
+        Some(
+            self.encoder
+                .layer
+                .iter()
+                .zip(states)
+                .map(|(layer, x)| {
+                    let a = &layer.attention;
+                    let (q, k, _) = a.content(x);
+                    a.weights(
+                        q,
+                        k,
+                        batch.padding.clone(),
+                        relative.as_ref(),
+                        &self.settings,
+                    )
+                })
+                .collect(),
+        )
     }
 
     fn class_logits(&self, last_hidden: Tensor<3>) -> Option<Tensor<2>> {

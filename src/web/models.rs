@@ -546,8 +546,9 @@ pub async fn generate_text(
 }
 
 /// The self-evaluation test ([`crate::stress::self_eval`], as `blindspot
-/// self-eval` runs it) on loaded causal LMs (`handles`, two or more, each a
-/// generator and an evaluator): prompts from `paragraphs` (one per line, the
+/// self-eval` runs it) on loaded models of one kind, causal LMs or
+/// encoder-decoders (`handles`, two or more, each a generator and an
+/// evaluator): prompts from `paragraphs` (one per line, the
 /// first `limit` long enough), `options` as
 /// [`SelfEvalOptions`](crate::stress::self_eval::SelfEvalOptions) JSON,
 /// `judge` a model's name or none. `on_progress(done, total)` after each

@@ -856,6 +856,45 @@ test("Self-evaluation: three loaded GPT-2s give the CLI's matrix and findings; t
   await context.close();
 });
 
+test("Self-evaluation, encoder-decoders: BART and two T5s write by beam search and score by BARTScore, as the CLI does", async () => {
+  HUB["test/tiny-bart"] = join(ROOT, "tests", "fixtures", "bart", "tiny");
+  HUB["test/tiny-t5"] = join(ROOT, "tests", "fixtures", "t5", "tiny");
+  HUB["test/tiny-t5-v1"] = join(ROOT, "tests", "fixtures", "t5", "tiny-v1");
+  const { context, page, errors } = await openPage();
+  const paragraphs = readFileSync(join(ROOT, "tests", "data", "wikitext_a.txt"), "utf8").split("\n").slice(0, 2).join("\n");
+  const file = join(mkdtempSync(join(tmpdir(), "blindspot-wiki-")), "wiki.txt");
+  writeFileSync(file, paragraphs);
+  const dirs = ["test/tiny-bart", "test/tiny-t5", "test/tiny-t5-v1"].map((id) => HUB[id]);
+  const native = JSON.parse(execFileSync(CLI, ["self-eval", "--models", ...dirs, "--prompts", file,
+    "--limit", "2", "--prompt-words", "12", "--max-new-tokens", "6", "--beams", "3", "--json", "-"]).toString());
+  for (const id of ["test/tiny-bart", "test/tiny-t5", "test/tiny-t5-v1"]) await load(page, id, "cpu");
+  await page.fill("#selfeval-paragraphs", paragraphs);
+  await page.selectOption("#selfeval-kind", "seq2-seq-lm");
+  assert.equal(await page.isVisible("#selfeval-beams"), true);
+  await page.fill("#selfeval-beams", "3");
+  await page.fill("#selfeval-limit", "2");
+  await page.fill("#selfeval-words", "12");
+  await page.fill("#selfeval-max", "6");
+  await page.click("#selfeval-run");
+  await page.waitForSelector("#selfeval-result:not([hidden])", { timeout: 120_000 });
+  const cells = await page.$$eval("#selfeval-result tbody tr", (rows) => rows.map((r) => [...r.cells].slice(1).map((c) => Number(c.dataset.raw))));
+  assert.equal(cells.length, 3);
+  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.perplexity[e][g]) <= 1e-6 * native.perplexity[e][g], `${e},${g}: ${v} vs ${native.perplexity[e][g]}`)));
+  assert.match(await page.textContent("#selfeval-result caption"), /beam search, 3 beams/);
+  const findings = await page.$$eval("#selfeval-result li", (li) => li.map((l) => l.dataset.biased === "true"));
+  assert.deepEqual(findings, native.findings.map((f) => f.biased));
+  // Causal LMs picked: none is loaded, so the test cannot run.
+  await page.selectOption("#selfeval-kind", "causal-lm");
+  assert.equal(await page.isDisabled("#selfeval-run"), true);
+  assert.equal(await page.isVisible("#selfeval-beams"), false);
+  await page.reload();
+  await page.waitForSelector("body[data-ready]");
+  assert.equal(await page.inputValue("#selfeval-kind"), "causal-lm");
+  assert.equal(await page.inputValue("#selfeval-beams"), "3");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("Attention by position: the loaded GPT-2's view of the hypothesis equals the CLI's", async () => {
   const { context, page, errors } = await openPage();
   const dir = HUB["test/tiny-gpt2"];

@@ -9,7 +9,10 @@ so no tokenizer is needed here), greedy and 3-beam search generations of
 12 new tokens (transformers' defaults otherwise: no minimum length, no
 repeated-n-gram ban, length penalty 1, early_stopping False), every
 returned beam with its score (two beams can tie in f32 on a random
-checkpoint, and which comes first is then sort order).
+checkpoint, and which comes first is then sort order). `constrained`:
+the same with `no_repeat_ngram_size=2` and `min_new_tokens=10`, greedy
+and 3-beam, and the tiny BART with `forced_bos_token_id=0` (a forced
+first token counts as a new one).
 
 Seeded sampling is not here: transformers draws from torch's Mersenne
 Twister, Blindspot from ChaCha8 (the same stream natively and in the
@@ -51,6 +54,23 @@ def generations(model, inputs, **extra):
     return out
 
 
+def constrained(model, inputs, **extra):
+    out = []
+    for ids in inputs:
+        x = torch.tensor([ids])
+        common = dict(do_sample=False, max_new_tokens=12, min_new_tokens=10, no_repeat_ngram_size=2,
+                      **extra)
+        with torch.no_grad():
+            greedy = model.generate(x, num_beams=1, **common)
+            beam = model.generate(x, num_beams=3, length_penalty=1.0, early_stopping=False,
+                                  num_return_sequences=3, output_scores=True,
+                                  return_dict_in_generate=True, **common)
+        out.append({"input": ids, "greedy": greedy[0].tolist(),
+                    "beam3": [{"tokens": t.tolist(), "score": float(s)}
+                              for t, s in zip(beam.sequences, beam.sequences_scores)]})
+    return out
+
+
 def main():
     gpt2 = tf.GPT2LMHeadModel.from_pretrained(ROOT / "tests/fixtures/plm/gpt2",
                                               dtype=torch.float32).eval()
@@ -63,6 +83,11 @@ def main():
         "gpt2": generations(gpt2, GPT2_INPUTS, pad_token_id=50256),
         # The tiny BART's config names no forced BOS: decoding starts from </s> alone.
         "bart": generations(bart, BART_INPUTS),
+        "constrained": {
+            "gpt2": constrained(gpt2, GPT2_INPUTS, pad_token_id=50256),
+            "bart": constrained(bart, BART_INPUTS),
+            "bart_forced_bos": constrained(bart, BART_INPUTS, forced_bos_token_id=0),
+        },
     }
     (GOLDEN / "generate_parity.json").write_text(json.dumps(golden, indent=1))
 

@@ -345,6 +345,7 @@ fn greedy_and_beams_give_transformers_tokens() {
                     max_new_tokens: 12,
                     decoding,
                     stop_at_eos: true,
+                    ..GenerateOptions::default()
                 };
                 block_on(plm.generate_ids(&input, &options, async |_| ControlFlow::Continue(())))
                     .unwrap()
@@ -366,4 +367,99 @@ fn greedy_and_beams_give_transformers_tokens() {
             assert!(tied.contains(&beam), "{key}: {beam:?} not in {tied:?}");
         }
     }
+}
+
+/// transformers' `min_new_tokens` and `no_repeat_ngram_size` (2 and 10
+/// here), greedy and 3 beams, on GPT-2 and BART, and BART with a forced
+/// first token (which transformers counts as new).
+#[test]
+fn constraints_give_transformers_tokens() {
+    let g = common::golden("generate_parity.json");
+    let bart_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bart/tiny");
+    let mut files = blindspot::models::ModelFiles::from_path(&bart_dir).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&files.config_json).unwrap();
+    config["forced_bos_token_id"] = 0.into();
+    files.config_json = config.to_string();
+    let forced = Plm::load(
+        "bart-forced",
+        files,
+        &burn::tensor::Device::flex(),
+        blindspot::models::Precision::F32,
+    )
+    .unwrap();
+    let models = [
+        ("gpt2", gpt2()),
+        ("bart", common::cpu_model("bart", &bart_dir)),
+        ("bart_forced_bos", forced),
+    ];
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    for (key, plm) in &models {
+        for case in g["constrained"][key].as_array().unwrap() {
+            let input = ids(&case["input"]);
+            // transformers returns the decoder's prompt: the input (GPT-2) or </s> (BART),
+            // and the forced first token, which Blindspot puts in the prompt.
+            let prompt = match *key {
+                "gpt2" => input.len(),
+                "bart" => 1,
+                _ => 2,
+            };
+            let run = |decoding| {
+                let options = GenerateOptions {
+                    max_new_tokens: 12,
+                    decoding,
+                    min_new_tokens: 10,
+                    no_repeat_ngram_size: 2,
+                    ..GenerateOptions::default()
+                };
+                block_on(plm.generate_ids(&input, &options, async |_| ControlFlow::Continue(())))
+                    .unwrap()
+                    .tokens
+            };
+            let greedy = ids(&case["greedy"]);
+            assert_eq!(run(Decoding::Greedy), greedy[prompt..], "{key} greedy");
+            let beam = run(Decoding::Beam {
+                beams: 3,
+                length_penalty: 1.0,
+            });
+            let beams = case["beam3"].as_array().unwrap();
+            let best = beams[0]["score"].as_f64().unwrap();
+            let tied: Vec<Vec<u32>> = beams
+                .iter()
+                .filter(|b| (b["score"].as_f64().unwrap() - best).abs() < 1e-5)
+                .map(|b| ids(&b["tokens"])[prompt..].to_vec())
+                .collect();
+            assert!(tied.contains(&beam), "{key}: {beam:?} not in {tied:?}");
+            // No bigram twice in the decoder's whole sequence.
+            let all: Vec<u32> = greedy[..prompt].iter().chain(&beam).copied().collect();
+            let mut seen = std::collections::HashSet::new();
+            assert!(
+                all.windows(2).all(|w| seen.insert(w.to_vec())),
+                "{key}: {all:?}"
+            );
+        }
+    }
+    // A minimum above the maximum is refused before any pass.
+    let options = GenerateOptions {
+        max_new_tokens: 3,
+        min_new_tokens: 4,
+        ..GenerateOptions::default()
+    };
+    let e = block_on(
+        models[0]
+            .1
+            .generate_ids(&[464], &options, async |_| ControlFlow::Continue(())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("min_new_tokens (4) exceeds max_new_tokens (3)"),
+        "{e}"
+    );
 }

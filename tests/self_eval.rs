@@ -120,6 +120,7 @@ fn own_perplexity_is_the_generations_log_probability() {
                 ..Sampling::default()
             }),
             stop_at_eos: true,
+            ..GenerateOptions::default()
         };
         let out =
             block_on(plm.generate(prompt, &options, async |_| ControlFlow::Continue(()))).unwrap();

@@ -151,6 +151,7 @@ fn generation_gives_transformers_tokens() {
                     max_new_tokens: 12,
                     decoding,
                     stop_at_eos: true,
+                    ..GenerateOptions::default()
                 };
                 let out =
                     block_on(plm.generate(prompt, &options, async |_| ControlFlow::Continue(())))

@@ -9,7 +9,7 @@ import { fillModelSelect, trackLoadedModels } from "./loaded-models.js";
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-generate-v1";
 const FIELDS = [
-  "gen-input", "gen-method", "gen-max", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty",
+  "gen-input", "gen-method", "gen-max", "gen-min", "gen-no-repeat", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty",
   "selfeval-paragraphs", "selfeval-kind", "selfeval-beams", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
 ];
 /** Paragraphs longer than this are not saved (localStorage holds a few MB). */
@@ -104,7 +104,13 @@ function options() {
       : method === "beam"
         ? { method, beams: number("gen-beams", "Beams", { min: 1, max: 64, integer: true }), length_penalty: number("gen-length-penalty", "Length penalty") }
         : { method: "greedy" };
-  return { max_new_tokens: number("gen-max", "New tokens", { min: 1, max: 1024, integer: true }), decoding, stop_at_eos: true };
+  return {
+    max_new_tokens: number("gen-max", "New tokens", { min: 1, max: 1024, integer: true }),
+    min_new_tokens: number("gen-min", "At least", { min: 0, max: 1024, integer: true }),
+    no_repeat_ngram_size: number("gen-no-repeat", "No repeated n-grams of", { min: 0, max: 64, integer: true }),
+    decoding,
+    stop_at_eos: true,
+  };
 }
 
 const ENDS = { eos: "the model ended it", length: "the token limit", "model-limit": "the model's positions ran out", stopped: "stopped" };

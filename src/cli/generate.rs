@@ -60,6 +60,14 @@ pub struct GenerateArgs {
     /// Beam search: finished texts rank by log-probability / length^this.
     #[arg(long, default_value_t = 1.0)]
     length_penalty: f64,
+    /// The end token cannot come before this many new tokens (transformers'
+    /// `min_new_tokens`).
+    #[arg(long, default_value_t = 0)]
+    min_new_tokens: usize,
+    /// No n-gram of this size repeats, the prompt included (transformers'
+    /// `no_repeat_ngram_size`; 0: off).
+    #[arg(long, default_value_t = 0)]
+    no_repeat_ngram_size: usize,
     /// Go on past the model's end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
@@ -88,6 +96,8 @@ impl GenerateArgs {
             max_new_tokens: self.max_new_tokens,
             decoding,
             stop_at_eos: !self.ignore_eos,
+            min_new_tokens: self.min_new_tokens,
+            no_repeat_ngram_size: self.no_repeat_ngram_size,
         }
     }
 }

@@ -184,6 +184,12 @@ pub struct GenerateOptions {
     pub decoding: Decoding,
     /// End a text at the model's end-of-sequence token.
     pub stop_at_eos: bool,
+    /// The end token cannot come before this many new tokens
+    /// (transformers' `min_new_tokens`; 0: no minimum).
+    pub min_new_tokens: usize,
+    /// No n-gram of this size occurs twice in the decoder's sequence, the
+    /// prompt included (transformers' `no_repeat_ngram_size`; 0: off).
+    pub no_repeat_ngram_size: usize,
 }
 
 impl Default for GenerateOptions {
@@ -192,7 +198,58 @@ impl Default for GenerateOptions {
             max_new_tokens: 50,
             decoding: Decoding::Greedy,
             stop_at_eos: true,
+            min_new_tokens: 0,
+            no_repeat_ngram_size: 0,
         }
+    }
+}
+
+/// The tokens a step may not choose, as transformers' logits processors
+/// ban them (`MinNewTokensLengthLogitsProcessor`,
+/// `NoRepeatNGramLogitsProcessor`): their scores become minus infinity.
+struct Bans<'a> {
+    eos: &'a [u32],
+    min_new_tokens: usize,
+    ngram: usize,
+    /// The prompt, which the n-grams include.
+    prompt: &'a [u32],
+}
+
+impl Bans<'_> {
+    /// Sets to minus infinity the scores of the tokens that cannot follow
+    /// `tokens` (the new tokens so far, after the prompt).
+    fn apply<T: Copy>(&self, tokens: &[u32], scores: &mut [T], minus_infinity: T) {
+        let mut ban = |t: u32| {
+            if let Some(x) = scores.get_mut(t as usize) {
+                *x = minus_infinity;
+            }
+        };
+        if tokens.len() < self.min_new_tokens {
+            self.eos.iter().for_each(|&t| ban(t));
+        }
+        let n = self.ngram;
+        let len = self.prompt.len() + tokens.len();
+        // Fewer than n tokens hold no earlier n-gram.
+        if n == 0 || len < n {
+            return;
+        }
+        let at = |i: usize| {
+            if i < self.prompt.len() {
+                self.prompt[i]
+            } else {
+                tokens[i - self.prompt.len()]
+            }
+        };
+        // Every earlier n-gram whose first n - 1 tokens are the last n - 1.
+        for start in 0..=len - n {
+            if (0..n - 1).all(|j| at(start + j) == at(len - (n - 1) + j)) {
+                ban(at(start + n - 1));
+            }
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.min_new_tokens > 0 || self.ngram > 0
     }
 }
 
@@ -205,6 +262,12 @@ impl GenerateOptions {
         let bad = |what: String| Err(ModelError::Input(what));
         if self.max_new_tokens == 0 {
             return bad("max_new_tokens must be at least 1".into());
+        }
+        if self.min_new_tokens > self.max_new_tokens {
+            return bad(format!(
+                "min_new_tokens ({}) exceeds max_new_tokens ({})",
+                self.min_new_tokens, self.max_new_tokens
+            ));
         }
         match &self.decoding {
             Decoding::Greedy => Ok(()),
@@ -296,9 +359,15 @@ pub async fn generate(
         )));
     }
     let eos = if options.stop_at_eos { eos } else { &[] };
+    let bans = Bans {
+        eos,
+        min_new_tokens: options.min_new_tokens,
+        ngram: options.no_repeat_ngram_size,
+        prompt,
+    };
     match &options.decoding {
-        Decoding::Greedy => one_path(decoder, prompt, options, eos, None, on_step).await,
-        Decoding::Sample(s) => one_path(decoder, prompt, options, eos, Some(s), on_step).await,
+        Decoding::Greedy => one_path(decoder, prompt, options, &bans, None, on_step).await,
+        Decoding::Sample(s) => one_path(decoder, prompt, options, &bans, Some(s), on_step).await,
         Decoding::Beam {
             beams,
             length_penalty,
@@ -308,6 +377,7 @@ pub async fn generate(
                 length_penalty: *length_penalty,
                 max_new_tokens: options.max_new_tokens,
                 eos,
+                bans: &bans,
             };
             search.run(decoder, prompt, on_step).await
         }
@@ -319,19 +389,28 @@ async fn one_path(
     decoder: &mut impl Decoder,
     prompt: &[u32],
     options: &GenerateOptions,
-    eos: &[u32],
+    bans: &Bans<'_>,
     sampling: Option<&Sampling>,
     mut on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
 ) -> Result<Generation, ModelError> {
+    let eos = bans.eos;
     let mut rng = ChaCha8Rng::seed_from_u64(sampling.map_or(0, |s| s.seed));
     let mut logits = decoder.next_logits(&[prompt.to_vec()]).await?;
     let mut tokens = Vec::new();
     let mut log_prob = 0.0;
+    let mut allowed = Vec::new();
     loop {
         let row = &logits[0];
+        let choose_from = if bans.active() {
+            allowed.clone_from(row);
+            bans.apply(&tokens, &mut allowed, f32::NEG_INFINITY);
+            &allowed
+        } else {
+            row
+        };
         let token = match sampling {
-            None => argmax(row),
-            Some(s) => sample(row, s, &mut rng),
+            None => argmax(choose_from),
+            Some(s) => sample(choose_from, s, &mut rng),
         };
         log_prob += log_softmax(row)[token];
         tokens.push(token as u32);
@@ -454,6 +533,7 @@ struct BeamSearch<'a> {
     length_penalty: f64,
     max_new_tokens: usize,
     eos: &'a [u32],
+    bans: &'a Bans<'a>,
 }
 
 impl BeamSearch<'_> {
@@ -523,7 +603,10 @@ impl BeamSearch<'_> {
         let width = 2 * self.beams;
         let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
         for (row, h) in running.iter().enumerate() {
-            let lp = log_softmax(&logits[row]);
+            // Bans apply to the log-probabilities, as transformers' beam
+            // search processes them (the others keep their values).
+            let mut lp = log_softmax(&logits[row]);
+            self.bans.apply(&h.tokens, &mut lp, f64::NEG_INFINITY);
             // This row's best `width` tokens are all the step can take from it.
             let mut order: Vec<usize> = (0..lp.len()).collect();
             let keep = width.min(order.len());
@@ -767,14 +850,29 @@ impl Plm {
         on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
     ) -> Result<Generation, ModelError> {
         let mut decoder = ModelDecoder::new(self)?;
+        let mut options = options.clone();
         let prompt = match self.config.decoder() {
             Some(d) if decoder.read_source(input)? => {
                 let mut prompt = vec![d.start_token_id];
                 prompt.extend(d.forced_bos_token_id);
+                // transformers counts a forced first token as a new one.
+                if d.forced_bos_token_id.is_some() {
+                    options.validate()?;
+                    if options.max_new_tokens == 1 {
+                        return Ok(Generation {
+                            tokens: Vec::new(),
+                            log_prob: 0.0,
+                            end: End::Length,
+                        });
+                    }
+                    options.max_new_tokens -= 1;
+                    options.min_new_tokens = options.min_new_tokens.saturating_sub(1);
+                }
                 prompt
             }
             _ => input.to_vec(),
         };
+        let options = &options;
         let eos = &self.config.eos_token_ids;
         // A checkpoint that names `forced_eos_token_id` (BART's) ends a text
         // that reaches the length limit with it, as transformers does.
@@ -847,6 +945,7 @@ mod tests {
             max_new_tokens: max,
             decoding,
             stop_at_eos: true,
+            ..GenerateOptions::default()
         };
         futures::executor::block_on(generate(table, &[0], &options, eos, async |_| {
             ControlFlow::Continue(())

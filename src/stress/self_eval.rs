@@ -223,6 +223,7 @@ pub async fn run(
             })
         },
         stop_at_eos: true,
+        ..GenerateOptions::default()
     };
     generate.validate()?;
     let total = models.len() * prompts.len() + models.len();

@@ -785,6 +785,17 @@ test("Generate: a loaded GPT-2 writes the CLI's sampled text token by token, Sto
   await page.click("#gen-run");
   await page.waitForFunction(() => /tokens\/s/.test(document.getElementById("gen-status").textContent) && !document.getElementById("gen-run").disabled, null, { timeout: 60_000 });
   assert.equal(await page.inputValue("#gen-output"), native(["--decoding", "beam", "--beams", "3", "--max-new-tokens", "8"]).text);
+  // transformers' constraints: no repeated bigram, a minimum length.
+  await page.fill("#gen-no-repeat", "2");
+  await page.fill("#gen-min", "6");
+  await page.click("#gen-run");
+  await page.waitForFunction(() => /tokens\/s/.test(document.getElementById("gen-status").textContent) && !document.getElementById("gen-run").disabled, null, { timeout: 60_000 });
+  const constrained = native(["--decoding", "beam", "--beams", "3", "--max-new-tokens", "8", "--no-repeat-ngram-size", "2", "--min-new-tokens", "6"]);
+  assert.equal(await page.inputValue("#gen-output"), constrained.text);
+  await page.fill("#gen-min", "9");
+  await page.click("#gen-run");
+  await page.waitForFunction(() => /min_new_tokens \(9\) exceeds max_new_tokens \(8\)/.test(document.getElementById("gen-status").textContent));
+  await page.fill("#gen-min", "0");
   // A bad option is refused before any pass.
   await page.fill("#gen-beams", "0");
   await page.click("#gen-run");

@@ -19,6 +19,7 @@ mod generate;
 mod golden_lexical;
 mod inject_properties;
 mod lessons;
+mod llama;
 mod mauve;
 mod moverscore;
 mod plm_metrics;

@@ -207,10 +207,10 @@ fn check_checkpoint(name: &str, g: &Value) {
                     )
                 })
             }
-            Network::Comet(_) | Network::Bart(_) | Network::T5(_) => {
+            Network::Comet(_) | Network::Bart(_) | Network::T5(_) | Network::Llama(_) => {
                 unreachable!(
-                    "no COMET, BART or T5 checkpoint among these (tests/comet.rs, \
-                     tests/bart.rs, tests/t5.rs)"
+                    "no COMET, BART, T5 or Llama checkpoint among these (tests/comet.rs, \
+                     tests/bart.rs, tests/t5.rs, tests/llama.rs)"
                 )
             }
         };

@@ -17,11 +17,12 @@ use super::ModelError;
 use super::bart::DecoderConfig;
 use super::comet::{CometHparams, CometKind};
 use super::deberta::DebertaConfig;
+use super::llama::LlamaConfig;
 use super::t5::T5Config;
 
 /// Architecture family a checkpoint belongs to, with the settings only
 /// that family has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Family {
     /// BERT, MiniLM and other `model_type: bert` encoders (BLEURT's too:
     /// BERT with an optional embedding projection).
@@ -44,12 +45,15 @@ pub enum Family {
     /// T5 and mT5 encoder-decoders (`model_type: t5`, `mt5`), with their
     /// decoder and relative-position settings.
     T5(T5Config),
+    /// Decoder LLMs of the Llama family (`model_type: llama`, `qwen2`,
+    /// `qwen3`), with their attention and position settings.
+    Llama(LlamaConfig),
 }
 
 impl Family {
     /// The `model_type`s we read, as one line for error messages.
     const SUPPORTED: &str = "bert, bleurt, roberta, xlm-roberta, camembert, distilbert, electra, gpt2, bart, \
-         prism, deberta, deberta-v2, t5, mt5";
+         prism, deberta, deberta-v2, t5, mt5, llama, qwen2, qwen3";
 
     /// Whether this is one of the BERT-family encoders [`super::bert`] runs.
     pub fn is_bert_like(self) -> bool {
@@ -95,6 +99,8 @@ pub enum Activation {
     GeluTanh,
     /// ReLU.
     Relu,
+    /// SiLU (swish): the gate of a SwiGLU feed-forward.
+    Silu,
 }
 
 impl Activation {
@@ -104,6 +110,7 @@ impl Activation {
             "gelu" => Ok(Self::Gelu),
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Self::GeluTanh),
             "relu" => Ok(Self::Relu),
+            "silu" | "swish" => Ok(Self::Silu),
             other => Err(ModelError::Unsupported(format!(
                 "activation `{other}` is not supported"
             ))),
@@ -258,6 +265,9 @@ impl ModelConfig {
             "deberta" => super::deberta::read_config(&json, common, true),
             "deberta-v2" => super::deberta::read_config(&json, common, false),
             "t5" | "mt5" => super::t5::read_config(&json, common),
+            "llama" => super::llama::read_config(&json, common, super::llama::Kind::Llama),
+            "qwen2" => super::llama::read_config(&json, common, super::llama::Kind::Qwen2),
+            "qwen3" => super::llama::read_config(&json, common, super::llama::Kind::Qwen3),
             "" => Err(ModelError::Config(
                 "config.json has no model_type (a checkpoint saved before transformers, \
                  such as pytorch_pretrained_bert's: add \"model_type\": \"bert\", its \

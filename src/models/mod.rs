@@ -31,6 +31,7 @@ pub mod deberta;
 pub mod dense;
 pub mod generate;
 pub mod gpt2;
+pub mod llama;
 pub mod network;
 pub mod norm;
 pub mod plm;
@@ -92,6 +93,7 @@ pub(crate) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<
         Activation::Gelu => dense::gelu(x),
         Activation::GeluTanh => activation::gelu_approximate(x),
         Activation::Relu => activation::relu(x),
+        Activation::Silu => activation::silu(x),
     }
 }
 

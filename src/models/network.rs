@@ -17,6 +17,7 @@ use super::deberta::DebertaModel;
 use super::dense::PackedWeights;
 use super::generate::KvCache;
 use super::gpt2::Gpt2Model;
+use super::llama::LlamaModel;
 use super::t5::T5Model;
 use super::weights::{
     self, Precision, WeightSource, cast_floats, dequantize_all, dequantize_lookups, quantize,
@@ -184,6 +185,8 @@ pub enum Network {
     Deberta(DebertaModel),
     /// A T5 encoder-decoder.
     T5(T5Model),
+    /// A Llama-family decoder LLM.
+    Llama(LlamaModel),
 }
 
 /// Evaluates one expression with whichever module a [`Network`] holds bound
@@ -197,6 +200,7 @@ macro_rules! with_network {
             $crate::models::Network::Bart($m) => $body,
             $crate::models::Network::Deberta($m) => $body,
             $crate::models::Network::T5($m) => $body,
+            $crate::models::Network::Llama($m) => $body,
         }
     };
 }
@@ -213,6 +217,7 @@ macro_rules! map_network {
             Network::Bart($m) => Network::Bart($body),
             Network::Deberta($m) => Network::Deberta($body),
             Network::T5($m) => Network::T5($body),
+            Network::Llama($m) => Network::Llama($body),
         }
     };
 }
@@ -325,6 +330,7 @@ impl Network {
             Family::Bart(_) => Network::Bart(BartModel::build(config, device)?),
             Family::Deberta(_) => Network::Deberta(DebertaModel::build(config, device)?),
             Family::T5(_) => Network::T5(T5Model::build(config, device)?),
+            Family::Llama(_) => Network::Llama(LlamaModel::build(config, device)?),
             Family::Bert | Family::Roberta | Family::DistilBert | Family::Electra => {
                 Network::Bert(BertModel::build(config, device)?)
             }

@@ -868,9 +868,14 @@ test("Self-evaluation: three loaded GPT-2s give the CLI's matrix and findings; t
 });
 
 test("Self-evaluation, encoder-decoders: BART and two T5s write by beam search and score by BARTScore, as the CLI does", async () => {
-  HUB["test/tiny-bart"] = join(ROOT, "tests", "fixtures", "bart", "tiny");
-  HUB["test/tiny-t5"] = join(ROOT, "tests", "fixtures", "t5", "tiny");
-  HUB["test/tiny-t5-v1"] = join(ROOT, "tests", "fixtures", "t5", "tiny-v1");
+  // Folders of their own names: the CLI names a model by its folder.
+  const copies = mkdtempSync(join(tmpdir(), "blindspot-seq2seq-"));
+  for (const [id, from, name] of [["test/tiny-bart", ["bart", "tiny"], "bart"], ["test/tiny-t5", ["t5", "tiny"], "t5"], ["test/tiny-t5-v1", ["t5", "tiny-v1"], "t5-v1"]]) {
+    const dir = join(copies, name);
+    execFileSync("mkdir", ["-p", dir]);
+    for (const f of ["config.json", "model.safetensors", "tokenizer.json"]) writeFileSync(join(dir, f), readFileSync(join(ROOT, "tests", "fixtures", ...from, f)));
+    HUB[id] = dir;
+  }
   const { context, page, errors } = await openPage();
   const paragraphs = readFileSync(join(ROOT, "tests", "data", "wikitext_a.txt"), "utf8").split("\n").slice(0, 2).join("\n");
   const file = join(mkdtempSync(join(tmpdir(), "blindspot-wiki-")), "wiki.txt");

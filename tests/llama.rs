@@ -1,0 +1,186 @@
+//! Llama-family decoder LLMs against transformers on tiny random
+//! checkpoints (scripts/llama_parity.py): Llama (grouped-query attention,
+//! a head width other than hidden / heads, Llama 3's RoPE scaling, an
+//! untied head), Qwen2 (query/key/value biases, tied) and Qwen3 (per-head
+//! query and key norms). Hidden states and logits of a padded batch,
+//! cached decoding against full passes, greedy and beam-search generation.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use blindspot::models::generate::{Decoder, Decoding, GenerateOptions, ModelDecoder};
+use blindspot::models::{Family, ModelConfig, read_back_blocking};
+use futures::executor::block_on;
+use serde_json::Value;
+
+use crate::common;
+
+/// The bar.
+const TOLERANCE: f64 = 1e-4;
+const MODELS: [&str; 3] = ["llama", "qwen2", "qwen3"];
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llm")
+        .join(name)
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn configs_read_each_family_and_refuse_what_they_cannot_run() {
+    let read = |name: &str| {
+        let text = std::fs::read_to_string(fixture(name).join("config.json")).unwrap();
+        let c = ModelConfig::from_json(&text).unwrap();
+        let Family::Llama(s) = c.family else {
+            panic!("{:?}", c.family)
+        };
+        (c, s, serde_json::from_str::<Value>(&text).unwrap())
+    };
+    let (c, s, mut raw) = read("llama");
+    assert_eq!((c.num_heads, s.kv_heads, s.head_dim), (4, 2, 16));
+    assert!(s.rope.llama3.is_some() && !s.tied && !s.qkv_bias && !s.qk_norm);
+    assert_eq!(c.eos_token_ids.len(), 2);
+    let (_, s, _) = read("qwen2");
+    assert!(s.qkv_bias && !s.o_bias && s.tied && s.head_dim == 8);
+    let (_, s, _) = read("qwen3");
+    assert!(s.qk_norm && !s.qkv_bias && s.tied && s.head_dim == 16);
+    let refused = |raw: &Value, what: &str| {
+        let e = ModelConfig::from_json(&raw.to_string()).unwrap_err();
+        assert!(e.to_string().contains(what), "{e}");
+    };
+    raw["rope_scaling"]["rope_type"] = "yarn".into();
+    refused(&raw, "rope_scaling of type `yarn` is not supported");
+    raw["rope_scaling"] = Value::Null;
+    raw["num_key_value_heads"] = 3.into();
+    refused(&raw, "not a multiple of num_key_value_heads");
+    raw["num_key_value_heads"] = 2.into();
+    raw["hidden_act"] = "gelu".into();
+    refused(&raw, "SwiGLU's silu");
+    raw["hidden_act"] = "silu".into();
+    raw["architectures"] = serde_json::json!(["LlamaForSequenceClassification"]);
+    refused(&raw, "LlamaForCausalLM");
+}
+
+#[test]
+fn hidden_states_and_logits_match_transformers() {
+    let g = common::golden("llm_parity.json");
+    for name in MODELS {
+        let plm = common::cpu_model(name, &fixture(name));
+        let batch: Vec<Vec<u32>> = g[name]["ids"].as_array().unwrap().iter().map(ids).collect();
+        // The tokenizer gives the script's ids (Llama's puts <|begin_of_text|> first).
+        let text = "Berlin is the capital of Germany.";
+        assert_eq!(
+            plm.tokenizer.encode_for_model(text).unwrap().ids(),
+            batch[1],
+            "{name}"
+        );
+        let out = plm.forward(&batch).unwrap();
+        let worst = common::states_deviation(&out.hidden_states, &g[name]["hidden_states"], &batch);
+        assert!(worst <= TOLERANCE, "{name}: hidden states off by {worst:e}");
+        let logits = plm.lm_logits(&out).unwrap();
+        let worst = common::logits_deviation(
+            logits,
+            &g[name]["logits"],
+            &g[name]["logit_columns"],
+            &batch,
+        );
+        assert!(worst <= TOLERANCE, "{name}: logits off by {worst:e}");
+    }
+}
+
+/// Decoding one token at a time through the key/value cache (kept per
+/// key/value head) gives the logits of a full pass at every position, and
+/// kept rows continue their own texts.
+#[test]
+fn cached_steps_give_the_logits_of_a_full_pass() {
+    for name in MODELS {
+        let plm = common::cpu_model(name, &fixture(name));
+        let text: Vec<u32> = (5..20).map(|i| (i * 37 % 690) as u32 + 7).collect();
+        let out = plm.forward(std::slice::from_ref(&text)).unwrap();
+        let (full, [_, _, v]) = read_back_blocking(plm.lm_logits(&out).unwrap()).unwrap();
+        let mut decoder = ModelDecoder::new(&plm).unwrap();
+        let mut worst = 0f32;
+        // The first six as a prompt, then one by one.
+        let first = block_on(decoder.next_logits(&[text[..6].to_vec()])).unwrap();
+        let row = |p: usize| &full[p * v..(p + 1) * v];
+        let diff = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        };
+        worst = worst.max(diff(&first[0], row(5)));
+        for (p, &token) in text.iter().enumerate().skip(6) {
+            let step = block_on(decoder.next_logits(&[vec![token]])).unwrap();
+            worst = worst.max(diff(&step[0], row(p)));
+        }
+        assert!(
+            f64::from(worst) <= TOLERANCE,
+            "{name}: cached logits off by {worst:e}"
+        );
+    }
+}
+
+/// Greedy and 3-beam search give transformers' `generate` ids.
+#[test]
+fn generation_gives_transformers_tokens() {
+    let g = common::golden("llm_parity.json");
+    for name in MODELS {
+        let plm = common::cpu_model(name, &fixture(name));
+        for case in g[name]["generate"].as_array().unwrap() {
+            let input = ids(&case["input"]);
+            let run = |decoding| {
+                let options = GenerateOptions {
+                    max_new_tokens: 12,
+                    decoding,
+                    ..GenerateOptions::default()
+                };
+                let out = block_on(
+                    plm.generate_ids(&input, &options, async |_| ControlFlow::Continue(())),
+                )
+                .unwrap();
+                let mut all = input.clone();
+                all.extend(out.tokens);
+                all
+            };
+            assert_eq!(run(Decoding::Greedy), ids(&case["greedy"]), "{name} greedy");
+            let beam = run(Decoding::Beam {
+                beams: 3,
+                length_penalty: 1.0,
+            });
+            let beams = case["beam3"].as_array().unwrap();
+            let best = beams[0]["score"].as_f64().unwrap();
+            let tied: Vec<Vec<u32>> = beams
+                .iter()
+                .filter(|b| (b["score"].as_f64().unwrap() - best).abs() < 1e-5)
+                .map(|b| ids(&b["tokens"]))
+                .collect();
+            assert!(tied.contains(&beam), "{name}: {beam:?} not in {tied:?}");
+        }
+    }
+}
+
+/// GPT-PPL reads any causal LM: the perplexity of a text under each.
+#[test]
+fn perplexity_runs_on_every_family() {
+    for name in MODELS {
+        let plm = common::cpu_model(name, &fixture(name));
+        let out = block_on(blindspot::metrics::perplexity::causal(
+            &plm,
+            &["The river flows into the sea."],
+            false,
+        ))
+        .unwrap();
+        assert!(
+            out[0].perplexity.is_some_and(|p| p.is_finite() && p > 1.0),
+            "{name}"
+        );
+    }
+}

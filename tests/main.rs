@@ -10,6 +10,7 @@ mod attention_view;
 mod bart;
 mod bertscore;
 mod bleurt;
+mod chat_templates;
 mod cli;
 mod comet;
 mod data_loaders;

@@ -25,6 +25,7 @@ pub mod attention_view;
 pub mod bart;
 pub mod batch;
 pub mod bert;
+pub mod chat;
 pub mod comet;
 pub mod config;
 pub mod deberta;

@@ -20,6 +20,10 @@ Writes, all committed (small):
   head tied to the embeddings.
 - tests/fixtures/llm/qwen3/: Qwen3ForCausalLM (RMS norms on each head's
   query and key before RoPE, head width 16, no biases), tied.
+- in each model's folder, tokenizer_config.json with its family's chat
+  template from tests/fixtures/chat/ (SmolLM2's for the Llama one, a Llama
+  model whose template prints no date) and ChatML's `<|im_end|>` as the end
+  token.
 - tests/golden/llm_parity.json, per model: the hidden states of every
   layer (the last after the final norm, as transformers returns them) and
   a spread of logit columns for a right-padded batch of two texts; greedy
@@ -73,12 +77,12 @@ def draw(model, seed):
 
 def configs(vocab, ids):
     common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                   rms_norm_eps=1e-6, bos_token_id=None, pad_token_id=ids["<|endoftext|>"])
     return {
         "llama": tf.LlamaForCausalLM(tf.LlamaConfig(
             **common, head_dim=16, rope_theta=10000.0, tie_word_embeddings=False,
-            eos_token_id=[ids["<|eot_id|>"], ids["<|endoftext|>"]],
+            eos_token_id=[ids["<|im_end|>"], ids["<|eot_id|>"]],
             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                           "high_freq_factor": 4.0, "original_max_position_embeddings": 64})),
         "qwen2": tf.Qwen2ForCausalLM(tf.Qwen2Config(
@@ -143,6 +147,15 @@ def main():
                 single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
                 special_tokens=[("<|begin_of_text|>", bos)])
         model_tok.save(str(folder / "tokenizer.json"))
+        # The chat template of the family (SmolLM2's for the Llama one: a Llama
+        # model whose template prints no date), with its special tokens.
+        template = {"llama": "smollm2", "qwen2": "qwen2.5", "qwen3": "qwen3"}[name]
+        eos = "<|im_end|>"
+        (folder / "tokenizer_config.json").write_text(json.dumps({
+            "chat_template": (ROOT / "tests/fixtures/chat" / f"{template}.jinja").read_text(
+                encoding="utf-8"),
+            "bos_token": None, "eos_token": eos, "pad_token": "<|endoftext|>",
+        }, indent=1, ensure_ascii=False), encoding="utf-8")
         # generation_config.json is transformers' copy of config.json's settings.
         (folder / "generation_config.json").unlink(missing_ok=True)
         pad = ids["<|endoftext|>"]

@@ -590,7 +590,11 @@ fn metrics_lists_the_registry_as_json() {
             "unieval-overall",
             "unieval-fact",
             "prism-ref",
-            "prism-qe"
+            "prism-qe",
+            "g-eval-coherence",
+            "g-eval-consistency",
+            "g-eval-fluency",
+            "g-eval-relevance"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -19,6 +19,7 @@ mod engine;
 mod generate;
 mod golden_lexical;
 mod inject_properties;
+mod judges;
 mod lessons;
 mod llama;
 mod mauve;

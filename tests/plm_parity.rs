@@ -517,9 +517,9 @@ fn broken_checkpoints_give_clear_errors() {
     );
     // Unsupported architecture.
     let mut f = files();
-    f.config_json = r#"{"model_type":"llama","architectures":["LlamaForCausalLM"]}"#.into();
+    f.config_json = r#"{"model_type":"mistral","architectures":["MistralForCausalLM"]}"#.into();
     let e = load_err(f).to_string();
-    assert!(e.contains("`llama` is not supported"), "{e}");
+    assert!(e.contains("`mistral` is not supported"), "{e}");
     // No tokenizer.
     let mut f = files();
     f.tokenizer_json = None;

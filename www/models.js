@@ -200,7 +200,10 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
       ? `${id} has a WordPiece vocab.txt but no tokenizer.json: the browser builds no tokenizer from it. Convert the model once with the CLI (\`blindspot prepare DIR model.bpk\`, DIR holding the hub files) and serve model.bpk from this site's models/ folder`
       : `${id} has neither tokenizer.json nor a SentencePiece model (spm.model, spiece.model) (404)`);
   }
-  const tokenizerConfig = spm ? await get("tokenizer_config.json", true) : null;
+  // Decoder LLMs carry their chat template in tokenizer_config.json or chat_template.jinja.
+  const chatModel = ["llama", "qwen2", "qwen3"].includes(modelType(config.bytes));
+  const tokenizerConfig = spm || chatModel ? await get("tokenizer_config.json", true) : null;
+  const chatTemplate = chatModel ? await get("chat_template.jinja", true) : null;
   // A fairseq model's hub port (PRISM's) numbers its pieces by its dictionary.
   const vocab = spm ? await get("prism_vocab.json", true) : null;
   let shards;
@@ -222,10 +225,20 @@ export async function fetchCheckpoint(id, onProgress = () => {}, precision = "f3
     spm: spm?.bytes,
     tokenizerConfig: tokenizerConfig ? new TextDecoder().decode(tokenizerConfig.bytes) : undefined,
     vocab: vocab ? new TextDecoder().decode(vocab.bytes) : undefined,
+    chatTemplate: chatTemplate ? new TextDecoder().decode(chatTemplate.bytes) : undefined,
     shards: shards.map((s) => s.bytes),
     fromCache: all.every((f) => f.fromCache),
     where: source.where,
   };
+}
+
+/** config.json's model_type, or "" where the file does not say (the engine reports a bad file). */
+function modelType(bytes) {
+  try {
+    return String(JSON.parse(new TextDecoder().decode(bytes)).model_type ?? "");
+  } catch {
+    return "";
+  }
 }
 
 /** Bytes of the largest tensor in safetensors shards (from their JSON headers). */
@@ -278,7 +291,7 @@ export async function loadModel(wasm, id, { backend = "auto", precision = "f32",
   if (signal?.aborted) throw cancelledError();
   onFetched?.();
   // A prepared file holds its own precision: int8 files load at int8.
-  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig, files.vocab);
+  const load = (b) => wasm.loadModel(id, files.config, files.tokenizer, files.shards, files.prepared, b, precision, files.spm, files.tokenizerConfig, files.vocab, files.chatTemplate);
   let fallback = null;
   let info;
   const problem = backend === "cpu" ? null : await webgpuProblem(files.shards);

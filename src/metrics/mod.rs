@@ -29,6 +29,7 @@ pub mod chrf;
 pub mod comet;
 pub mod detail;
 pub mod engine;
+pub mod geval;
 pub mod mauve;
 pub mod menli;
 pub mod moverscore;
@@ -89,6 +90,12 @@ registry::metric_registry! {
         ],
         UniEvalFact("unieval-fact") = unieval::UniEvalFactMetric [UniEvalFact "unieval-fact"],
         Prism("prism") = prism::PrismMetric [PrismRef "prism-ref", PrismQe "prism-qe"],
+        GEval("g-eval") = geval::GEvalMetric [
+            GEvalCoherence "g-eval-coherence",
+            GEvalConsistency "g-eval-consistency",
+            GEvalFluency "g-eval-fluency",
+            GEvalRelevance "g-eval-relevance",
+        ],
     }
     sets {
         Mauve("mauve"),
@@ -162,6 +169,18 @@ impl Scale {
     pub const REGRESSION: Scale = Scale {
         id: "regression",
         label: "learned",
+        digits: 4,
+    };
+    /// A judge's rating from 1 to 5 (G-Eval).
+    pub const RATING5: Scale = Scale {
+        id: "rating5",
+        label: "1–5",
+        digits: 4,
+    };
+    /// A judge's rating from 1 to 3 (G-Eval's fluency).
+    pub const RATING3: Scale = Scale {
+        id: "rating3",
+        label: "1–3",
         digits: 4,
     };
     /// A mean token log-likelihood in nats (at most 0; BARTScore).

@@ -183,6 +183,19 @@ impl ChatTemplate {
     }
 }
 
+/// `tokenizer_config` (or an empty one) with its `chat_template` set to
+/// `template`: a `chat_template.jinja` file, which transformers prefers to
+/// the config's.
+pub fn with_template(tokenizer_config: Option<&str>, template: &str) -> Result<String, ModelError> {
+    let mut config: serde_json::Map<String, serde_json::Value> = match tokenizer_config {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| ModelError::Config(format!("tokenizer_config.json is not valid: {e}")))?,
+        None => serde_json::Map::new(),
+    };
+    config.insert("chat_template".into(), template.into());
+    Ok(serde_json::Value::Object(config).to_string())
+}
+
 /// transformers' `strftime_now(format)`: the local time now, formatted.
 fn strftime_now(format: String) -> Result<Value, Error> {
     use chrono::format::{Item, StrftimeItems};

@@ -34,6 +34,10 @@ pub struct Plm {
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
+    /// Its chat template (tokenizer_config.json's or chat_template.jinja),
+    /// none for a model without one, or why it could not be read (a model
+    /// whose template does not parse still loads for what needs none).
+    pub chat_template: Result<Option<super::chat::ChatTemplate>, String>,
 }
 
 impl Plm {
@@ -81,6 +85,12 @@ impl Plm {
         integer: bool,
     ) -> Result<Self, ModelError> {
         let config = files.config()?;
+        let chat_template = match files.tokenizer_config.as_deref() {
+            Some(text) => {
+                super::chat::ChatTemplate::from_tokenizer_config(text).map_err(|e| e.to_string())
+            }
+            None => Ok(None),
+        };
         let tokenizer_json = files.tokenizer_json.ok_or_else(|| {
             ModelError::Missing(match &config.comet {
                 Some(h) => format!(
@@ -139,6 +149,7 @@ impl Plm {
             } else {
                 GPU_LENGTH_STEP
             },
+            chat_template,
         })
     }
 }

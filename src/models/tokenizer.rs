@@ -617,14 +617,25 @@ impl LmTokenizer {
     /// empty spans), truncated as its `tokenizer.json` or
     /// [`set_max_length`](Self::set_max_length) says.
     pub fn encode_for_model(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
-        let encoding = self.inner.encode(text, true).map_err(err)?;
+        self.encode_limited(text, true)
+    }
+
+    /// [`LmTokenizer::encode_for_model`] without the special tokens: a text
+    /// that carries its own (a rendered chat template), as transformers'
+    /// `apply_chat_template` tokenizes it.
+    pub fn encode_as_is(&self, text: &str) -> Result<ModelEncoding, TokenizerError> {
+        self.encode_limited(text, false)
+    }
+
+    fn encode_limited(&self, text: &str, special: bool) -> Result<ModelEncoding, TokenizerError> {
+        let encoding = self.inner.encode(text, special).map_err(err)?;
         let mut out = ModelEncoding::of(&encoding);
         // Without a post-processor (GPT-2) the overflow is not kept: a text
         // that exactly fills the limit is checked again without truncation.
         if !out.truncated && Some(out.tokens.len()) == self.max_length() {
             let mut whole = self.inner.clone();
             whole.with_truncation(None).map_err(err)?;
-            out.truncated = whole.encode(text, true).map_err(err)?.len() > out.tokens.len();
+            out.truncated = whole.encode(text, special).map_err(err)?.len() > out.tokens.len();
         }
         Ok(out)
     }

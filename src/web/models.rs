@@ -170,7 +170,9 @@ async fn device_for(backend: &str) -> Result<(Device, &'static str), JsError> {
 /// `tokenizer.json` bytes (or a SentencePiece model: BLEURT-20's `spm.model`,
 /// T5's `spiece.model`, with `tokenizer_config.json`; PRISM's `spm.model` with
 /// its dictionary, `prism_vocab.json`) and the safetensors shards (one array per
-/// file), or a prepared `.bpk` (`prepared`, config and tokenizer inside). Resolves
+/// file), or a prepared `.bpk` (`prepared`, config and tokenizer inside).
+/// `tokenizer_config.json` and `chat_template.jinja` also carry a chat
+/// model's template (the second preferred, as in transformers). Resolves
 /// to the model's info (with the handle later calls take). A model loaded
 /// again under the same name replaces the earlier one.
 #[wasm_bindgen(js_name = loadModel)]
@@ -188,6 +190,7 @@ pub async fn load_model(
     sentencepiece: Option<Vec<u8>>,
     tokenizer_config: Option<String>,
     vocab_json: Option<String>,
+    chat_template: Option<String>,
 ) -> Result<JsValue, JsError> {
     let precision: Precision = precision.parse().map_err(js_err)?;
     let tokenizer_json = match (tokenizer_json, sentencepiece) {
@@ -217,6 +220,13 @@ pub async fn load_model(
             weights: WeightSource::Safetensors(shards.iter().map(|s| s.to_vec()).collect()),
             stored_precision: Precision::F32,
             comet_hparams: None,
+            tokenizer_config: match (tokenizer_config, chat_template) {
+                (config, Some(template)) => Some(
+                    crate::models::chat::with_template(config.as_deref(), &template)
+                        .map_err(js_err)?,
+                ),
+                (config, None) => config,
+            },
         },
     };
     // A prepared int8 file loads at int8 whatever was asked (its f32 weights are gone).

@@ -15,6 +15,7 @@ const META_CONFIG: &str = "blindspot.config_json";
 const META_TOKENIZER: &str = "blindspot.tokenizer_json";
 const META_PRECISION: &str = "blindspot.precision";
 const META_COMET: &str = "blindspot.comet_hparams_yaml";
+const META_TOKENIZER_CONFIG: &str = "blindspot.tokenizer_config_json";
 
 impl ModelFiles {
     /// A prepared `.bpk` file (written by [`prepare`]).
@@ -38,6 +39,7 @@ impl ModelFiles {
             weights: WeightSource::Burnpack(bytes),
             stored_precision,
             comet_hparams: meta.get(META_COMET).cloned(),
+            tokenizer_config: meta.get(META_TOKENIZER_CONFIG).cloned(),
         })
     }
 }
@@ -74,6 +76,9 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
     }
     if let Some(hparams) = files.comet_hparams {
         store = store.metadata(META_COMET, hparams);
+    }
+    if let Some(config) = files.tokenizer_config {
+        store = store.metadata(META_TOKENIZER_CONFIG, config);
     }
     with_network!(&network, m => m.save_into(&mut store))
         .map_err(|e| ModelError::Weights(format!("writing the prepared model: {e}")))?;

@@ -183,6 +183,7 @@ pub fn read_folder(path: &Path) -> Result<ModelFiles, ModelError> {
         },
         stored_precision: Precision::F32,
         comet_hparams: None,
+        tokenizer_config: None,
     })
 }
 

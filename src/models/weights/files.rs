@@ -22,6 +22,10 @@ pub struct ModelFiles {
     /// `hparams.yaml`'s class (or `hparams.yaml` alone when the checkpoint
     /// stores none).
     pub comet_hparams: Option<String>,
+    /// `tokenizer_config.json`'s text (a chat model's `chat_template` and
+    /// special tokens), with the template of a `chat_template.jinja` beside
+    /// it set in it, as transformers reads them; none without either.
+    pub tokenizer_config: Option<String>,
 }
 
 impl ModelFiles {
@@ -78,6 +82,7 @@ impl ModelFiles {
         }
         let config_json = String::from_utf8(read(&config)?)
             .map_err(|_| ModelError::Config("config.json is not UTF-8".into()))?;
+        let tokenizer_config = read_tokenizer_config(path)?;
         let tokenizer = path.join("tokenizer.json");
         let spm = path.join("spm.model");
         let spiece = path.join("spiece.model");
@@ -153,6 +158,7 @@ impl ModelFiles {
                     state_dict_key: Some("state_dict"),
                 },
                 stored_precision: Precision::F32,
+                tokenizer_config,
             });
         }
         let index = path.join("model.safetensors.index.json");
@@ -167,6 +173,7 @@ impl ModelFiles {
                 },
                 stored_precision: Precision::F32,
                 comet_hparams: None,
+                tokenizer_config,
             });
         }
         let shards = if index.is_file() {
@@ -183,6 +190,7 @@ impl ModelFiles {
             weights: WeightSource::Safetensors(shards),
             stored_precision: Precision::F32,
             comet_hparams: None,
+            tokenizer_config,
         })
     }
 
@@ -192,6 +200,28 @@ impl ModelFiles {
         match &self.comet_hparams {
             Some(yaml) => config.with_comet(CometHparams::from_yaml(yaml)?),
             None => Ok(config),
+        }
+    }
+}
+
+/// A folder's `tokenizer_config.json`, with `chat_template.jinja`'s
+/// template (which transformers prefers) set in it; none without either.
+#[cfg(not(target_arch = "wasm32"))]
+fn read_tokenizer_config(path: &std::path::Path) -> Result<Option<String>, ModelError> {
+    let text = |name: &str| -> Result<Option<String>, ModelError> {
+        let p = path.join(name);
+        if !p.is_file() {
+            return Ok(None);
+        }
+        std::fs::read_to_string(&p)
+            .map(Some)
+            .map_err(|source| ModelError::Io { path: p, source })
+    };
+    let config = text("tokenizer_config.json")?;
+    match text("chat_template.jinja")? {
+        None => Ok(config),
+        Some(template) => {
+            crate::models::chat::with_template(config.as_deref(), &template).map(Some)
         }
     }
 }

@@ -1,0 +1,595 @@
+//! G-Eval (Liu et al. 2023) on SummEval, as its released code asks
+//! (github nlpyang/geval: `prompts/summeval/*_detailed.txt`,
+//! `gpt4_eval.py`, `meta_eval_summeval.py`): a language model is given the
+//! dimension's instructions with the source article and the summary, and
+//! answers with a rating: coherence, consistency and relevance 1 to 5,
+//! fluency 1 to 3.
+//!
+//! The prompt is the released file with `{{Document}}` and `{{Summary}}`
+//! replaced (its Windows line ends read as Python reads them, `\n`), sent as
+//! one message (`system`, as `gpt4_eval.py` sends it, or `user`) through the
+//! model's chat template with the generation prompt; a model without a
+//! template reads the prompt as plain text (it then continues
+//! "- Coherence:").
+//!
+//! Two scores, as the paper defines them:
+//! - **probability-weighted** (the default, deterministic): the expected
+//!   rating under the model's next-token distribution, Σ s·p(s) / Σ p(s),
+//!   where p(s) sums the probabilities of the single tokens that spell the
+//!   rating alone or after a space (`4`, ` 4`: what `parse_output`'s
+//!   `^ ?([\d\.]+)` reads). The probability mass on the ratings, Σ p(s), is
+//!   reported beside it: a judge that wants to say something else puts
+//!   little there.
+//! - **sampled** (`samples: n`): the mean of n answers drawn at `temperature`
+//!   (2 in `gpt4_eval.py`, with n = 20 and at most 5 tokens), each read by
+//!   `parse_output` (the number at the start, else 0). Draws are seeded
+//!   (answer i from `seed + i`), so a score repeats; they are not OpenAI's.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::engine::{Column, Engine, EngineError, model_error, part_of, truncated_part};
+use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
+use super::spec::named_enum;
+use super::{
+    CorpusAggregation, MetricSpec, ModelKind, ModelSlot, Scale, Score, ScorePart, Segment,
+    Signature,
+};
+use crate::models::generate::{Decoding, GenerateOptions, Sampling};
+use crate::models::{Head, ModelError, PassLimit, Plm, read_back};
+
+/// The implementation whose prompts and parsing are reproduced.
+pub const CONVENTIONS: &str = "nlpyang-geval";
+
+/// Padded tokens per pass.
+pub const TOKEN_BUDGET: usize = 4096;
+
+/// Tokens a sampled answer has at most (`max_tokens=5` in gpt4_eval.py).
+pub const SAMPLE_TOKENS: usize = 5;
+
+/// A G-Eval dimension (a column of `g-eval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dimension {
+    /// Coherence (1-5).
+    #[default]
+    Coherence,
+    /// Consistency (1-5).
+    Consistency,
+    /// Fluency (1-3).
+    Fluency,
+    /// Relevance (1-5).
+    Relevance,
+}
+
+named_enum!(
+    Dimension,
+    "G-Eval dimension",
+    [
+        (Coherence, "coherence", "coherence 1-5 (summary + source)"),
+        (
+            Consistency,
+            "consistency",
+            "consistency 1-5 (summary + source)"
+        ),
+        (Fluency, "fluency", "fluency 1-3 (summary)"),
+        (Relevance, "relevance", "relevance 1-5 (summary + source)")
+    ]
+);
+
+impl Dimension {
+    /// The released prompt (`prompts/summeval/*_detailed.txt`).
+    pub fn prompt(self) -> &'static str {
+        match self {
+            Dimension::Coherence => include_str!("prompts/geval/coh_detailed.txt"),
+            Dimension::Consistency => include_str!("prompts/geval/con_detailed.txt"),
+            Dimension::Fluency => include_str!("prompts/geval/flu_detailed.txt"),
+            Dimension::Relevance => include_str!("prompts/geval/rel_detailed.txt"),
+        }
+    }
+
+    /// The highest rating (the lowest is 1).
+    pub fn top(self) -> u32 {
+        if self == Dimension::Fluency { 3 } else { 5 }
+    }
+
+    /// Whether the prompt reads the source article.
+    pub fn reads_source(self) -> bool {
+        self != Dimension::Fluency
+    }
+}
+
+/// The role the prompt is sent as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Role {
+    /// A system message, as gpt4_eval.py sends it.
+    #[default]
+    System,
+    /// A user message (for templates that refuse a lone system message).
+    User,
+}
+
+named_enum!(
+    Role,
+    "message role",
+    [
+        (System, "system", "system (as gpt4_eval.py sends it)"),
+        (User, "user", "user")
+    ]
+);
+
+/// The prompt of `dim` about `summary` of `document`, as gpt4_eval.py
+/// fills it in.
+pub fn prompt(dim: Dimension, document: &str, summary: &str) -> String {
+    dim.prompt()
+        .replace("{{Document}}", document)
+        .replace("{{Summary}}", summary)
+}
+
+/// `meta_eval_summeval.py`'s `parse_output`: the number at the start of an
+/// answer (after at most one space), else 0.
+pub fn parse_output(answer: &str) -> f64 {
+    let rest = answer.strip_prefix(' ').unwrap_or(answer);
+    let number: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    // Python's float(): "4", "4.", ".5"; "4.5.1" or "." fail, and count 0.
+    let valid = !number.is_empty() && number != "." && number.matches('.').count() <= 1;
+    if valid {
+        number.parse::<f64>().unwrap_or(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// The token ids of `plm` that spell rating `s` alone or after a space.
+fn rating_tokens(plm: &Plm, s: u32) -> Result<Vec<u32>, ModelError> {
+    let mut ids = Vec::new();
+    for text in [format!("{s}"), format!(" {s}")] {
+        let tokens = plm.tokenizer.encode(&text)?;
+        if let [one] = tokens.as_slice()
+            && !ids.contains(&one.id)
+        {
+            ids.push(one.id);
+        }
+    }
+    if ids.is_empty() {
+        return Err(ModelError::Unsupported(format!(
+            "{}'s tokenizer has no single token for the rating {s}",
+            plm.name
+        )));
+    }
+    Ok(ids)
+}
+
+/// A rendered judge prompt as token ids: through the model's chat template
+/// (`role`, the generation prompt) when it has one and `chat` asks for it,
+/// else the plain text with the model's own special tokens. The bool says
+/// whether the template was used.
+pub fn judge_input(
+    plm: &Plm,
+    text: &str,
+    role: Role,
+    chat: bool,
+) -> Result<(Vec<u32>, bool, bool), ModelError> {
+    let template = match &plm.chat_template {
+        Ok(t) => t.as_ref().filter(|_| chat),
+        Err(e) if chat => {
+            return Err(ModelError::Config(format!(
+                "{}'s chat template cannot be used: {e}",
+                plm.name
+            )));
+        }
+        Err(_) => None,
+    };
+    let encoding = match template {
+        Some(t) => {
+            let messages = serde_json::json!([{"role": role.to_string(), "content": text}]);
+            let rendered = t.render(&messages, None, true, &serde_json::Map::new())?;
+            plm.tokenizer.encode_as_is(&rendered)?
+        }
+        None => plm.tokenizer.encode_for_model(text)?,
+    };
+    Ok((encoding.ids(), encoding.truncated, template.is_some()))
+}
+
+/// One rating: its value, the mass on the ratings (probability-weighted)
+/// and each rating's share of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rating {
+    /// The score.
+    pub value: f64,
+    /// Σ p(s) over the ratings (probability-weighted), or the share of
+    /// sampled answers that parsed to a rating in range.
+    pub mass: f64,
+    /// p(s) / Σ p(s) for s = 1..=top (probability-weighted), or the share
+    /// of sampled answers giving s.
+    pub shares: Vec<f64>,
+}
+
+/// Probability-weighted ratings of each input (token ids within the
+/// model's limit) on a 1..=top scale.
+pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Rating>, ModelError> {
+    if plm.config.head != Head::CausalLm {
+        return Err(ModelError::Unsupported(format!(
+            "{} is not a causal language model (config.json names {}): a judge writes its \
+             answer, as Qwen2.5-Instruct or SmolLM2-Instruct do",
+            plm.name, plm.config.architecture
+        )));
+    }
+    let candidates: Vec<Vec<u32>> = (1..=top)
+        .map(|s| rating_tokens(plm, s))
+        .collect::<Result<_, _>>()?;
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| inputs[i].len());
+    let mut out: Vec<Option<Rating>> = vec![None; inputs.len()];
+    for chunk in plm.passes(
+        &order,
+        |&i| inputs[i].len(),
+        PassLimit::Tokens(TOKEN_BUDGET),
+    ) {
+        let rows: Vec<Vec<u32>> = chunk.iter().map(|&i| inputs[i].clone()).collect();
+        let forward = plm.forward(&rows)?;
+        let logits = plm.lm_logits(&forward)?;
+        let [b, l, v] = logits.dims();
+        // Each row's last real position.
+        let last: Vec<i64> = rows
+            .iter()
+            .enumerate()
+            .map(|(r, ids)| (r * l + ids.len() - 1) as i64)
+            .collect();
+        let index = burn::tensor::Tensor::<1, burn::tensor::Int>::from_data(
+            burn::tensor::TensorData::new(last, [b]),
+            &plm.device,
+        );
+        let picked = logits.reshape([b * l, v]).select(0, index);
+        let (values, _) = read_back(picked).await?;
+        for (r, &i) in chunk.iter().enumerate() {
+            let row = &values[r * v..(r + 1) * v];
+            let lp = crate::models::generate::log_softmax(row);
+            let p: Vec<f64> = candidates
+                .iter()
+                .map(|ids| ids.iter().map(|&t| lp[t as usize].exp()).sum())
+                .collect();
+            let mass: f64 = p.iter().sum();
+            let value = p
+                .iter()
+                .enumerate()
+                .map(|(k, q)| (k + 1) as f64 * q)
+                .sum::<f64>()
+                / mass;
+            out[i] = Some(Rating {
+                value,
+                mass,
+                shares: p.iter().map(|q| q / mass).collect(),
+            });
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every input rated"))
+        .collect())
+}
+
+/// Sampled ratings: the mean of `n` answers of each input drawn at
+/// `temperature` (answer k from `seed + k`), read by [`parse_output`].
+pub async fn sampled(
+    plm: &Plm,
+    inputs: &[Vec<u32>],
+    top: u32,
+    n: usize,
+    temperature: f64,
+    seed: u64,
+) -> Result<Vec<Rating>, ModelError> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for ids in inputs {
+        let mut answers = Vec::with_capacity(n);
+        for k in 0..n {
+            let options = GenerateOptions {
+                max_new_tokens: SAMPLE_TOKENS,
+                decoding: Decoding::Sample(Sampling {
+                    temperature,
+                    top_k: 0,
+                    top_p: 1.0,
+                    seed: seed.wrapping_add(k as u64),
+                }),
+                ..GenerateOptions::default()
+            };
+            let generation = plm
+                .generate_ids(ids, &options, async |_| std::ops::ControlFlow::Continue(()))
+                .await?;
+            let text = plm.tokenizer.decode_text(&generation.tokens)?;
+            answers.push(parse_output(&text));
+        }
+        let value = answers.iter().sum::<f64>() / n as f64;
+        let share =
+            |s: u32| answers.iter().filter(|&&a| a == f64::from(s)).count() as f64 / n as f64;
+        let shares: Vec<f64> = (1..=top).map(share).collect();
+        out.push(Rating {
+            value,
+            mass: shares.iter().sum(),
+            shares,
+        });
+    }
+    Ok(out)
+}
+
+/// G-Eval's options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct GEvalOptions {
+    /// # Model
+    ///
+    /// The judge (an instruction-tuned causal LM); unset: the registry's
+    /// default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-page" = false))]
+    pub model: Option<String>,
+    /// # Dimension
+    ///
+    /// The SummEval dimension asked: coherence, consistency, relevance (1-5)
+    /// or fluency (1-3).
+    pub dimension: Dimension,
+    /// # Samples
+    ///
+    /// 0: the probability-weighted rating (deterministic); n: the mean of n
+    /// sampled answers (the paper's GPT-4 runs used 20).
+    #[schemars(range(max = 100))]
+    pub samples: usize,
+    /// # Temperature
+    ///
+    /// Of the sampled answers (gpt4_eval.py: 2).
+    #[schemars(range(min = 0.01, max = 10.0))]
+    pub temperature: f64,
+    /// # Seed
+    ///
+    /// Of the first sampled answer (answer k draws from seed + k).
+    pub seed: u64,
+    /// # Role
+    ///
+    /// The message the prompt is sent as: system (gpt4_eval.py) or user.
+    pub role: Role,
+    /// # Chat template
+    ///
+    /// Send the prompt through the model's chat template (when it has one);
+    /// off: the plain text.
+    pub chat: bool,
+}
+
+impl Default for GEvalOptions {
+    fn default() -> Self {
+        Self {
+            model: None,
+            dimension: Dimension::Coherence,
+            samples: 0,
+            temperature: 2.0,
+            seed: 0,
+            role: Role::System,
+            chat: true,
+        }
+    }
+}
+
+/// G-Eval's registry entry.
+pub struct GEvalMetric;
+
+const fn column(name: &'static str, description: &'static str, needs_source: bool) -> About {
+    About {
+        name,
+        description,
+        higher_is_better: true,
+        needs_reference: false,
+        needs_source,
+        reads: if needs_source {
+            "hypothesis + source"
+        } else {
+            "hypothesis"
+        },
+        scale: if needs_source {
+            Scale::RATING5
+        } else {
+            Scale::RATING3
+        },
+    }
+}
+
+impl MetricModule for GEvalMetric {
+    type Options = GEvalOptions;
+    const KIND: KindAbout = KindAbout {
+        name: "G-Eval",
+        about: "An LLM judge asked G-Eval's SummEval questions: the dimension's instructions, \
+                the source article and the summary, then \"- Coherence:\". The score is the \
+                rating the model expects, Σ s·p(s) over the ratings' tokens (1-5; fluency \
+                1-3), or the mean of sampled answers. Higher is better. The question travels \
+                in the same input as the text, so a text can answer it.",
+        reference: "nlpyang/geval (prompts/summeval, gpt4_eval.py)",
+        truncated: "the prompt was longer than the model's limit",
+        corpus: CorpusAggregation::MeanOfSegments,
+        model: Some(ModelKind::CausalLm),
+        card: Card::OWN,
+    };
+    const COLUMNS: &'static [About] = &[
+        column(
+            "G-Eval coherence",
+            "G-Eval coherence (1-5): the judge's expected rating of the summary's structure, given the source",
+            true,
+        ),
+        column(
+            "G-Eval consistency",
+            "G-Eval consistency (1-5): the judge's expected rating of the summary's factual alignment with the source",
+            true,
+        ),
+        column(
+            "G-Eval fluency",
+            "G-Eval fluency (1-3): the judge's expected rating of the summary's grammar and wording",
+            false,
+        ),
+        column(
+            "G-Eval relevance",
+            "G-Eval relevance (1-5): the judge's expected rating of the summary's choice of important content from the source",
+            true,
+        ),
+    ];
+    const COLUMN_OPTION: Option<&'static str> = Some("dimension");
+
+    fn column(o: &GEvalOptions) -> usize {
+        o.dimension as usize
+    }
+
+    fn with_column(o: GEvalOptions, column: usize) -> GEvalOptions {
+        GEvalOptions {
+            dimension: Dimension::ALL.get(column).copied().unwrap_or_default(),
+            ..o
+        }
+    }
+}
+
+/// The signature of a G-Eval column.
+pub fn signature(o: &GEvalOptions, model: &str, chat: bool, precision: &str) -> Signature {
+    let s = Signature::new("g-eval")
+        .with("model", model)
+        .with("dimension", o.dimension)
+        .with("prompt", "detailed")
+        .with(
+            "input",
+            if chat {
+                format!("chat-{}", o.role)
+            } else {
+                "plain".into()
+            },
+        );
+    let s = if o.samples == 0 {
+        s.with("score", "weighted")
+    } else {
+        s.with("score", format!("mean-of-{}", o.samples))
+            .with("t", o.temperature)
+            .with("seed", o.seed)
+    };
+    s.with("conventions", CONVENTIONS)
+        .with("precision", precision)
+        .versioned()
+}
+
+impl ModelModule for GEvalMetric {
+    fn model_name(o: &GEvalOptions) -> Option<&str> {
+        o.model.as_deref()
+    }
+
+    async fn score(
+        engine: &Engine,
+        group: &[&GEvalOptions],
+        segments: &[Segment<'_>],
+        _: Option<&[Segment<'_>]>,
+    ) -> Result<Vec<Column>, EngineError> {
+        super::registry::each_alone(group, async |o| {
+            let plm = engine.model(ModelSlot::GEval, o.model.as_deref())?;
+            let spec = MetricSpec::GEval(o.clone());
+            let id = spec.id();
+            if o.samples > 0 && !(o.temperature.is_finite() && o.temperature > 0.0) {
+                return Err(EngineError::Input {
+                    metric: id,
+                    message: format!("temperature must be above 0 (got {})", o.temperature),
+                });
+            }
+            let mut inputs = Vec::with_capacity(segments.len());
+            let mut chat = false;
+            for (i, s) in segments.iter().enumerate() {
+                let document = match (o.dimension.reads_source(), s.src) {
+                    (true, Some(src)) => src,
+                    (true, None) => {
+                        return Err(EngineError::Input {
+                            metric: id,
+                            message: format!(
+                                "segment {} has no source: G-Eval's {} reads the article \
+                                 (fill in the source)",
+                                i + 1,
+                                o.dimension
+                            ),
+                        });
+                    }
+                    (false, _) => "",
+                };
+                let text = prompt(o.dimension, document, s.hyp);
+                let (ids, truncated, templated) =
+                    judge_input(&plm, &text, o.role, o.chat).map_err(model_error(&plm))?;
+                if truncated {
+                    // A cut prompt would lose the question at its end.
+                    return Err(EngineError::Input {
+                        metric: id,
+                        message: format!(
+                            "segment {}'s prompt is longer than {}'s limit of {} tokens",
+                            i + 1,
+                            plm.name,
+                            plm.config.max_tokens()
+                        ),
+                    });
+                }
+                chat = templated;
+                inputs.push(ids);
+            }
+            let top = o.dimension.top();
+            let ratings = if o.samples == 0 {
+                weighted(&plm, &inputs, top).await
+            } else {
+                sampled(&plm, &inputs, top, o.samples, o.temperature, o.seed).await
+            }
+            .map_err(model_error(&plm))?;
+            let sig = signature(o, &plm.name, chat, &plm.precision_label());
+            let scores = ratings
+                .iter()
+                .map(|r| {
+                    let mut parts: Vec<ScorePart> = r
+                        .shares
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &q)| part_of(RATING_PARTS[k], q))
+                        .collect();
+                    parts.push(part_of("mass", r.mass));
+                    parts.push(truncated_part(false));
+                    Score {
+                        metric: id.as_str(),
+                        value: r.value,
+                        parts,
+                        signature: sig.to_string(),
+                    }
+                })
+                .collect();
+            Ok(Column::new(spec, scores, sig))
+        })
+        .await
+    }
+}
+
+/// The parts naming each rating's share.
+const RATING_PARTS: [&str; 5] = ["p1", "p2", "p3", "p4", "p5"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_output_reads_the_leading_number_as_the_released_code() {
+        assert_eq!(parse_output("4"), 4.0);
+        assert_eq!(parse_output(" 3.5 because"), 3.5);
+        assert_eq!(parse_output("  4"), 0.0);
+        assert_eq!(parse_output("Score: 4"), 0.0);
+        assert_eq!(parse_output("4.5.1"), 0.0);
+        assert_eq!(parse_output("."), 0.0);
+        assert_eq!(parse_output("5."), 5.0);
+        assert_eq!(parse_output(""), 0.0);
+    }
+
+    #[test]
+    fn prompts_are_the_released_files_with_python_line_ends() {
+        for d in Dimension::ALL {
+            let p = d.prompt();
+            assert!(!p.contains('\r'), "{d}");
+            assert!(p.contains("{{Summary}}"), "{d}");
+            assert_eq!(p.contains("{{Document}}"), d.reads_source(), "{d}");
+        }
+        assert!(Dimension::Coherence.prompt().ends_with("- Coherence:"));
+        assert!(Dimension::Fluency.prompt().ends_with("- Fluency (1-3):"));
+        let p = prompt(Dimension::Relevance, "DOC", "SUM");
+        assert!(p.contains("Source Text:\n\nDOC\n") && p.contains("Summary:\n\nSUM\n"));
+    }
+}

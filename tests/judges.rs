@@ -1,0 +1,195 @@
+//! LLM judges against a Python reference of their arithmetic
+//! (scripts/judge_golden.py) on the tiny random decoder LLMs with their
+//! chat templates: G-Eval's probability-weighted ratings for every
+//! dimension, sent as a system or a user message or as plain text; the
+//! CLI's column; sampled ratings repeat for a seed.
+
+use blindspot::metrics::geval::{self, Dimension, Role};
+use blindspot::models::Plm;
+use futures::executor::block_on;
+use serde_json::Value;
+
+use crate::common;
+
+const TOLERANCE: f64 = 1e-5;
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llm")
+        .join(name)
+}
+
+fn dimension(case: &Value) -> Dimension {
+    case["dimension"].as_str().unwrap().parse().unwrap()
+}
+
+fn texts(case: &Value) -> (String, String) {
+    let rows = common::rows("summeval.jsonl");
+    let row = &rows[case["line"].as_u64().unwrap() as usize];
+    let system = case["system"].as_str().unwrap();
+    (
+        row["src"].as_str().unwrap().to_owned(),
+        row["systems"][system]["summary"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
+}
+
+#[test]
+fn g_eval_weighted_ratings_match_the_reference() {
+    let g = common::golden("judge_parity.json");
+    let cases = g["g-eval"].as_array().unwrap();
+    assert_eq!(cases.len(), 60);
+    let mut models: std::collections::HashMap<String, Plm> = Default::default();
+    for case in cases {
+        let name = case["model"].as_str().unwrap();
+        let plm = models
+            .entry(name.to_owned())
+            .or_insert_with(|| common::cpu_model(name, &fixture(name)));
+        let dim = dimension(case);
+        let (src, summary) = texts(case);
+        let role: Role = case["role"].as_str().unwrap().parse().unwrap();
+        let chat = case["chat"].as_bool().unwrap();
+        let (ids, truncated, templated) =
+            geval::judge_input(plm, &geval::prompt(dim, &src, &summary), role, chat).unwrap();
+        assert!(!truncated);
+        assert_eq!(templated, chat);
+        assert_eq!(ids.len() as u64, case["tokens"].as_u64().unwrap(), "{case}");
+        let r = block_on(geval::weighted(plm, &[ids], dim.top()))
+            .unwrap()
+            .remove(0);
+        let want = case["value"].as_f64().unwrap();
+        assert!(
+            (r.value - want).abs() <= TOLERANCE,
+            "{name} {dim}: {} vs {want}",
+            r.value
+        );
+        let mass = case["mass"].as_f64().unwrap();
+        assert!(
+            (r.mass - mass).abs() <= TOLERANCE * mass.max(1e-3),
+            "{name} {dim} mass"
+        );
+        for (a, b) in r.shares.iter().zip(case["shares"].as_array().unwrap()) {
+            assert!((a - b.as_f64().unwrap()).abs() <= TOLERANCE);
+        }
+    }
+}
+
+/// `blindspot score --metrics g-eval-...` gives the reference's ratings,
+/// with the shares and the mass as parts.
+#[test]
+fn the_cli_scores_g_eval_columns() {
+    let g = common::golden("judge_parity.json");
+    let cases: Vec<&Value> = g["g-eval"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["model"] == "qwen3" && c["dimension"] == "relevance")
+        .collect();
+    let tmp = std::env::temp_dir().join(format!("g-eval-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (srcs, hyps): (Vec<String>, Vec<String>) = cases.iter().map(|c| texts(c)).unzip();
+    std::fs::write(tmp.join("src.txt"), srcs.join("\n") + "\n").unwrap();
+    std::fs::write(tmp.join("hyp.txt"), hyps.join("\n") + "\n").unwrap();
+    // The CLI reads references with line files; G-Eval does not.
+    std::fs::write(tmp.join("ref.txt"), hyps.join("\n") + "\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args(["score", "--format", "jsonl", "--hyps"])
+        .arg(tmp.join("hyp.txt"))
+        .arg("--refs")
+        .arg(tmp.join("ref.txt"))
+        .arg("--srcs")
+        .arg(tmp.join("src.txt"))
+        .args(["--metrics", "g-eval-relevance", "--model"])
+        .arg(format!("g-eval={}", fixture("qwen3").display()))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let mut lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The last line is the corpus's: the mean, with the signature.
+    let corpus = lines.pop().unwrap();
+    let signature = corpus["corpus"]["g-eval-relevance"]["signature"]
+        .as_str()
+        .unwrap();
+    assert!(
+        signature.starts_with("g-eval|model:qwen3|dimension:relevance|prompt:detailed|input:chat-system|score:weighted|conventions:nlpyang-geval|"),
+        "{signature}"
+    );
+    assert_eq!(lines.len(), cases.len());
+    for (line, case) in lines.iter().zip(&cases) {
+        let ours = line["g-eval-relevance"].as_f64().unwrap();
+        let want = case["value"].as_f64().unwrap();
+        assert!((ours - want).abs() <= TOLERANCE, "{ours} vs {want}");
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// Sampled ratings: n answers drawn from seed, seed + 1..., read by the
+/// released `parse_output`; the same seed gives the same mean, the shares
+/// are of answers in range.
+#[test]
+fn sampled_ratings_repeat_for_a_seed() {
+    let plm = common::cpu_model("qwen2", &fixture("qwen2"));
+    let (ids, _, _) = geval::judge_input(
+        &plm,
+        &geval::prompt(Dimension::Fluency, "", "The cat sat on the mat."),
+        Role::User,
+        true,
+    )
+    .unwrap();
+    let run = |seed| {
+        block_on(geval::sampled(
+            &plm,
+            std::slice::from_ref(&ids),
+            3,
+            4,
+            2.0,
+            seed,
+        ))
+        .unwrap()
+    };
+    let a = run(7);
+    assert_eq!(a, run(7));
+    assert_eq!(a[0].shares.len(), 3);
+    assert!(a[0].value >= 0.0 && a[0].mass <= 1.0);
+}
+
+/// A model that cannot judge, a template that refuses a lone system
+/// message, and a segment without the article G-Eval reads say why.
+#[test]
+fn judges_say_what_they_cannot_do() {
+    let mlm = common::cpu_model(
+        "mlm",
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/bert_mlm"),
+    );
+    let e = block_on(geval::weighted(&mlm, &[vec![1, 2, 3]], 5))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a causal language model"), "{e}");
+    let mut files = blindspot::models::ModelFiles::from_path(&fixture("qwen2")).unwrap();
+    let gemma = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat/gemma.jinja"),
+    )
+    .unwrap();
+    files.tokenizer_config =
+        Some(serde_json::json!({"chat_template": gemma, "bos_token": "<|endoftext|>"}).to_string());
+    let plm = Plm::load(
+        "gemma-template",
+        files,
+        &burn::tensor::Device::flex(),
+        blindspot::models::Precision::F32,
+    )
+    .unwrap();
+    let e = geval::judge_input(&plm, "x", Role::System, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("refuses these messages: System role not supported"),
+        "{e}"
+    );
+    assert!(geval::judge_input(&plm, "x", Role::User, true).is_ok());
+}

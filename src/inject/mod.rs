@@ -11,6 +11,7 @@
 pub mod character;
 pub mod consistency;
 pub mod fluency;
+pub mod judge;
 pub mod masked_lm;
 pub mod menli;
 pub mod other;
@@ -41,6 +42,9 @@ pub enum Family {
     Character,
     /// Other [BS] tests (repetition, copy-source, prompt injection...).
     Other,
+    /// The blind spots of LLM judges (instructions to the judge, master
+    /// keys, verbosity, null answers).
+    Judge,
 }
 
 crate::metrics::spec::named_enum!(
@@ -52,6 +56,7 @@ crate::metrics::spec::named_enum!(
         (Menli, "menli", "MENLI attacks"),
         (Character, "character", "Character (DeepWordBug)"),
         (Other, "other", "Other [BS]"),
+        (Judge, "judge", "LLM judges"),
     ]
 );
 
@@ -330,6 +335,7 @@ pub fn registry() -> Vec<&'static dyn Injection> {
     all.extend(menli::ALL.iter().copied());
     all.extend(character::ALL.iter().copied());
     all.extend(other::ALL.iter().copied());
+    all.extend(judge::ALL.iter().copied());
     all.extend(masked_lm::ALL.iter().copied());
     all
 }

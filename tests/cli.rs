@@ -692,7 +692,14 @@ fn injections_lists_every_family() {
         .collect();
     assert_eq!(
         families.into_iter().collect::<Vec<_>>(),
-        ["character", "consistency", "fluency", "judge", "menli", "other"]
+        [
+            "character",
+            "consistency",
+            "fluency",
+            "judge",
+            "menli",
+            "other"
+        ]
     );
     assert!(
         list.as_array()

@@ -193,3 +193,43 @@ fn judges_say_what_they_cannot_do() {
     );
     assert!(geval::judge_input(&plm, "x", Role::User, true).is_ok());
 }
+
+/// A judge prompt that starts as the last one did (the instructions and
+/// the article, a new summary) reads only what follows the shared start,
+/// and gives the logits of a full pass.
+#[test]
+fn a_shared_start_is_read_once() {
+    let plm = common::cpu_model("qwen2", &fixture("qwen2"));
+    let fresh = common::cpu_model("qwen2-fresh", &fixture("qwen2"));
+    let rows = common::rows("summeval.jsonl");
+    let doc = rows[0]["src"].as_str().unwrap();
+    let input = |summary: &str| {
+        geval::judge_input(
+            &plm,
+            &geval::prompt(Dimension::Coherence, doc, summary),
+            Role::System,
+            true,
+        )
+        .unwrap()
+        .0
+    };
+    let a = input(rows[0]["systems"]["M11"]["summary"].as_str().unwrap());
+    let b = input(rows[0]["systems"]["M8"]["summary"].as_str().unwrap());
+    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    assert!(shared > b.len() / 2, "the article comes before the summary");
+    let (_, reused) = block_on(plm.next_token_logits(&a)).unwrap();
+    assert_eq!(reused, 0);
+    let (logits, reused) = block_on(plm.next_token_logits(&b)).unwrap();
+    assert_eq!(reused, shared);
+    let (full, _) = block_on(fresh.next_token_logits(&b)).unwrap();
+    let worst = logits
+        .iter()
+        .zip(&full)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(worst <= 1e-5, "{worst}");
+    // The same text again reads only its last token; a shorter one, its own.
+    assert_eq!(block_on(plm.next_token_logits(&b)).unwrap().1, b.len() - 1);
+    assert_eq!(block_on(plm.next_token_logits(&b[..10])).unwrap().1, 9);
+    assert!(block_on(plm.next_token_logits(&[])).is_err());
+}

@@ -36,13 +36,10 @@ use super::{
     Signature,
 };
 use crate::models::generate::{Decoding, GenerateOptions, Sampling};
-use crate::models::{Head, ModelError, PassLimit, Plm, read_back};
+use crate::models::{Head, ModelError, Plm};
 
 /// The implementation whose prompts and parsing are reproduced.
 pub const CONVENTIONS: &str = "nlpyang-geval";
-
-/// Padded tokens per pass.
-pub const TOKEN_BUDGET: usize = 4096;
 
 /// Tokens a sampled answer has at most (`max_tokens=5` in gpt4_eval.py).
 pub const SAMPLE_TOKENS: usize = 5;
@@ -208,7 +205,10 @@ pub struct Rating {
 }
 
 /// Probability-weighted ratings of each input (token ids within the
-/// model's limit) on a 1..=top scale.
+/// model's limit) on a 1..=top scale. Inputs run one by one in order, each
+/// reading only what follows the start it shares with the one before
+/// ([`Plm::next_token_logits`]): a judge's instructions and article are
+/// read once per article, and once while a summary is typed.
 pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Rating>, ModelError> {
     if plm.config.head != Head::CausalLm {
         return Err(ModelError::Unsupported(format!(
@@ -220,55 +220,28 @@ pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Ra
     let candidates: Vec<Vec<u32>> = (1..=top)
         .map(|s| rating_tokens(plm, s))
         .collect::<Result<_, _>>()?;
-    let mut order: Vec<usize> = (0..inputs.len()).collect();
-    order.sort_by_key(|&i| inputs[i].len());
-    let mut out: Vec<Option<Rating>> = vec![None; inputs.len()];
-    for chunk in plm.passes(
-        &order,
-        |&i| inputs[i].len(),
-        PassLimit::Tokens(TOKEN_BUDGET),
-    ) {
-        let rows: Vec<Vec<u32>> = chunk.iter().map(|&i| inputs[i].clone()).collect();
-        let forward = plm.forward(&rows)?;
-        let logits = plm.lm_logits(&forward)?;
-        let [b, l, v] = logits.dims();
-        // Each row's last real position.
-        let last: Vec<i64> = rows
+    let mut out = Vec::with_capacity(inputs.len());
+    for ids in inputs {
+        let (row, _) = plm.next_token_logits(ids).await?;
+        let lp = crate::models::generate::log_softmax(&row);
+        let p: Vec<f64> = candidates
+            .iter()
+            .map(|ids| ids.iter().map(|&t| lp[t as usize].exp()).sum())
+            .collect();
+        let mass: f64 = p.iter().sum();
+        let value = p
             .iter()
             .enumerate()
-            .map(|(r, ids)| (r * l + ids.len() - 1) as i64)
-            .collect();
-        let index = burn::tensor::Tensor::<1, burn::tensor::Int>::from_data(
-            burn::tensor::TensorData::new(last, [b]),
-            &plm.device,
-        );
-        let picked = logits.reshape([b * l, v]).select(0, index);
-        let (values, _) = read_back(picked).await?;
-        for (r, &i) in chunk.iter().enumerate() {
-            let row = &values[r * v..(r + 1) * v];
-            let lp = crate::models::generate::log_softmax(row);
-            let p: Vec<f64> = candidates
-                .iter()
-                .map(|ids| ids.iter().map(|&t| lp[t as usize].exp()).sum())
-                .collect();
-            let mass: f64 = p.iter().sum();
-            let value = p
-                .iter()
-                .enumerate()
-                .map(|(k, q)| (k + 1) as f64 * q)
-                .sum::<f64>()
-                / mass;
-            out[i] = Some(Rating {
-                value,
-                mass,
-                shares: p.iter().map(|q| q / mass).collect(),
-            });
-        }
+            .map(|(k, q)| (k + 1) as f64 * q)
+            .sum::<f64>()
+            / mass;
+        out.push(Rating {
+            value,
+            mass,
+            shares: p.iter().map(|q| q / mass).collect(),
+        });
     }
-    Ok(out
-        .into_iter()
-        .map(|r| r.expect("every input rated"))
-        .collect())
+    Ok(out)
 }
 
 /// Sampled ratings: the mean of `n` answers of each input drawn at

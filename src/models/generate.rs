@@ -79,6 +79,19 @@ impl KvCache {
         self.cross.get(i)
     }
 
+    /// Keeps the first `tokens` positions of every layer's keys and values
+    /// (all of them when it holds fewer): what a text that shares only
+    /// that prefix with the one read can continue from.
+    pub fn truncate(&mut self, tokens: usize) {
+        for (k, v) in self.layers.iter_mut().flatten() {
+            let [rows, heads, held, width] = k.dims();
+            if held > tokens {
+                *k = k.clone().slice([0..rows, 0..heads, 0..tokens, 0..width]);
+                *v = v.clone().slice([0..rows, 0..heads, 0..tokens, 0..width]);
+            }
+        }
+    }
+
     /// Keeps the rows `rows` (in that order, repeats allowed): the beams
     /// that survive a step, each continuing one of the old rows.
     pub fn keep_rows(&mut self, rows: &[usize]) {

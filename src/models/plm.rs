@@ -34,6 +34,11 @@ pub struct Plm {
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
+    /// The last text a causal LM read through [`Plm::next_token_logits`]
+    /// and its keys and values: a text that starts the same way (a judge's
+    /// instructions and article before the summary being typed) reads only
+    /// what follows the shared start.
+    pub prefix: std::sync::Mutex<Option<(Vec<u32>, super::generate::KvCache)>>,
     /// Its chat template (tokenizer_config.json's or chat_template.jinja),
     /// none for a model without one, or why it could not be read (a model
     /// whose template does not parse still loads for what needs none).
@@ -149,6 +154,7 @@ impl Plm {
             } else {
                 GPU_LENGTH_STEP
             },
+            prefix: std::sync::Mutex::new(None),
             chat_template,
         })
     }
@@ -428,4 +434,68 @@ fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
         .last()
         .expect("a forward pass returns at least the embeddings")
         .clone()
+}
+
+impl Plm {
+    /// A causal LM's next-token logits after `ids` (within its limit),
+    /// reusing the keys and values of the longest start `ids` shares with
+    /// the text read before (kept per model): only the rest is run. The
+    /// second value is how many tokens were reused. The logits equal a full
+    /// pass's up to the products' rounding (1e-5 in tests).
+    pub async fn next_token_logits(&self, ids: &[u32]) -> Result<(Vec<f32>, usize), ModelError> {
+        use super::generate::KvCache;
+        if ids.is_empty() {
+            return Err(ModelError::Input("the text has no tokens".into()));
+        }
+        if ids.len() > self.config.max_tokens() {
+            return Err(ModelError::Input(format!(
+                "{} tokens exceed {}'s limit of {}",
+                ids.len(),
+                self.name,
+                self.config.max_tokens()
+            )));
+        }
+        let vocab = self.config.vocab_size;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(ModelError::Input(format!(
+                "token id {id} is outside {}'s vocabulary ({vocab})",
+                self.name
+            )));
+        }
+        if self.config.head != super::Head::CausalLm {
+            return Err(self.missing_head("causal language-model head"));
+        }
+        // Taken out while the pass runs: a failed pass leaves no half-read cache.
+        let held = self
+            .prefix
+            .lock()
+            .map_err(|_| ModelError::Input("the prefix cache was poisoned".into()))?
+            .take();
+        let (mut cache, shared) = match held {
+            Some((read, mut cache)) => {
+                // At least the last token runs: its logits are the answer.
+                let shared = read
+                    .iter()
+                    .zip(ids)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(ids.len() - 1);
+                cache.truncate(shared);
+                (cache, shared)
+            }
+            None => (KvCache::new(), 0),
+        };
+        let new: Vec<i64> = ids[shared..].iter().map(|&t| i64::from(t)).collect();
+        let tensor = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
+            burn::tensor::TensorData::new(new, [1, ids.len() - shared]),
+            &self.device,
+        );
+        let logits = with_network!(&self.network, m => m.decode_step(tensor, &mut cache))
+            .ok_or_else(|| self.missing_head("causal language-model head"))?;
+        let (values, _) = super::read_back(logits).await?;
+        if let Ok(mut slot) = self.prefix.lock() {
+            *slot = Some((ids.to_vec(), cache));
+        }
+        Ok((values, shared))
+    }
 }

@@ -4,6 +4,12 @@ to a Python reference of their arithmetic on the tiny random decoder LLMs
 of scripts/llama_parity.py (tests/fixtures/llm/{llama,qwen2,qwen3}, each
 with its chat template).
 
+GEMBA-DA and GEMBA-DA_ref on 2 WMT21 de-en translations
+(tests/data/wmt21_de_en.jsonl): gemba/prompt.py's prompts filled in, one
+user message through the chat template, and the first, greedy answer of
+gpt_api.py's request (64 new tokens at most): its stripped text and whether
+the model ended it.
+
 G-Eval, probability-weighted, for each dimension on 3 SummEval summaries
 (tests/data/summeval.jsonl, named by line and system; no text is copied
 here): the released prompt (src/metrics/prompts/geval/, nlpyang/geval's
@@ -47,6 +53,34 @@ def weighted(model, tok, ids, top):
             "shares": [q / mass for q in p]}
 
 
+# GEMBA's prompts (gemba/prompt.py), filled by str.format as gemba_da.py fills them.
+GEMBA_DA = ('Score the following translation from {source_lang} to {target_lang} on a continuous '
+            'scale from 0 to 100, where a score of zero means "no meaning preserved" and score of '
+            'one hundred means "perfect meaning and grammar".\n\n{source_lang} source: '
+            '"{source_seg}"\n{target_lang} translation: "{target_seg}"\nScore: ')
+GEMBA_DA_REF = ('Score the following translation from {source_lang} to {target_lang} with respect '
+                'to human reference on a continuous scale 0 to 100 where score of zero means "no '
+                'meaning preserved" and score of one hundred means "perfect meaning and grammar".'
+                '\n\n{source_lang} source: "{source_seg}"\n{target_lang} human reference: '
+                '{reference_seg}\n{target_lang} machine translation: "{target_seg}"\nScore: ')
+WMT = [(0, "Online-W"), (5, "ICL")]
+
+
+def gemba_greedy(model, tok, prompt):
+    """The first, greedy answer of gpt_api.py's request: its text, stripped,
+    and whether the model ended it (an answer cut for length is none)."""
+    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=True,
+                                  add_generation_prompt=True)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=64,
+                             pad_token_id=tok.pad_token_id)
+    new = out[0, len(ids):].tolist()
+    eos = model.config.eos_token_id
+    eos = eos if isinstance(eos, list) else [eos]
+    return {"tokens": len(ids), "answer": tok.decode(new, skip_special_tokens=True).strip(),
+            "ended": bool(new) and new[-1] in eos}
+
+
 def main():
     rows = [json.loads(line) for line in (ROOT / "tests/data/summeval.jsonl").open(encoding="utf-8")]
     golden = {"_about": "transformers %s, torch %s, fp32 CPU; scripts/judge_golden.py"
@@ -75,6 +109,24 @@ def main():
                     golden["g-eval"].append({"model": name, "role": role, "chat": chat,
                                              "dimension": dim, "line": line, "system": system,
                                              "tokens": len(ids), **weighted(model, tok, ids, top)})
+    wmt = [json.loads(line) for line in (ROOT / "tests/data/wmt21_de_en.jsonl").open(encoding="utf-8")]
+    golden["gemba-da"] = []
+    for name in ["qwen2", "qwen3"]:
+        folder = ROOT / "tests/fixtures/llm" / name
+        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                         eos_token=config["eos_token"],
+                                         pad_token=config["pad_token"])
+        tok.chat_template = config["chat_template"]
+        for line, system in WMT:
+            row = wmt[line]
+            for which, template in [("source", GEMBA_DA), ("reference", GEMBA_DA_REF)]:
+                prompt = template.format(source_lang="German", target_lang="English",
+                                         source_seg=row["src"], target_seg=row["systems"][system],
+                                         reference_seg=row["ref_a"])
+                golden["gemba-da"].append({"model": name, "line": line, "system": system,
+                                           "prompt": which, **gemba_greedy(model, tok, prompt)})
     (ROOT / "tests/golden/judge_parity.json").write_text(json.dumps(golden, indent=1))
 
 

@@ -594,7 +594,9 @@ fn metrics_lists_the_registry_as_json() {
             "g-eval-coherence",
             "g-eval-consistency",
             "g-eval-fluency",
-            "g-eval-relevance"
+            "g-eval-relevance",
+            "gemba-da",
+            "gemba-da-ref"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -233,3 +233,53 @@ fn a_shared_start_is_read_once() {
     assert_eq!(block_on(plm.next_token_logits(&b[..10])).unwrap().1, 9);
     assert!(block_on(plm.next_token_logits(&[])).is_err());
 }
+
+/// GEMBA-DA's first, greedy answer is transformers' (token count, text,
+/// whether the model ended it), and the whole request (greedy, then seeded
+/// samples at rising temperatures) repeats.
+#[test]
+fn gemba_da_greedy_answers_match_the_reference() {
+    use blindspot::metrics::gemba::{self, Prompt};
+    use blindspot::models::generate::{Decoding, End, GenerateOptions};
+    let g = common::golden("judge_parity.json");
+    let wmt = common::rows("wmt21_de_en.jsonl");
+    let cases = g["gemba-da"].as_array().unwrap();
+    assert_eq!(cases.len(), 8);
+    for case in cases {
+        let name = case["model"].as_str().unwrap();
+        let plm = common::cpu_model(name, &fixture(name));
+        let row = &wmt[case["line"].as_u64().unwrap() as usize];
+        let which: Prompt = case["prompt"].as_str().unwrap().parse().unwrap();
+        let text = gemba::prompt(
+            which,
+            "German",
+            "English",
+            row["src"].as_str().unwrap(),
+            row["systems"][case["system"].as_str().unwrap()]
+                .as_str()
+                .unwrap(),
+            row["ref_a"].as_str().unwrap(),
+        );
+        let (ids, _, templated) = geval::judge_input(&plm, &text, Role::User, true).unwrap();
+        assert!(templated);
+        assert_eq!(ids.len() as u64, case["tokens"].as_u64().unwrap());
+        let options = GenerateOptions {
+            max_new_tokens: 64,
+            decoding: Decoding::Greedy,
+            ..GenerateOptions::default()
+        };
+        let out = block_on(plm.generate_ids(&ids, &options, async |_| {
+            std::ops::ControlFlow::Continue(())
+        }))
+        .unwrap();
+        let answer = plm.tokenizer.decode_text(&out.tokens).unwrap();
+        assert_eq!(answer.trim(), case["answer"].as_str().unwrap(), "{case}");
+        assert_eq!(
+            out.end == End::Eos,
+            case["ended"].as_bool().unwrap(),
+            "{case}"
+        );
+        let first = block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap();
+        assert_eq!(first, block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap());
+    }
+}

@@ -29,6 +29,7 @@ pub mod chrf;
 pub mod comet;
 pub mod detail;
 pub mod engine;
+pub mod gemba;
 pub mod geval;
 pub mod mauve;
 pub mod menli;
@@ -96,6 +97,7 @@ registry::metric_registry! {
             GEvalFluency "g-eval-fluency",
             GEvalRelevance "g-eval-relevance",
         ],
+        GembaDa("gemba-da") = gemba::GembaDaMetric [GembaDa "gemba-da", GembaDaRef "gemba-da-ref"],
     }
     sets {
         Mauve("mauve"),

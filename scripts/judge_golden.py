@@ -10,6 +10,11 @@ user message through the chat template, and the first, greedy answer of
 gpt_api.py's request (64 new tokens at most): its stripped text and whether
 the model ended it.
 
+The pairwise judge (AlpacaEval 2's weighted judge) on the same WMT
+translations: the source as the instruction, the hypothesis and the
+reference as the two outputs in both orders; alpaca_eval's make_prompts and
+prompt_to_chatml restated; p(m) / (p(m) + p(M)) after the chat template.
+
 G-Eval, probability-weighted, for each dimension on 3 SummEval summaries
 (tests/data/summeval.jsonl, named by line and system; no text is copied
 here): the released prompt (src/metrics/prompts/geval/, nlpyang/geval's
@@ -81,6 +86,30 @@ def gemba_greedy(model, tok, prompt):
             "ended": bool(new) and new[-1] in eos}
 
 
+def alpaca_messages(instruction, output_1, output_2):
+    """alpaca_eval's make_prompts (each placeholder's first occurrence, in the
+    template's order) then prompt_to_chatml (messages, role and content stripped)."""
+    prompt = (ROOT / "src/metrics/prompts/alpaca_eval/alpaca_eval_clf.txt").read_text(encoding="utf-8")
+    for key, value in [("{instruction}", instruction), ("{output_1}", output_1),
+                       ("{output_2}", output_2)]:
+        prompt = prompt.replace(key, value, 1)
+    messages = []
+    for block in prompt.strip().split("<|im_start|>")[1:]:
+        role, rest = block.split("\n", 1)
+        messages.append({"role": role.strip(), "content": rest.split("<|im_end|>", 1)[0].strip()})
+    return messages
+
+
+def first_preferred(model, tok, messages):
+    """The weighted judge's logprob_parser (is_binarize false): p(m) / (p(m) + p(M))."""
+    ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+    m, big = (tok(t, add_special_tokens=False)["input_ids"] for t in ("m", "M"))
+    assert len(m) == 1 and len(big) == 1
+    return len(ids), float(torch.exp(lp[m[0]] - torch.logsumexp(lp[[m[0], big[0]]], 0)))
+
+
 def main():
     rows = [json.loads(line) for line in (ROOT / "tests/data/summeval.jsonl").open(encoding="utf-8")]
     golden = {"_about": "transformers %s, torch %s, fp32 CPU; scripts/judge_golden.py"
@@ -127,6 +156,23 @@ def main():
                                          reference_seg=row["ref_a"])
                 golden["gemba-da"].append({"model": name, "line": line, "system": system,
                                            "prompt": which, **gemba_greedy(model, tok, prompt)})
+    golden["pairwise"] = []
+    for name in ["llama", "qwen2", "qwen3"]:
+        folder = ROOT / "tests/fixtures/llm" / name
+        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                         eos_token=config["eos_token"])
+        tok.chat_template = config["chat_template"]
+        for line, system in WMT:
+            row = wmt[line]
+            hyp, ref = row["systems"][system], row["ref_a"]
+            n1, first = first_preferred(model, tok, alpaca_messages(row["src"], hyp, ref))
+            n2, second = first_preferred(model, tok, alpaca_messages(row["src"], ref, hyp))
+            golden["pairwise"].append({"model": name, "line": line, "system": system,
+                                       "tokens": [n1, n2], "hyp_first": first,
+                                       "hyp_second": 1 - second,
+                                       "value": (first + 1 - second) / 2})
     (ROOT / "tests/golden/judge_parity.json").write_text(json.dumps(golden, indent=1))
 
 

@@ -596,7 +596,8 @@ fn metrics_lists_the_registry_as_json() {
             "g-eval-fluency",
             "g-eval-relevance",
             "gemba-da",
-            "gemba-da-ref"
+            "gemba-da-ref",
+            "pairwise"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -283,3 +283,65 @@ fn gemba_da_greedy_answers_match_the_reference() {
         assert_eq!(first, block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap());
     }
 }
+
+/// The pairwise judge (AlpacaEval 2's weighted judge): each order's
+/// p(m) / (p(m) + p(M)) equals the reference's, and the CLI's column is
+/// their mean for the hypothesis.
+#[test]
+fn pairwise_preferences_match_the_reference() {
+    use blindspot::metrics::pairwise;
+    let g = common::golden("judge_parity.json");
+    let wmt = common::rows("wmt21_de_en.jsonl");
+    let cases = g["pairwise"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    for case in cases {
+        let name = case["model"].as_str().unwrap();
+        let plm = common::cpu_model(name, &fixture(name));
+        let row = &wmt[case["line"].as_u64().unwrap() as usize];
+        let (src, r) = (row["src"].as_str().unwrap(), row["ref_a"].as_str().unwrap());
+        let hyp = row["systems"][case["system"].as_str().unwrap()]
+            .as_str()
+            .unwrap();
+        let (a, _) = pairwise::input(&plm, src, hyp, r).unwrap();
+        let (b, _) = pairwise::input(&plm, src, r, hyp).unwrap();
+        assert_eq!(
+            [a.len(), b.len()],
+            [0, 1].map(|k| case["tokens"][k].as_u64().unwrap() as usize)
+        );
+        let p = block_on(pairwise::first_preferred(&plm, &[a, b])).unwrap();
+        let close = |x: f64, key: &str| {
+            let want = case[key].as_f64().unwrap();
+            assert!((x - want).abs() <= TOLERANCE, "{name} {key}: {x} vs {want}");
+        };
+        close(p[0], "hyp_first");
+        close(1.0 - p[1], "hyp_second");
+        let input = serde_json::json!({"hyp": hyp, "ref": r, "src": src}).to_string() + "\n";
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+            .args([
+                "score",
+                "--input",
+                "-",
+                "--format",
+                "jsonl",
+                "--metrics",
+                "pairwise",
+                "--model",
+            ])
+            .arg(format!("pairwise={}", fixture(name).display()))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(input.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        common::assert_ok(&out);
+        let line: Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
+                .unwrap();
+        close(line["pairwise"].as_f64().unwrap(), "value");
+    }
+}

@@ -34,6 +34,7 @@ pub mod geval;
 pub mod mauve;
 pub mod menli;
 pub mod moverscore;
+pub mod pairwise;
 pub mod perplexity;
 pub mod prism;
 pub mod registry;
@@ -98,6 +99,7 @@ registry::metric_registry! {
             GEvalRelevance "g-eval-relevance",
         ],
         GembaDa("gemba-da") = gemba::GembaDaMetric [GembaDa "gemba-da", GembaDaRef "gemba-da-ref"],
+        Pairwise("pairwise") = pairwise::PairwiseMetric [Pairwise "pairwise"],
     }
     sets {
         Mauve("mauve"),

@@ -2,8 +2,9 @@
 //! claim holds on the numbers it computes; the checks themselves are
 //! recomputed here from the rows, so a wrong verdict cannot pass. The NLI
 //! step runs on a tiny random NLI classifier, the GPT-2 steps on a tiny
-//! random GPT-2 and the UniEval step on a tiny random T5 (no real ones
-//! offline): their verdicts are recomputed, whether they hold or not.
+//! random GPT-2, the UniEval step on a tiny random T5 and the judge step on
+//! a tiny random Qwen2 with its chat template (no real ones offline): their
+//! verdicts are recomputed, whether they hold or not.
 
 use crate::common;
 
@@ -26,6 +27,7 @@ impl ModelStore for MiniLm {
         match (slot, &self.1, name) {
             (_, _, Some(TINY_GPT2)) => Ok(tiny_gpt2()),
             (_, _, Some(TINY_T5)) => Ok(tiny_t5()),
+            (_, _, Some(TINY_JUDGE)) => Ok(tiny_judge()),
             (ModelSlot::Menli, Some(nli), _) => Ok(nli.clone()),
             _ => Ok(self.0.clone()),
         }
@@ -34,6 +36,12 @@ impl ModelStore for MiniLm {
 
 const TINY_GPT2: &str = "tiny-gpt2";
 const TINY_T5: &str = "tiny-t5";
+const TINY_JUDGE: &str = "tiny-qwen2";
+
+fn tiny_judge() -> Rc<Plm> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llm/qwen2");
+    Rc::new(common::cpu_model(TINY_JUDGE, &dir))
+}
 
 fn tiny_t5() -> Rc<Plm> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/t5/tiny");
@@ -69,6 +77,7 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         nli: Some("tiny-roberta-nli".into()),
         causal_lm: Some(TINY_GPT2.into()),
         seq2seq_lm: Some(TINY_T5.into()),
+        judge: Some(TINY_JUDGE.into()),
         lm_tokenizer: Some(&gpt2_tokenizer),
         neighbours: Some(&neighbours),
     };
@@ -134,8 +143,8 @@ fn every_step_holds_its_claim_on_its_own_numbers() {
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");
-    // The NLI step, the two GPT-2 steps and the UniEval step.
-    assert_eq!(random_steps, 4);
+    // The NLI step, the two GPT-2 steps, the UniEval step and the judge step.
+    assert_eq!(random_steps, 5);
 }
 
 #[test]
@@ -166,6 +175,14 @@ fn a_step_without_its_model_says_what_to_load() {
     assert!(matches!(err, LessonError::Needs(_)), "{err}");
     assert!(
         err.to_string().contains("MingZhong/unieval-sum (3.1 GB)"),
+        "{err}"
+    );
+    // The judge step names the instruction model it offers, with its size.
+    let err = block_on(run_step(&engine_minilm, "judge", 0, &bertscore_only)).unwrap_err();
+    assert!(matches!(err, LessonError::Needs(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("Qwen/Qwen2.5-0.5B-Instruct (988 MB)"),
         "{err}"
     );
     assert!(block_on(run_step(&engine, "nope", 0, &LessonModels::default())).is_err());

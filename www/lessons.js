@@ -129,10 +129,15 @@ function causalLmModel() {
   return [...loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm"))?.name;
 }
 
+/** The newest loaded instruction model (a causal LM with a chat template): the LLM judges'. */
+function judgeModel() {
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm") && m.chat_template)?.name;
+}
+
 /** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */
 function offerLoad(message) {
   const button = $("step-load");
-  const offer = /NLI model|causal language model|UniEval's evaluator/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
+  const offer = /NLI model|causal language model|UniEval's evaluator|LLM judge/.test(message) ? step().modelOffer : /BERTScore model/.test(message) ? "minilm" : null;
   if (!offer) return;
   button.dataset.offer = offer;
   const size = offer === "minilm" ? null : hooks.registrySize(offer);
@@ -202,7 +207,7 @@ async function run() {
         throw err;
       });
     }
-    const result = await engine.runLessonStep(l.id, at.step, bertscoreModel(), nliModel(), causalLmModel(), seq2seqModel());
+    const result = await engine.runLessonStep(l.id, at.step, bertscoreModel(), nliModel(), causalLmModel(), seq2seqModel(), judgeModel());
     if (at.lesson !== current.lesson || at.step !== current.step) return; // moved on meanwhile
     render(result);
     lastResult = { at, result };

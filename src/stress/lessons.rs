@@ -266,6 +266,9 @@ pub const BROWSER_LM: &str = "gpt2";
 /// The evaluator a lesson offers for UniEval (the paper's).
 pub const UNIEVAL: &str = "MingZhong/unieval-sum";
 
+/// The LLM judge a lesson offers: the smallest Qwen2.5 instruction model.
+pub const JUDGE: &str = "Qwen/Qwen2.5-0.5B-Instruct";
+
 /// The row id of a features step: the cosine between a text's MAUVE features
 /// and its corrupted copy's.
 pub const FEATURE_COSINE: &str = "mauve-feature-cosine";
@@ -352,7 +355,7 @@ impl From<EngineError> for LessonError {
 
 /// The lessons as written, one file each, in teaching order: prose and
 /// steps are data (`src/stress/lessons/*.toml`), read once.
-const FILES: [&str; 8] = [
+const FILES: [&str; 9] = [
     include_str!("lessons/1-truncation.toml"),
     include_str!("lessons/2-paraphrase.toml"),
     include_str!("lessons/3-small-edits.toml"),
@@ -361,6 +364,7 @@ const FILES: [&str; 8] = [
     include_str!("lessons/6-copy-source.toml"),
     include_str!("lessons/7-spurious.toml"),
     include_str!("lessons/8-injection.toml"),
+    include_str!("lessons/9-judge.toml"),
 ];
 
 /// The named text sets steps start from, and the passages of the
@@ -495,6 +499,9 @@ pub struct LessonModels<'a> {
     pub causal_lm: Option<String>,
     /// The encoder-decoder UniEval runs on (its evaluator, a T5).
     pub seq2seq_lm: Option<String>,
+    /// The LLM judge (an instruction model with a chat template) G-Eval,
+    /// GEMBA-DA and the pairwise judge run on.
+    pub judge: Option<String>,
     /// GPT-2's tokenizer, for the positioned errors.
     pub lm_tokenizer: Option<&'a LmTokenizer>,
     /// Word neighbours for the raising search.
@@ -530,6 +537,16 @@ fn causal_lm(models: &LessonModels) -> Result<String, LessonError> {
     })
 }
 
+fn judge(models: &LessonModels) -> Result<String, LessonError> {
+    models.judge.clone().ok_or_else(|| {
+        LessonError::Needs(format!(
+            "this step asks an LLM judge: load an instruction model with a chat template, e.g. \
+             {JUDGE}{}",
+            size(JUDGE)
+        ))
+    })
+}
+
 fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
     let metric: MetricId = id
         .parse()
@@ -547,6 +564,9 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
                 ))
             })?)
         }
+        MetricSpec::GEval(g) => g.model = Some(judge(models)?),
+        MetricSpec::GembaDa(g) => g.model = Some(judge(models)?),
+        MetricSpec::Pairwise(p) => p.model = Some(judge(models)?),
         MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \

@@ -41,6 +41,7 @@ pub async fn run_lesson_step(
     nli: Option<String>,
     causal_lm: Option<String>,
     seq2seq_lm: Option<String>,
+    judge: Option<String>,
 ) -> Result<JsValue, JsError> {
     super::count_job();
     let neighbours = match bertscore.as_deref() {
@@ -63,6 +64,7 @@ pub async fn run_lesson_step(
         nli,
         causal_lm,
         seq2seq_lm,
+        judge,
         lm_tokenizer: lm_tokenizer.as_ref(),
         neighbours: neighbours.as_deref(),
     };

@@ -134,6 +134,9 @@ struct ModelInfo {
     parameters: usize,
     /// The WebGPU warm-up pass at load ([`warm_up`]), in ms.
     warm_up_ms: Option<f64>,
+    /// Whether it has a usable chat template (an instruction model a judge
+    /// can run on).
+    chat_template: bool,
 }
 
 /// One short pass, read back, right after a WebGPU load: the first pass
@@ -264,6 +267,7 @@ pub async fn load_model(
         precision,
         parameters: plm.parameters(),
         warm_up_ms,
+        chat_template: matches!(plm.chat_template, Ok(Some(_))),
     };
     MODELS.with(|m| {
         let mut m = m.borrow_mut();

@@ -30,13 +30,14 @@ function table(page) {
 
 /**
  * The models steps offer, served from tiny random checkpoints (no real model
- * offline): the NLI classifier, GPT-2 (with the real GPT-2 tokenizer) and
- * UniEval's T5.
+ * offline): the NLI classifier, GPT-2 (with the real GPT-2 tokenizer),
+ * UniEval's T5 and an LLM judge (a Qwen2 with its chat template).
  */
 const OFFERS = {
   "cross-encoder/nli-distilroberta-base": { size: "329 MB", dir: () => join(ROOT, "tests", "fixtures", "plm", "roberta_cls"), needs: /NLI model/ },
   gpt2: { size: "548 MB", dir: gpt2Folder, needs: /causal language model/ },
   "MingZhong/unieval-sum": { size: "3.1 GB", dir: () => join(ROOT, "tests", "fixtures", "t5", "tiny"), needs: /UniEval's evaluator/ },
+  "Qwen/Qwen2.5-0.5B-Instruct": { size: "988 MB", dir: () => join(ROOT, "tests", "fixtures", "llm", "qwen2"), needs: /LLM judge/ },
 };
 const serveOffers = (page) => Promise.all(Object.entries(OFFERS).map(([id, offer]) => {
   const dir = offer.dir();

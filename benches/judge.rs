@@ -37,12 +37,20 @@ fn bench_keystroke(c: &mut Criterion) {
     };
     let (fresh, cached) = (load(), load());
     let input = |summary: &str| {
-        judge_input(&fresh, &prompt(Dimension::Fluency, "", summary), Role::User, true)
-            .unwrap()
-            .0
+        judge_input(
+            &fresh,
+            &prompt(Dimension::Fluency, "", summary),
+            Role::User,
+            true,
+        )
+        .unwrap()
+        .0
     };
     // Two texts that differ in the summary's last word.
-    let (a, b) = (input(&format!("{SUMMARY}.")), input(&format!("{SUMMARY}es.")));
+    let (a, b) = (
+        input(&format!("{SUMMARY}.")),
+        input(&format!("{SUMMARY}es.")),
+    );
     eprintln!("judge prompt: {} tokens", b.len());
     let mut group = c.benchmark_group("judge-keystroke");
     group.sample_size(10);

@@ -463,3 +463,37 @@ fn constraints_give_transformers_tokens() {
         "{e}"
     );
 }
+
+/// A forced end token is not banned: BART's forced `</s>` at the length
+/// limit still ends a text whose minimum length is that limit, or whose
+/// no-repeat rule bans the decoder start token `</s>` (transformers applies
+/// the forced-EOS processor after the bans).
+#[test]
+fn a_forced_end_token_wins_over_the_bans() {
+    let bart_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bart/tiny");
+    let plm = common::cpu_model("bart", &bart_dir);
+    let source = [0, 17, 250, 31, 99, 412, 8, 2];
+    for (min, ngram) in [(3, 0), (0, 1)] {
+        for decoding in [
+            Decoding::Greedy,
+            Decoding::Beam {
+                beams: 3,
+                length_penalty: 1.0,
+            },
+        ] {
+            let options = GenerateOptions {
+                max_new_tokens: 3,
+                decoding,
+                min_new_tokens: min,
+                no_repeat_ngram_size: ngram,
+                ..GenerateOptions::default()
+            };
+            let out =
+                block_on(plm.generate_ids(&source, &options, async |_| ControlFlow::Continue(())))
+                    .unwrap();
+            assert_eq!(out.tokens.last(), Some(&2), "{options:?}: {out:?}");
+            assert!(out.log_prob.is_finite(), "{options:?}: {out:?}");
+        }
+    }
+}

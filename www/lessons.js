@@ -131,7 +131,7 @@ function causalLmModel() {
 
 /** The newest loaded instruction model (a causal LM with a chat template): the LLM judges'. */
 function judgeModel() {
-  return [...loaded.values()].reverse().find((m) => m.kinds.includes("causal-lm") && m.chatTemplate)?.name;
+  return [...loaded.values()].reverse().find((m) => m.kinds.includes("chat-lm"))?.name;
 }
 
 /** Shows the button that loads what the step misses: the bundled MiniLM, or the step's own offer. */

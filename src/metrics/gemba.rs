@@ -269,7 +269,7 @@ impl MetricModule for GembaDaMetric {
         reference: "MicrosoftTranslator/GEMBA (gemba/prompt.py, gemba/gpt_api.py)",
         truncated: "the prompt was longer than the model's limit",
         corpus: CorpusAggregation::MeanOfSegments,
-        model: Some(ModelKind::CausalLm),
+        model: Some(ModelKind::ChatLm),
         card: Card::OWN,
     };
     const COLUMNS: &'static [About] = &[

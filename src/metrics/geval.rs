@@ -123,7 +123,8 @@ pub fn prompt(dim: Dimension, document: &str, summary: &str) -> String {
 }
 
 /// `meta_eval_summeval.py`'s `parse_output`: the number at the start of an
-/// answer (after at most one space), else 0.
+/// answer (after at most one space), else 0. Digits are ASCII (Python's
+/// `\d` and `float` also read other scripts' digits).
 pub fn parse_output(answer: &str) -> f64 {
     let rest = answer.strip_prefix(' ').unwrap_or(answer);
     let number: String = rest
@@ -139,7 +140,10 @@ pub fn parse_output(answer: &str) -> f64 {
     }
 }
 
-/// The token ids of `plm` that spell rating `s` alone or after a space.
+/// The token ids of `plm` that spell rating `s` alone or after a space:
+/// the single-token encodings of "s" and " s", and SentencePiece's "▁s"
+/// where the vocabulary has it (a Llama 2 tokenizer encodes "4" as "▁",
+/// "4").
 fn rating_tokens(plm: &Plm, s: u32) -> Result<Vec<u32>, ModelError> {
     let mut ids = Vec::new();
     for text in [format!("{s}"), format!(" {s}")] {
@@ -149,6 +153,11 @@ fn rating_tokens(plm: &Plm, s: u32) -> Result<Vec<u32>, ModelError> {
         {
             ids.push(one.id);
         }
+    }
+    if let Some(id) = plm.tokenizer.token_id(&format!("\u{2581}{s}"))
+        && !ids.contains(&id)
+    {
+        ids.push(id);
     }
     if ids.is_empty() {
         return Err(ModelError::Unsupported(format!(
@@ -229,6 +238,13 @@ pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Ra
             .map(|ids| ids.iter().map(|&t| lp[t as usize].exp()).sum())
             .collect();
         let mass: f64 = p.iter().sum();
+        if !(mass > 0.0 && mass.is_finite()) {
+            return Err(ModelError::Input(format!(
+                "{} puts no probability on any rating (every rating token's is below \
+                 1e-320): no expected rating exists",
+                plm.name
+            )));
+        }
         let value = p
             .iter()
             .enumerate()
@@ -378,7 +394,7 @@ impl MetricModule for GEvalMetric {
         reference: "nlpyang/geval (prompts/summeval, gpt4_eval.py)",
         truncated: "the prompt was longer than the model's limit",
         corpus: CorpusAggregation::MeanOfSegments,
-        model: Some(ModelKind::CausalLm),
+        model: Some(ModelKind::ChatLm),
         card: Card::OWN,
     };
     const COLUMNS: &'static [About] = &[

@@ -346,6 +346,9 @@ pub enum ModelKind {
     Bleurt,
     /// An encoder-decoder with a language-model head (BART).
     Seq2SeqLm,
+    /// A causal LM with a chat template: an instruction model an LLM judge
+    /// runs on (a base model, GPT-2, is not offered to judges).
+    ChatLm,
 }
 
 /// The kinds of model-based metric a checkpoint with this head can run.
@@ -381,7 +384,26 @@ pub fn model_kinds(config: &crate::models::ModelConfig) -> Vec<ModelKind> {
 /// The model-based metrics a checkpoint can run (`gpt-ppl` for GPT-2,
 /// BERTScore and `mlm-ppl` for a masked LM...).
 pub fn model_metrics_for(config: &crate::models::ModelConfig) -> Vec<MetricId> {
-    let kinds = model_kinds(config);
+    metrics_of_kinds(&model_kinds(config))
+}
+
+/// The kinds a loaded model can serve as: its head's
+/// ([`model_kinds`]), and an instruction model's ([`ModelKind::ChatLm`])
+/// where a causal LM has a chat template.
+pub fn plm_kinds(plm: &crate::models::Plm) -> Vec<ModelKind> {
+    let mut kinds = model_kinds(&plm.config);
+    if kinds.contains(&ModelKind::CausalLm) && matches!(plm.chat_template, Ok(Some(_))) {
+        kinds.push(ModelKind::ChatLm);
+    }
+    kinds
+}
+
+/// The model-based metrics a loaded model can run ([`plm_kinds`]).
+pub fn plm_metrics(plm: &crate::models::Plm) -> Vec<MetricId> {
+    metrics_of_kinds(&plm_kinds(plm))
+}
+
+fn metrics_of_kinds(kinds: &[ModelKind]) -> Vec<MetricId> {
     MetricId::ALL
         .iter()
         .copied()

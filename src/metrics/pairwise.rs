@@ -165,7 +165,7 @@ impl MetricModule for PairwiseMetric {
         reference: "tatsu-lab/alpaca_eval (weighted_alpaca_eval_gpt4_turbo)",
         truncated: "the prompt was longer than the model's limit",
         corpus: CorpusAggregation::MeanOfSegments,
-        model: Some(ModelKind::CausalLm),
+        model: Some(ModelKind::ChatLm),
         card: Card::OWN,
     };
     const COLUMNS: &'static [About] = &[About {

@@ -213,45 +213,73 @@ fn strftime_now(format: String) -> Result<Value, Error> {
     ))
 }
 
+/// How `json.dumps` is asked to write.
+struct JsonStyle {
+    indent: Option<usize>,
+    sort: bool,
+    ascii: bool,
+    /// Between items, and between a key and its value.
+    separators: (String, String),
+}
+
 /// transformers' `tojson` filter: Python's `json.dumps(value,
-/// ensure_ascii=False, indent=indent, sort_keys=sort_keys)`.
+/// ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+/// sort_keys=sort_keys)`, `ensure_ascii` false unless asked.
 fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    // ensure_ascii and separators are accepted and, as transformers has them, fixed.
-    let _: Option<Value> = kwargs.get("ensure_ascii")?;
-    let _: Option<Value> = kwargs.get("separators")?;
+    let ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
+    let separators: Option<Vec<String>> = kwargs.get("separators")?;
     kwargs.assert_all_used()?;
+    // json.dumps's defaults: ", " between items without an indent, "," with one.
+    let separators = match separators.as_deref() {
+        None => (
+            if indent.is_some() { "," } else { ", " }.to_owned(),
+            ": ".to_owned(),
+        ),
+        Some([item, key]) => (item.clone(), key.clone()),
+        Some(other) => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("tojson's separators are two strings, not {}", other.len()),
+            ));
+        }
+    };
+    let style = JsonStyle {
+        indent,
+        sort: sort_keys.unwrap_or(false),
+        ascii: ensure_ascii.unwrap_or(false),
+        separators,
+    };
     let mut out = String::new();
-    dump(value, indent, sort_keys.unwrap_or(false), 0, &mut out)?;
+    dump(value, &style, 0, &mut out)?;
     Ok(Value::from_safe_string(out))
 }
 
 /// One value as `json.dumps` writes it.
-fn dump(
-    value: &Value,
-    indent: Option<usize>,
-    sort: bool,
-    level: usize,
-    out: &mut String,
-) -> Result<(), Error> {
+fn dump(value: &Value, style: &JsonStyle, level: usize, out: &mut String) -> Result<(), Error> {
     let newline = |out: &mut String, level: usize| {
-        if let Some(n) = indent {
+        if let Some(n) = style.indent {
             out.push('\n');
             out.extend(std::iter::repeat_n(' ', n * level));
         }
     };
-    // json.dumps separates items by ", " without an indent and "," with one.
-    let comma = if indent.is_some() { "," } else { ", " };
+    let comma = style.separators.0.as_str();
     match value.kind() {
-        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
+        ValueKind::Undefined => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson of an undefined value (json.dumps refuses it too)",
+            ));
+        }
+        ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
         ValueKind::Number if value.is_integer() => out.push_str(&value.to_string()),
         ValueKind::Number => {
             let x = f64::try_from(value.clone())?;
             out.push_str(&python_float(x));
         }
-        ValueKind::String => quote(value.as_str().unwrap_or_default(), out),
+        ValueKind::String => quote(value.as_str().unwrap_or_default(), style.ascii, out),
         ValueKind::Seq | ValueKind::Iterable => {
             let items: Vec<Value> = value.try_iter()?.collect();
             if items.is_empty() {
@@ -264,14 +292,14 @@ fn dump(
                     out.push_str(comma);
                 }
                 newline(out, level + 1);
-                dump(item, indent, sort, level + 1, out)?;
+                dump(item, style, level + 1, out)?;
             }
             newline(out, level);
             out.push(']');
         }
         ValueKind::Map => {
             let mut keys: Vec<Value> = value.try_iter()?.collect();
-            if sort {
+            if style.sort {
                 keys.sort();
             }
             if keys.is_empty() {
@@ -285,11 +313,11 @@ fn dump(
                 }
                 newline(out, level + 1);
                 match key.as_str() {
-                    Some(k) => quote(k, out),
-                    None => quote(&key.to_string(), out),
+                    Some(k) => quote(k, style.ascii, out),
+                    None => quote(&key.to_string(), style.ascii, out),
                 }
-                out.push_str(": ");
-                dump(&value.get_item(key)?, indent, sort, level + 1, out)?;
+                out.push_str(&style.separators.1);
+                dump(&value.get_item(key)?, style, level + 1, out)?;
             }
             newline(out, level);
             out.push('}');
@@ -304,8 +332,9 @@ fn dump(
     Ok(())
 }
 
-/// A JSON string as Python writes it with `ensure_ascii=False`.
-fn quote(s: &str, out: &mut String) {
+/// A JSON string as Python writes it (`ascii`: `ensure_ascii=True`, every
+/// character past ASCII as `\\uXXXX`, UTF-16 surrogates past U+FFFF).
+fn quote(s: &str, ascii: bool, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -317,6 +346,12 @@ fn quote(s: &str, out: &mut String) {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if ascii && !c.is_ascii() => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{u:04x}"));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -370,8 +405,21 @@ mod tests {
             "[\n  1,\n  2.5,\n  1e-07,\n  3.0,\n  1e+20\n]"
         );
         assert_eq!(
-            render("{{ x | tojson(sort_keys=true) }}", v)[..10].to_owned(),
+            render("{{ x | tojson(sort_keys=true) }}", v.clone())[..10].to_owned(),
             r#"{"a": "é "#
+        );
+        // ensure_ascii and separators as json.dumps takes them.
+        assert_eq!(
+            render(
+                "{{ {'a': 'é😀', 'b': [1, 2]} | tojson(ensure_ascii=true, separators=[',', ':']) }}",
+                v.clone()
+            ),
+            r#"{"a":"\u00e9\ud83d\ude00","b":[1,2]}"#
+        );
+        let t = ChatTemplate::new("{{ missing | tojson }}", serde_json::Map::new()).unwrap();
+        assert!(
+            t.render(&serde_json::json!([]), None, false, &serde_json::Map::new())
+                .is_err()
         );
     }
 

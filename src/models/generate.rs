@@ -231,7 +231,12 @@ struct Bans<'a> {
 impl Bans<'_> {
     /// Sets to minus infinity the scores of the tokens that cannot follow
     /// `tokens` (the new tokens so far, after the prompt).
-    fn apply<T: Copy>(&self, tokens: &[u32], scores: &mut [T], minus_infinity: T) {
+    fn apply<T: Copy + PartialOrd>(&self, tokens: &[u32], scores: &mut [T], minus_infinity: T) {
+        // A forced token (one score left: ForcedEos's last step) stays, as
+        // transformers applies its forced-EOS processor after the bans.
+        if scores.iter().filter(|&&x| x > minus_infinity).count() == 1 {
+            return;
+        }
         let mut ban = |t: u32| {
             if let Some(x) = scores.get_mut(t as usize) {
                 *x = minus_infinity;
@@ -358,6 +363,21 @@ pub async fn generate(
     eos: &[u32],
     on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
 ) -> Result<Generation, ModelError> {
+    generate_counting(decoder, prompt, 0, options, eos, on_step).await
+}
+
+/// [`generate`] where the last `counted` tokens of the prompt are ones
+/// transformers counts as generated (an encoder-decoder's forced first
+/// token): they count towards `min_new_tokens` and a beam's length, as
+/// there.
+pub async fn generate_counting(
+    decoder: &mut impl Decoder,
+    prompt: &[u32],
+    counted: usize,
+    options: &GenerateOptions,
+    eos: &[u32],
+    on_step: impl AsyncFnMut(&[u32]) -> ControlFlow<()>,
+) -> Result<Generation, ModelError> {
     options.validate()?;
     if prompt.is_empty() {
         return Err(ModelError::Input(
@@ -374,7 +394,7 @@ pub async fn generate(
     let eos = if options.stop_at_eos { eos } else { &[] };
     let bans = Bans {
         eos,
-        min_new_tokens: options.min_new_tokens,
+        min_new_tokens: options.min_new_tokens.saturating_sub(counted),
         ngram: options.no_repeat_ngram_size,
         prompt,
     };
@@ -391,6 +411,7 @@ pub async fn generate(
                 max_new_tokens: options.max_new_tokens,
                 eos,
                 bans: &bans,
+                counted,
             };
             search.run(decoder, prompt, on_step).await
         }
@@ -547,10 +568,13 @@ struct BeamSearch<'a> {
     max_new_tokens: usize,
     eos: &'a [u32],
     bans: &'a Bans<'a>,
+    /// Prompt tokens a hypothesis's length counts (a forced first token).
+    counted: usize,
 }
 
 impl BeamSearch<'_> {
     fn normalised(&self, log_prob: f64, length: usize) -> f64 {
+        let length = length + self.counted;
         log_prob / (length.max(1) as f64).powf(self.length_penalty)
     }
 
@@ -879,13 +903,18 @@ impl Plm {
                         });
                     }
                     options.max_new_tokens -= 1;
-                    options.min_new_tokens = options.min_new_tokens.saturating_sub(1);
                 }
                 prompt
             }
             _ => input.to_vec(),
         };
         let options = &options;
+        // The forced first token, in the prompt here, is generated there.
+        let counted = usize::from(
+            self.config
+                .decoder()
+                .is_some_and(|d| d.forced_bos_token_id.is_some()),
+        );
         let eos = &self.config.eos_token_ids;
         // A checkpoint that names `forced_eos_token_id` (BART's) ends a text
         // that reaches the length limit with it, as transformers does.
@@ -893,9 +922,9 @@ impl Plm {
         match forced.filter(|_| options.stop_at_eos) {
             Some(id) => {
                 let mut forced = ForcedEos::new(decoder, id, options.max_new_tokens);
-                generate(&mut forced, &prompt, options, eos, on_step).await
+                generate_counting(&mut forced, &prompt, counted, options, eos, on_step).await
             }
-            None => generate(&mut decoder, &prompt, options, eos, on_step).await,
+            None => generate_counting(&mut decoder, &prompt, counted, options, eos, on_step).await,
         }
     }
 }

@@ -392,6 +392,8 @@ struct LlamaJson {
     /// Default 10000.
     rope_theta: Option<f64>,
     rope_scaling: Option<serde_json::Value>,
+    /// transformers 5's home for `rope_theta` and the scaling.
+    rope_parameters: Option<serde_json::Value>,
     /// Default `silu`.
     hidden_act: Option<String>,
     #[serde(default)]
@@ -481,7 +483,9 @@ pub(crate) fn read_config(
         )));
     }
     let head_dim = match kind {
-        // transformers' Qwen2 has no head_dim: hidden / heads.
+        // transformers 4.57's Qwen2 reads no head_dim (hidden / heads); a
+        // config that names another width is refused below by the weights'
+        // shapes rather than read two ways.
         Kind::Qwen2 => hidden_size / num_heads,
         _ => raw.head_dim.unwrap_or(hidden_size / num_heads),
     };
@@ -490,12 +494,25 @@ pub(crate) fn read_config(
             "head_dim {head_dim} is not an even width (RoPE rotates pairs)"
         )));
     }
+    // transformers 5 writes `rope_parameters` (theta and scaling in one
+    // object) where 4.x wrote `rope_theta` and `rope_scaling`.
+    let parameters = raw.rope_parameters.as_ref().filter(|v| !v.is_null());
+    let theta = match parameters.and_then(|p| p.get("rope_theta")) {
+        Some(t) => t.as_f64().ok_or_else(|| {
+            ModelError::Config(format!("rope_parameters.rope_theta is {t}, not a number"))
+        })?,
+        None => raw.rope_theta.unwrap_or(10000.0),
+    };
+    let scaling = match parameters {
+        Some(p) => rope_scaling(Some(p))?,
+        None => rope_scaling(raw.rope_scaling.as_ref())?,
+    };
     let settings = LlamaConfig {
         kv_heads,
         head_dim,
         rope: Rope {
-            theta: raw.rope_theta.unwrap_or(10000.0),
-            llama3: rope_scaling(raw.rope_scaling.as_ref())?,
+            theta,
+            llama3: scaling,
         },
         qkv_bias: kind == Kind::Qwen2 || raw.attention_bias,
         o_bias: kind != Kind::Qwen2 && raw.attention_bias,

@@ -59,6 +59,7 @@ impl Lesson {
             (has(Some(ModelKind::CausalLm)), "GPT-2"),
             (has(Some(ModelKind::MaskedLm)), "a masked LM"),
             (has(Some(ModelKind::Seq2SeqLm)), "UniEval's T5"),
+            (has(Some(ModelKind::ChatLm)), "an LLM judge"),
         ]
         .into_iter()
         .filter_map(|(on, words)| on.then_some(words))

@@ -54,7 +54,7 @@ impl ModelStore for PageModels {
             let models = m.borrow();
             let found = models.iter().rev().find(|(_, plm)| match name {
                 Some(name) => plm.name == name,
-                None => crate::metrics::model_metrics_for(&plm.config)
+                None => crate::metrics::plm_metrics(plm)
                     .iter()
                     .any(|id| id.info().slot == Some(slot)),
             });
@@ -261,8 +261,8 @@ pub async fn load_model(
             .max_length()
             .unwrap_or(plm.config.max_tokens()),
         labels: plm.config.labels.clone(),
-        metrics: crate::metrics::model_metrics_for(&plm.config),
-        kinds: crate::metrics::model_kinds(&plm.config),
+        metrics: crate::metrics::plm_metrics(&plm),
+        kinds: crate::metrics::plm_kinds(&plm),
         backend,
         precision,
         parameters: plm.parameters(),

@@ -27,7 +27,7 @@ use super::{
     Signature,
 };
 use crate::models::generate::{Decoding, End, GenerateOptions, Sampling};
-use crate::models::{Head, ModelError, Plm};
+use crate::models::{ModelError, Plm};
 
 /// The implementation whose prompts and parsing are reproduced.
 pub const CONVENTIONS: &str = "microsoft-gemba";
@@ -160,13 +160,7 @@ pub async fn judge(
     max_new_tokens: usize,
     seed: u64,
 ) -> Result<Result<Judged, String>, ModelError> {
-    if plm.config.head != Head::CausalLm {
-        return Err(ModelError::Unsupported(format!(
-            "{} is not a causal language model (config.json names {}): a judge writes its \
-             answer",
-            plm.name, plm.config.architecture
-        )));
-    }
+    super::geval::require_causal(plm)?;
     let mut last = String::new();
     for step in 0..=10u32 {
         let decoding = if step == 0 {

@@ -35,6 +35,7 @@ use super::{
     CorpusAggregation, MetricSpec, ModelKind, ModelSlot, Scale, Score, ScorePart, Segment,
     Signature,
 };
+use crate::models::chat::ChatTemplate;
 use crate::models::generate::{Decoding, GenerateOptions, Sampling};
 use crate::models::{Head, ModelError, Plm};
 
@@ -168,35 +169,65 @@ fn rating_tokens(plm: &Plm, s: u32) -> Result<Vec<u32>, ModelError> {
     Ok(ids)
 }
 
+/// Refuses a model that cannot be a judge: one without a causal LM head.
+pub fn require_causal(plm: &Plm) -> Result<(), ModelError> {
+    if plm.config.head == Head::CausalLm {
+        return Ok(());
+    }
+    Err(ModelError::Unsupported(format!(
+        "{} is not a causal language model (config.json names {}): a judge writes its \
+         answer, as Qwen2.5-Instruct or SmolLM2-Instruct do",
+        plm.name, plm.config.architecture
+    )))
+}
+
+/// The model's chat template, none without one; an error when it has one
+/// that could not be read.
+pub fn chat_template(plm: &Plm) -> Result<Option<&ChatTemplate>, ModelError> {
+    match &plm.chat_template {
+        Ok(t) => Ok(t.as_ref()),
+        Err(e) => Err(ModelError::Config(format!(
+            "{}'s chat template cannot be used: {e}",
+            plm.name
+        ))),
+    }
+}
+
+/// `messages` rendered by `template` with the generation prompt, as token
+/// ids without added special tokens (`apply_chat_template(tokenize=True)`),
+/// and whether they were cut at the model's limit.
+pub fn encode_chat(
+    plm: &Plm,
+    template: &ChatTemplate,
+    messages: &serde_json::Value,
+) -> Result<(Vec<u32>, bool), ModelError> {
+    let rendered = template.render(messages, None, true, &serde_json::Map::new())?;
+    let e = plm.tokenizer.encode_as_is(&rendered)?;
+    Ok((e.ids(), e.truncated))
+}
+
 /// A rendered judge prompt as token ids: through the model's chat template
 /// (`role`, the generation prompt) when it has one and `chat` asks for it,
-/// else the plain text with the model's own special tokens. The bool says
-/// whether the template was used.
+/// else the plain text with the model's own special tokens. The last bool
+/// says whether the template was used.
 pub fn judge_input(
     plm: &Plm,
     text: &str,
     role: Role,
     chat: bool,
 ) -> Result<(Vec<u32>, bool, bool), ModelError> {
-    let template = match &plm.chat_template {
-        Ok(t) => t.as_ref().filter(|_| chat),
-        Err(e) if chat => {
-            return Err(ModelError::Config(format!(
-                "{}'s chat template cannot be used: {e}",
-                plm.name
-            )));
-        }
-        Err(_) => None,
-    };
-    let encoding = match template {
+    let template = if chat { chat_template(plm)? } else { None };
+    let (ids, truncated) = match template {
         Some(t) => {
             let messages = serde_json::json!([{"role": role.to_string(), "content": text}]);
-            let rendered = t.render(&messages, None, true, &serde_json::Map::new())?;
-            plm.tokenizer.encode_as_is(&rendered)?
+            encode_chat(plm, t, &messages)?
         }
-        None => plm.tokenizer.encode_for_model(text)?,
+        None => {
+            let e = plm.tokenizer.encode_for_model(text)?;
+            (e.ids(), e.truncated)
+        }
     };
-    Ok((encoding.ids(), encoding.truncated, template.is_some()))
+    Ok((ids, truncated, template.is_some()))
 }
 
 /// One rating: its value, the mass on the ratings (probability-weighted)
@@ -219,13 +250,7 @@ pub struct Rating {
 /// ([`Plm::next_token_logits`]): a judge's instructions and article are
 /// read once per article, and once while a summary is typed.
 pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Rating>, ModelError> {
-    if plm.config.head != Head::CausalLm {
-        return Err(ModelError::Unsupported(format!(
-            "{} is not a causal language model (config.json names {}): a judge writes its \
-             answer, as Qwen2.5-Instruct or SmolLM2-Instruct do",
-            plm.name, plm.config.architecture
-        )));
-    }
+    require_causal(plm)?;
     let candidates: Vec<Vec<u32>> = (1..=top)
         .map(|s| rating_tokens(plm, s))
         .collect::<Result<_, _>>()?;

@@ -31,7 +31,7 @@ use super::{
     CorpusAggregation, MetricError, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment,
     Signature,
 };
-use crate::models::{Head, ModelError, Plm};
+use crate::models::{ModelError, Plm};
 
 /// The implementation whose prompt and reading are reproduced.
 pub const CONVENTIONS: &str = "alpaca-eval-weighted";
@@ -93,37 +93,19 @@ pub fn input(
     first: &str,
     second: &str,
 ) -> Result<(Vec<u32>, bool), ModelError> {
-    let template = match &plm.chat_template {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            return Err(ModelError::Unsupported(format!(
-                "{} has no chat template (tokenizer_config.json's chat_template): the pairwise \
-                 judge sends a system and a user message",
-                plm.name
-            )));
-        }
-        Err(e) => {
-            return Err(ModelError::Config(format!(
-                "{}'s chat template cannot be used: {e}",
-                plm.name
-            )));
-        }
-    };
-    let messages = chatml(&fill(instruction, first, second))?;
-    let rendered = template.render(&messages, None, true, &serde_json::Map::new())?;
-    let e = plm.tokenizer.encode_as_is(&rendered)?;
-    Ok((e.ids(), e.truncated))
+    let template = super::geval::chat_template(plm)?.ok_or_else(|| {
+        ModelError::Unsupported(format!(
+            "{} has no chat template (tokenizer_config.json's chat_template): the pairwise \
+             judge sends a system and a user message",
+            plm.name
+        ))
+    })?;
+    super::geval::encode_chat(plm, template, &chatml(&fill(instruction, first, second))?)
 }
 
 /// P(output 1 is best) = p(m) / (p(m) + p(M)) after each input.
 pub async fn first_preferred(plm: &Plm, inputs: &[Vec<u32>]) -> Result<Vec<f64>, ModelError> {
-    if plm.config.head != Head::CausalLm {
-        return Err(ModelError::Unsupported(format!(
-            "{} is not a causal language model (config.json names {}): a judge writes its \
-             answer",
-            plm.name, plm.config.architecture
-        )));
-    }
+    super::geval::require_causal(plm)?;
     let (m, big_m) = (single_token(plm, "m")?, single_token(plm, "M")?);
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {

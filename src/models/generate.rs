@@ -747,6 +747,11 @@ impl<D: Decoder> Decoder for ForcedEos<D> {
 pub struct ModelDecoder<'a> {
     plm: &'a Plm,
     cache: KvCache,
+    /// The tokens the cache holds while it holds one row of a decoder-only
+    /// model's text, to be kept as the model's prefix cache when decoding
+    /// ends; `None` once it holds anything else (a source, several rows, a
+    /// failed step).
+    read: Option<Vec<u32>>,
 }
 
 impl<'a> ModelDecoder<'a> {
@@ -764,6 +769,7 @@ impl<'a> ModelDecoder<'a> {
         Ok(Self {
             plm,
             cache: KvCache::new(),
+            read: Some(Vec::new()),
         })
     }
 
@@ -775,7 +781,12 @@ impl<'a> ModelDecoder<'a> {
         }
         self.check_ids(source)?;
         let batch = super::Batch::new(&[source.to_vec()], &self.plm.config, &self.plm.device);
-        Ok(with_network!(&self.plm.network, m => m.start_decoding(&batch, &mut self.cache)))
+        let encoder =
+            with_network!(&self.plm.network, m => m.start_decoding(&batch, &mut self.cache));
+        if encoder {
+            self.read = None;
+        }
+        Ok(encoder)
     }
 
     fn check_ids(&self, ids: &[u32]) -> Result<(), ModelError> {
@@ -810,8 +821,25 @@ impl Decoder for ModelDecoder<'_> {
         for row in tokens {
             self.check_ids(row)?;
         }
-        let ids: Vec<i64> = tokens.iter().flatten().map(|&t| t as i64).collect();
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, new]), &self.plm.device);
+        // A one-row text from the start continues the model's kept prefix
+        // where it shares that prefix's start.
+        let mut skip = 0;
+        if rows == 1 && self.cache.tokens() == 0 && self.read.as_ref().is_some_and(Vec::is_empty) {
+            let (cache, shared) = self.plm.take_prefix(&tokens[0])?;
+            if shared > 0 {
+                self.cache = cache;
+                self.read = Some(tokens[0][..shared].to_vec());
+                skip = shared;
+            }
+        }
+        let read = std::mem::take(&mut self.read);
+        let ids: Vec<i64> = tokens
+            .iter()
+            .flat_map(|t| &t[skip..])
+            .map(|&t| i64::from(t))
+            .collect();
+        let ids =
+            Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, new - skip]), &self.plm.device);
         let logits = with_network!(&self.plm.network, m => m.decode_step(ids, &mut self.cache))
             .ok_or_else(|| {
                 ModelError::Input(format!(
@@ -820,10 +848,18 @@ impl Decoder for ModelDecoder<'_> {
                 ))
             })?;
         let (values, [_, _, v]) = read_back(logits).await?;
+        // Only a step that ran keeps its record of what the cache holds.
+        self.read = read.filter(|_| rows == 1).map(|mut r| {
+            r.extend_from_slice(&tokens[0][skip..]);
+            r
+        });
         Ok(values.chunks(v).map(<[f32]>::to_vec).collect())
     }
 
     fn keep_rows(&mut self, rows: &[usize]) {
+        if rows != [0] {
+            self.read = None;
+        }
         self.cache.keep_rows(rows);
     }
 
@@ -832,6 +868,18 @@ impl Decoder for ModelDecoder<'_> {
             .config
             .max_tokens()
             .saturating_sub(self.cache.tokens())
+    }
+}
+
+impl Drop for ModelDecoder<'_> {
+    /// Keeps a one-row text's keys and values as the model's prefix cache.
+    fn drop(&mut self) {
+        if let Some(read) = self.read.take()
+            && !read.is_empty()
+            && read.len() == self.cache.tokens()
+        {
+            self.plm.keep_prefix(read, std::mem::take(&mut self.cache));
+        }
     }
 }
 

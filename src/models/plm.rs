@@ -34,10 +34,11 @@ pub struct Plm {
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
-    /// The last text a causal LM read through [`Plm::next_token_logits`]
-    /// and its keys and values: a text that starts the same way (a judge's
-    /// instructions and article before the summary being typed) reads only
-    /// what follows the shared start.
+    /// The last text a causal LM read (through [`Plm::next_token_logits`]
+    /// or a one-row generation) and its keys and values: a text that starts
+    /// the same way (a judge's instructions and article before the summary
+    /// being typed, a sampled answer asked again) reads only what follows
+    /// the shared start.
     pub prefix: std::sync::Mutex<Option<(Vec<u32>, super::generate::KvCache)>>,
     /// Its chat template (tokenizer_config.json's or chat_template.jinja),
     /// none for a model without one, or why it could not be read (a model
@@ -443,7 +444,6 @@ impl Plm {
     /// second value is how many tokens were reused. The logits equal a full
     /// pass's up to the products' rounding (1e-5 in tests).
     pub async fn next_token_logits(&self, ids: &[u32]) -> Result<(Vec<f32>, usize), ModelError> {
-        use super::generate::KvCache;
         if ids.is_empty() {
             return Err(ModelError::Input("the text has no tokens".into()));
         }
@@ -465,26 +465,7 @@ impl Plm {
         if self.config.head != super::Head::CausalLm {
             return Err(self.missing_head("causal language-model head"));
         }
-        // Taken out while the pass runs: a failed pass leaves no half-read cache.
-        let held = self
-            .prefix
-            .lock()
-            .map_err(|_| ModelError::Input("the prefix cache was poisoned".into()))?
-            .take();
-        let (mut cache, shared) = match held {
-            Some((read, mut cache)) => {
-                // At least the last token runs: its logits are the answer.
-                let shared = read
-                    .iter()
-                    .zip(ids)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-                    .min(ids.len() - 1);
-                cache.truncate(shared);
-                (cache, shared)
-            }
-            None => (KvCache::new(), 0),
-        };
+        let (mut cache, shared) = self.take_prefix(ids)?;
         let new: Vec<i64> = ids[shared..].iter().map(|&t| i64::from(t)).collect();
         let tensor = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
             burn::tensor::TensorData::new(new, [1, ids.len() - shared]),
@@ -493,9 +474,43 @@ impl Plm {
         let logits = with_network!(&self.network, m => m.decode_step(tensor, &mut cache))
             .ok_or_else(|| self.missing_head("causal language-model head"))?;
         let (values, _) = super::read_back(logits).await?;
-        if let Ok(mut slot) = self.prefix.lock() {
-            *slot = Some((ids.to_vec(), cache));
-        }
+        self.keep_prefix(ids.to_vec(), cache);
         Ok((values, shared))
+    }
+
+    /// The kept prefix cache cut to the start it shares with `ids` (at
+    /// most all but `ids`' last token, whose logits are wanted), and how
+    /// many tokens that is; an empty cache when none is kept. The cache is
+    /// taken out while a pass runs: a failed pass leaves no half-read one.
+    pub(crate) fn take_prefix(
+        &self,
+        ids: &[u32],
+    ) -> Result<(super::generate::KvCache, usize), ModelError> {
+        let held = self
+            .prefix
+            .lock()
+            .map_err(|_| ModelError::Input("the prefix cache was poisoned".into()))?
+            .take();
+        Ok(match held {
+            Some((read, mut cache)) => {
+                let shared = read
+                    .iter()
+                    .zip(ids)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(ids.len().saturating_sub(1));
+                cache.truncate(shared);
+                (cache, shared)
+            }
+            None => (super::generate::KvCache::new(), 0),
+        })
+    }
+
+    /// Keeps `cache`, which holds the keys and values of `read` (one row),
+    /// for the next text that starts the same way.
+    pub(crate) fn keep_prefix(&self, read: Vec<u32>, cache: super::generate::KvCache) {
+        if let Ok(mut slot) = self.prefix.lock() {
+            *slot = Some((read, cache));
+        }
     }
 }

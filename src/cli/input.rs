@@ -125,11 +125,13 @@ fn lines(text: &str) -> Vec<String> {
 }
 
 impl Pairs {
-    /// Reads aligned one-text-per-line files.
+    /// Reads aligned one-text-per-line files; `refs` may be none unless
+    /// `need_refs`.
     pub fn from_line_files(
         hyps: &str,
         refs: &[String],
         srcs: Option<&str>,
+        need_refs: bool,
     ) -> Result<Self, InputError> {
         let stdin_uses = std::iter::once(hyps)
             .chain(refs.iter().map(String::as_str))
@@ -138,7 +140,7 @@ impl Pairs {
         if stdin_uses.count() > 1 {
             return Err(InputError::StdinTwice);
         }
-        if refs.is_empty() {
+        if refs.is_empty() && need_refs {
             return Err(InputError::NoReferences);
         }
         let hyp_lines = lines(&read_text(hyps)?);
@@ -175,10 +177,11 @@ impl Pairs {
         })
     }
 
-    /// Reads JSONL with `hyp`, `ref` (string or list of strings) and optional
-    /// `src`. The CLI is strict: the first malformed line is an error.
-    pub fn from_jsonl(path: &str) -> Result<Self, InputError> {
-        let loaded = blindspot::data::load_pairs(&read_text(path)?);
+    /// Reads JSONL with `hyp`, `ref` (string or list of strings; optional
+    /// unless `need_refs`) and optional `src`. The CLI is strict: the first
+    /// malformed line is an error.
+    pub fn from_jsonl(path: &str, need_refs: bool) -> Result<Self, InputError> {
+        let loaded = blindspot::data::load_pairs_with(&read_text(path)?, need_refs);
         if let Some(problem) = loaded.problems.into_iter().next() {
             return Err(InputError::Jsonl {
                 path: display(path),

@@ -216,12 +216,15 @@ pub fn run() -> ExitCode {
 
 fn score(args: &ScoreArgs) -> Result<(), CliError> {
     let specs = args.plm.settings(args.rouge_stemmer).specs(&args.metrics)?;
+    // References are asked for only where a chosen metric reads them.
+    let need_refs = specs.iter().any(|s| s.info().needs_reference);
     let pairs = match &args.input {
-        Some(path) => Pairs::from_jsonl(path)?,
+        Some(path) => Pairs::from_jsonl(path, need_refs)?,
         None => Pairs::from_line_files(
             args.hyps.as_deref().unwrap_or("-"),
             &args.refs,
             args.srcs.as_deref(),
+            need_refs,
         )?,
     };
     let refs: Vec<Vec<&str>> = pairs

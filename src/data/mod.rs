@@ -314,6 +314,12 @@ pub fn load_wmt(text: &str) -> Loaded<Item> {
 
 /// Generic JSONL pairs: `hyp`, `ref` (string or non-empty list), optional `src`.
 pub fn load_pairs(text: &str) -> Loaded<Item> {
+    load_pairs_with(text, true)
+}
+
+/// [`load_pairs`], where `ref` may be missing unless `need_refs` (scoring
+/// with reference-free metrics only): a row without one has no references.
+pub fn load_pairs_with(text: &str, need_refs: bool) -> Loaded<Item> {
     jsonl(text, |v, line| {
         let refs = match v.get("ref") {
             Some(Value::String(s)) => vec![s.clone()],
@@ -327,7 +333,8 @@ pub fn load_pairs(text: &str) -> Loaded<Item> {
                     "field 'ref' must be a string or a non-empty list of strings".into(),
                 ));
             }
-            None => return Err(RowError::Missing("ref".into())),
+            None if need_refs => return Err(RowError::Missing("ref".into())),
+            None => Vec::new(),
         };
         let src = match v.get("src") {
             None | Some(Value::Null) => None,

@@ -10,6 +10,14 @@ user message through the chat template, and the first, greedy answer of
 gpt_api.py's request (64 new tokens at most): its stripped text and whether
 the model ended it.
 
+GEMBA-MQM: gemba_mqm_utils.py of gemba 0.1.3 (PyPI) itself, loaded alone
+(its package's __init__ needs the OpenAI client; its `import ipdb` is
+unused): TEMPLATE_GEMBA_MQM equals src/metrics/prompts/gemba/mqm.json;
+apply_template fills it for 2 WMT21 translations, through each tiny model's
+chat template; the greedy answer (500 new tokens at most), and
+parse_mqm_answer's scores (normalize False and True) and error counts of
+that answer and of a list of written answers (the parser's cases).
+
 The pairwise judge (AlpacaEval 2's weighted judge) on the same WMT
 translations: the source as the instruction, the hypothesis and the
 reference as the two outputs in both orders; alpaca_eval's make_prompts and
@@ -27,8 +35,11 @@ single tokens spelling "s" and " s"; score = sum s p(s) / sum p(s).
 Writes tests/golden/judge_parity.json. Usage (venv outside the repo):
     ~/.cache/blindspot-py/bin/python scripts/judge_golden.py
 """
+import importlib.util
 import json
 import pathlib
+import sys
+import types
 
 import torch
 import transformers as tf
@@ -84,6 +95,54 @@ def gemba_greedy(model, tok, prompt):
     eos = eos if isinstance(eos, list) else [eos]
     return {"tokens": len(ids), "answer": tok.decode(new, skip_special_tokens=True).strip(),
             "ended": bool(new) and new[-1] in eos}
+
+
+def gemba_mqm_utils():
+    sys.modules.setdefault("ipdb", types.ModuleType("ipdb"))
+    import site
+    for folder in site.getsitepackages():
+        path = pathlib.Path(folder) / "gemba/gemba_mqm_utils.py"
+        if path.exists():
+            spec = importlib.util.spec_from_file_location("gemba_mqm_utils", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise SystemExit("pip install --no-deps gemba==0.1.3")
+
+
+MQM_ANSWERS = [
+    "Critical:\nno-error\nMajor:\naccuracy/mistranslation - \"involvement\"\naccuracy/omission - "
+    "\"the account holder\"\nMinor:\nfluency/grammar - \"w\u00e4re\"\nfluency/register - \"dir\"",
+    "Critical:\naccuracy/addition - \"of high-speed rail\"\nMajor:\naccuracy/mistranslation - "
+    "\"go to the reviews\"\nMinor:\nstyle/awkward - \"etc.,\"",
+    "Fine.\nMAJOR:\nstyle/awkward - \"x\"",
+    "Minor:\nnon-translation - \"x\"",
+    "Minor:\na\nb\nc\nd\ne\nf\nMajor:\ng",
+    "Critical:\na\nb",
+    "no error at all",
+    "critical: no-error\nmajor:\n  accuracy \u0130stanbul  \nminor: \nx\x1c",
+    "Critical:\r\nfluency/spelling - \"x\"\r\nMajor:\r\ny",
+    '{"improved translation": "x", "errors": {"critical": [], "major": [{"class": "accuracy"}], '
+    '"minor": ["a", "b"]}}',
+    '{"improved translation": "say "hi"", "errors": {"minor": ["a"]}}',
+    '{"improved translation": "a"b", "errors": {"major": [{"class": accuracy}, {"class": x}], '
+    '"minor": [{class: y}]}}',
+    '{"improved translation": "x", "errors": {"major": "ab", "minor": {"k": 1}}}',
+    '{"improved translation": "x", "errors": {"major": 3}}',
+    '{"improved translation": "x", "errors": ["critical"]}',
+    '{"improved translation": "x", "errors": []}',
+    '{"improved translation" x", "errors": [}',
+]
+
+
+def mqm_parsed(gemba, answer):
+    try:
+        raw = gemba.parse_mqm_answer(answer, normalize=False)
+        norm, classes = gemba.parse_mqm_answer(answer, list_mqm_errors=True)
+    except Exception as e:  # GEMBA's parser raises: Blindspot reports an error
+        return {"answer": answer, "error": type(e).__name__}
+    return {"answer": answer, "penalty": raw, "normalized": norm,
+            "counts": [len(classes.get(k, [])) for k in ("critical", "major", "minor")]}
 
 
 def alpaca_messages(instruction, output_1, output_2):
@@ -156,6 +215,36 @@ def main():
                                          reference_seg=row["ref_a"])
                 golden["gemba-da"].append({"model": name, "line": line, "system": system,
                                            "prompt": which, **gemba_greedy(model, tok, prompt)})
+    gemba = gemba_mqm_utils()
+    committed = json.loads((ROOT / "src/metrics/prompts/gemba/mqm.json").read_text(encoding="utf-8"))
+    assert committed == gemba.TEMPLATE_GEMBA_MQM, "mqm.json differs from gemba's template"
+    golden["gemba-mqm-parse"] = [mqm_parsed(gemba, a) for a in MQM_ANSWERS]
+    golden["gemba-mqm"] = []
+    for name in ["llama", "qwen2", "qwen3"]:
+        folder = ROOT / "tests/fixtures/llm" / name
+        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                         eos_token=config["eos_token"],
+                                         pad_token=config.get("pad_token"))
+        tok.chat_template = config["chat_template"]
+        for line, system in WMT:
+            row = wmt[line]
+            messages = gemba.apply_template(gemba.TEMPLATE_GEMBA_MQM, {
+                "source_lang": "German", "target_lang": "English",
+                "source_seg": row["src"], "target_seg": row["systems"][system]})
+            ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+            with torch.no_grad():
+                out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=500,
+                                     pad_token_id=tok.pad_token_id or tok.eos_token_id)
+            new = out[0, len(ids):].tolist()
+            eos = model.config.eos_token_id
+            eos = eos if isinstance(eos, list) else [eos]
+            answer = tok.decode(new, skip_special_tokens=True).strip()
+            golden["gemba-mqm"].append({"model": name, "line": line, "system": system,
+                                        "tokens": len(ids), "new_tokens": len(new),
+                                        "ended": bool(new) and new[-1] in eos,
+                                        **mqm_parsed(gemba, answer)})
     golden["pairwise"] = []
     for name in ["llama", "qwen2", "qwen3"]:
         folder = ROOT / "tests/fixtures/llm" / name

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use crate::common;
-use common::assert_user_error;
+use common::{assert_user_error, jsonl_lines};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_blindspot"))
@@ -963,19 +963,6 @@ fn gpt2_folder(dir: &std::path::Path) -> PathBuf {
     let tok = blindspot::models::LmTokenizer::gpt2_from_dir(&npm).unwrap();
     std::fs::write(out.join("tokenizer.json"), tok.to_json().unwrap()).unwrap();
     out
-}
-
-/// The JSON lines a successful run printed.
-fn jsonl_lines(out: &Output) -> Vec<Value> {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

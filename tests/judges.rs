@@ -92,13 +92,10 @@ fn the_cli_scores_g_eval_columns() {
     let (srcs, hyps): (Vec<String>, Vec<String>) = cases.iter().map(|c| texts(c)).unzip();
     std::fs::write(tmp.join("src.txt"), srcs.join("\n") + "\n").unwrap();
     std::fs::write(tmp.join("hyp.txt"), hyps.join("\n") + "\n").unwrap();
-    // The CLI reads references with line files; G-Eval does not.
-    std::fs::write(tmp.join("ref.txt"), hyps.join("\n") + "\n").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        // G-Eval reads no reference: none is asked for.
         .args(["score", "--format", "jsonl", "--hyps"])
         .arg(tmp.join("hyp.txt"))
-        .arg("--refs")
-        .arg(tmp.join("ref.txt"))
         .arg("--srcs")
         .arg(tmp.join("src.txt"))
         .args(["--metrics", "g-eval-relevance", "--model"])
@@ -232,6 +229,28 @@ fn a_shared_start_is_read_once() {
     assert_eq!(block_on(plm.next_token_logits(&b)).unwrap().1, b.len() - 1);
     assert_eq!(block_on(plm.next_token_logits(&b[..10])).unwrap().1, 9);
     assert!(block_on(plm.next_token_logits(&[])).is_err());
+    // A one-row generation continues the kept prefix and keeps what it
+    // read: its prompt and all but its last new token.
+    use blindspot::models::generate::{Decoding, GenerateOptions};
+    let options = GenerateOptions {
+        max_new_tokens: 6,
+        decoding: Decoding::Greedy,
+        stop_at_eos: false,
+        ..GenerateOptions::default()
+    };
+    let generate = |plm: &Plm| {
+        block_on(plm.generate_ids(&a, &options, async |_| std::ops::ControlFlow::Continue(())))
+            .unwrap()
+            .tokens
+    };
+    let (reused, fresh_tokens) = (generate(&plm), generate(&fresh));
+    assert_eq!(reused, fresh_tokens);
+    let kept = plm.prefix.lock().unwrap().as_ref().unwrap().0.clone();
+    assert_eq!(kept, [&a[..], &reused[..5]].concat());
+    assert_eq!(
+        block_on(plm.next_token_logits(&kept)).unwrap().1,
+        kept.len() - 1
+    );
 }
 
 /// GEMBA-DA's first, greedy answer is transformers' (token count, text,
@@ -315,33 +334,112 @@ fn pairwise_preferences_match_the_reference() {
         };
         close(p[0], "hyp_first");
         close(1.0 - p[1], "hyp_second");
-        let input = serde_json::json!({"hyp": hyp, "ref": r, "src": src}).to_string() + "\n";
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
-            .args([
-                "score",
-                "--input",
-                "-",
-                "--format",
-                "jsonl",
-                "--metrics",
-                "pairwise",
-                "--model",
-            ])
-            .arg(format!("pairwise={}", fixture(name).display()))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child.stdin.take().unwrap().write_all(input.as_bytes())?;
-                child.wait_with_output()
-            })
-            .unwrap();
-        common::assert_ok(&out);
-        let line: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
-                .unwrap();
+        let out = common::score_rows(
+            &[serde_json::json!({"hyp": hyp, "ref": r, "src": src})],
+            &[
+                "--metrics".into(),
+                "pairwise".into(),
+                "--model".into(),
+                format!("pairwise={}", fixture(name).display()),
+            ],
+        );
+        let line = &common::jsonl_lines(&out)[0];
         close(line["pairwise"].as_f64().unwrap(), "value");
+    }
+}
+
+/// GEMBA-MQM's parser equals gemba's `parse_mqm_answer` on written answers
+/// (scores in both ranges, errors per severity, and where it raises).
+#[test]
+fn gemba_mqm_parses_answers_as_gemba_does() {
+    use blindspot::metrics::gemba_mqm::{Range, parse_answer};
+    let g = common::golden("judge_parity.json");
+    let cases = g["gemba-mqm-parse"].as_array().unwrap();
+    assert!(cases.len() >= 15);
+    for case in cases {
+        let answer = case["answer"].as_str().unwrap();
+        let parsed = parse_answer(answer);
+        if case.get("error").is_some() {
+            assert!(parsed.is_err(), "{answer:?}: {parsed:?}");
+            continue;
+        }
+        let errors = parsed.unwrap_or_else(|e| panic!("{answer:?}: {e}"));
+        let counts: Vec<u64> = errors.0.iter().map(|e| e.len() as u64).collect();
+        assert_eq!(serde_json::json!(counts), case["counts"], "{answer:?}");
+        assert_eq!(
+            errors.score(Range::Penalty),
+            case["penalty"].as_f64().unwrap()
+        );
+        assert_eq!(
+            errors.score(Range::Normalized),
+            case["normalized"].as_f64().unwrap()
+        );
+    }
+}
+
+/// GEMBA-MQM on the tiny models: the few-shot conversation's tokens, the
+/// greedy answer and whether it ended equal transformers'; an ended answer
+/// scores as gemba scores it, through the CLI too; one cut for length is
+/// an error that says so.
+#[test]
+fn gemba_mqm_answers_match_the_reference() {
+    use blindspot::metrics::gemba_mqm::{self, Range};
+    let g = common::golden("judge_parity.json");
+    let wmt = common::rows("wmt21_de_en.jsonl");
+    let cases = g["gemba-mqm"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(cases.iter().any(|c| c["ended"] == true) && cases.iter().any(|c| c["ended"] == false));
+    for case in cases {
+        let name = case["model"].as_str().unwrap();
+        let plm = common::cpu_model(name, &fixture(name));
+        let row = &wmt[case["line"].as_u64().unwrap() as usize];
+        let (src, hyp) = (
+            row["src"].as_str().unwrap(),
+            row["systems"][case["system"].as_str().unwrap()]
+                .as_str()
+                .unwrap(),
+        );
+        let messages = gemba_mqm::messages("German", "English", src, hyp);
+        let template = geval::chat_template(&plm).unwrap().unwrap();
+        let (ids, _) = geval::encode_chat(&plm, template, &messages).unwrap();
+        assert_eq!(ids.len() as u64, case["tokens"].as_u64().unwrap(), "{name}");
+        let judged = block_on(gemba_mqm::judge(&plm, &ids, 500)).unwrap();
+        let ended = case["ended"].as_bool().unwrap();
+        let answer = case["answer"].as_str().unwrap();
+        let parsed = gemba_mqm::parse_answer(answer).unwrap();
+        assert_eq!(
+            parsed.score(Range::Penalty),
+            case["penalty"].as_f64().unwrap()
+        );
+        match judged {
+            Ok(j) => {
+                assert!(ended, "{name}: ended here, not in transformers");
+                assert_eq!(j.answer, answer);
+                assert_eq!(j.errors, parsed);
+            }
+            Err(why) => {
+                assert!(!ended, "{name}: {why}");
+                assert!(why.contains("did not end within 500 tokens"), "{why}");
+            }
+        }
+        let out = common::score_rows(
+            &[serde_json::json!({"hyp": hyp, "src": src})],
+            &[
+                "--metrics".into(),
+                "gemba-mqm,gemba-mqm-norm".into(),
+                "--opt".into(),
+                "gemba-mqm.target_lang=English".into(),
+                "--model".into(),
+                format!("gemba-mqm={}", fixture(name).display()),
+            ],
+        );
+        if ended {
+            let lines = common::jsonl_lines(&out);
+            for (column, key) in [("gemba-mqm", "penalty"), ("gemba-mqm-norm", "normalized")] {
+                assert_eq!(lines[0][column].as_f64(), case[key].as_f64(), "{column}");
+            }
+        } else {
+            common::assert_user_error(&out, "did not end within 500 tokens");
+        }
     }
 }

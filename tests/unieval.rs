@@ -251,39 +251,25 @@ fn cli_scores_unieval_from_a_folder() {
     let g = common::golden("t5_parity.json");
     let items = &items(&g)[..3];
     let want = g["unieval"]["items"].as_array().unwrap();
-    let input: String = items
+    let rows: Vec<Value> = items
         .iter()
-        .map(|(hyp, src, r)| {
-            serde_json::json!({"hyp": hyp, "ref": r, "src": src}).to_string() + "\n"
-        })
+        .map(|(hyp, src, r)| serde_json::json!({"hyp": hyp, "ref": r, "src": src}))
         .collect();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/t5/tiny");
-    let run = |input: &str| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
-            .args(["score", "--input", "-", "--format", "jsonl"])
-            .args(["--metrics", "unieval-overall,unieval-fluency,unieval-fact"])
-            .args(["--model", &format!("unieval={}", dir.display())])
-            .args(["--model", &format!("unieval-fact={}", dir.display())])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+    let run = |rows: &[Value]| {
+        common::score_rows(
+            rows,
+            &[
+                "--metrics".into(),
+                "unieval-overall,unieval-fluency,unieval-fact".into(),
+                "--model".into(),
+                format!("unieval={}", dir.display()),
+                "--model".into(),
+                format!("unieval-fact={}", dir.display()),
+            ],
+        )
     };
-    let out = run(&input);
-    common::assert_ok(&out);
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::jsonl_lines(&run(&rows));
     for (line, w) in lines[..items.len()].iter().zip(want) {
         for (key, golden) in [
             ("unieval-overall", "overall"),
@@ -294,6 +280,6 @@ fn cli_scores_unieval_from_a_folder() {
             assert!(d <= TOLERANCE, "{key}: off by {d:e}");
         }
     }
-    let out = run("{\"hyp\": \"a\", \"ref\": \"b\"}\n");
+    let out = run(&[serde_json::json!({"hyp": "a", "ref": "b"})]);
     common::assert_user_error(&out, "unieval-overall needs a source");
 }

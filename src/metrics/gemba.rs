@@ -86,25 +86,39 @@ pub fn prompt(
         Prompt::Source => DA,
         Prompt::Reference => DA_REF,
     };
-    // One pass over the template, as str.format: a placeholder's value is
-    // not searched again.
-    let mut out = String::with_capacity(template.len() + source.len() + translation.len());
+    format(template, |name| match name {
+        "source_lang" => Some(source_lang),
+        "target_lang" => Some(target_lang),
+        "source_seg" => Some(source),
+        "target_seg" => Some(translation),
+        "reference_seg" => Some(reference),
+        _ => None,
+    })
+}
+
+/// `template` with each `{name}` replaced by `value(name)` in one pass, as
+/// Python's `str.format` fills GEMBA's prompts: a value is not searched
+/// again. A name `value` does not know, or an unclosed `{`, stays as it is
+/// (GEMBA's templates have neither; `str.format` would raise).
+pub fn format<'a>(template: &str, value: impl Fn(&str) -> Option<&'a str>) -> String {
+    let mut out = String::with_capacity(template.len() * 2);
     let mut rest = template;
     while let Some(start) = rest.find('{') {
         out.push_str(&rest[..start]);
-        let end = rest[start..]
-            .find('}')
-            .map(|e| start + e)
-            .expect("the templates close every placeholder");
-        out.push_str(match &rest[start + 1..end] {
-            "source_lang" => source_lang,
-            "target_lang" => target_lang,
-            "source_seg" => source,
-            "target_seg" => translation,
-            "reference_seg" => reference,
-            other => unreachable!("no placeholder {other} in GEMBA-DA's prompts"),
+        let filled = rest[start..].find('}').and_then(|e| {
+            let end = start + e;
+            value(&rest[start + 1..end]).map(|v| (v, end))
         });
-        rest = &rest[end + 1..];
+        match filled {
+            Some((v, end)) => {
+                out.push_str(v);
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[start + 1..];
+            }
+        }
     }
     out.push_str(rest);
     out

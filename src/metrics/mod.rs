@@ -30,6 +30,7 @@ pub mod comet;
 pub mod detail;
 pub mod engine;
 pub mod gemba;
+pub mod gemba_mqm;
 pub mod geval;
 pub mod mauve;
 pub mod menli;
@@ -99,6 +100,10 @@ registry::metric_registry! {
             GEvalRelevance "g-eval-relevance",
         ],
         GembaDa("gemba-da") = gemba::GembaDaMetric [GembaDa "gemba-da", GembaDaRef "gemba-da-ref"],
+        GembaMqm("gemba-mqm") = gemba_mqm::GembaMqmMetric [
+            GembaMqm "gemba-mqm",
+            GembaMqmNorm "gemba-mqm-norm",
+        ],
         Pairwise("pairwise") = pairwise::PairwiseMetric [Pairwise "pairwise"],
     }
     sets {

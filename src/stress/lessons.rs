@@ -567,6 +567,7 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
         }
         MetricSpec::GEval(g) => g.model = Some(judge(models)?),
         MetricSpec::GembaDa(g) => g.model = Some(judge(models)?),
+        MetricSpec::GembaMqm(g) => g.model = Some(judge(models)?),
         MetricSpec::Pairwise(p) => p.model = Some(judge(models)?),
         MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(

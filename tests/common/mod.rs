@@ -231,3 +231,34 @@ pub fn flat(v: &Value) -> Vec<f64> {
         other => panic!("not numbers: {other}"),
     }
 }
+
+/// `blindspot score --input - --format jsonl` with `args` after it, the
+/// `rows` (objects with `hyp`, `ref`, `src`) on its standard input.
+pub fn score_rows<S: AsRef<std::ffi::OsStr>>(rows: &[Value], args: &[S]) -> std::process::Output {
+    use std::io::Write;
+    let input: String = rows.iter().map(|r| r.to_string() + "\n").collect();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .args(["score", "--input", "-", "--format", "jsonl"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A successful JSONL run's lines (segments, then the corpus's).
+pub fn jsonl_lines(out: &std::process::Output) -> Vec<Value> {
+    assert_ok(out);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -18,6 +18,11 @@ chat template; the greedy answer (500 new tokens at most), and
 parse_mqm_answer's scores (normalize False and True) and error counts of
 that answer and of a list of written answers (the parser's cases).
 
+The custom judge (src/metrics/custom_judge.rs): its default prompt filled
+with 2 WMT21 references and translations, one user message through the chat
+template; the probability-weighted rating over 1-5 and over 0-9, and the
+greedy answer (16 new tokens at most) with the first `-?\d+(?:\.\d+)?` in it.
+
 The pairwise judge (AlpacaEval 2's weighted judge) on the same WMT
 translations: the source as the instruction, the hypothesis and the
 reference as the two outputs in both orders; alpaca_eval's make_prompts and
@@ -35,9 +40,12 @@ single tokens spelling "s" and " s"; score = sum s p(s) / sum p(s).
 Writes tests/golden/judge_parity.json. Usage (venv outside the repo):
     ~/.cache/blindspot-py/bin/python scripts/judge_golden.py
 """
+import contextlib
 import importlib.util
+import io
 import json
 import pathlib
+import re
 import sys
 import types
 
@@ -59,13 +67,13 @@ def rating_tokens(tok, s):
     return ids
 
 
-def weighted(model, tok, ids, top):
+def weighted(model, tok, ids, top, low=1):
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
     lp = torch.log_softmax(logits, dim=-1)
-    p = [sum(float(lp[t].exp()) for t in rating_tokens(tok, s)) for s in range(1, top + 1)]
+    p = [sum(float(lp[t].exp()) for t in rating_tokens(tok, s)) for s in range(low, top + 1)]
     mass = sum(p)
-    return {"value": sum((k + 1) * q for k, q in enumerate(p)) / mass, "mass": mass,
+    return {"value": sum((low + k) * q for k, q in enumerate(p)) / mass, "mass": mass,
             "shares": [q / mass for q in p]}
 
 
@@ -137,8 +145,9 @@ MQM_ANSWERS = [
 
 def mqm_parsed(gemba, answer):
     try:
-        raw = gemba.parse_mqm_answer(answer, normalize=False)
-        norm, classes = gemba.parse_mqm_answer(answer, list_mqm_errors=True)
+        with contextlib.redirect_stdout(io.StringIO()):  # its notes on lines without a level
+            raw = gemba.parse_mqm_answer(answer, normalize=False)
+            norm, classes = gemba.parse_mqm_answer(answer, list_mqm_errors=True)
     except Exception as e:  # GEMBA's parser raises: Blindspot reports an error
         return {"answer": answer, "error": type(e).__name__}
     return {"answer": answer, "penalty": raw, "normalized": norm,
@@ -245,6 +254,34 @@ def main():
                                         "tokens": len(ids), "new_tokens": len(new),
                                         "ended": bool(new) and new[-1] in eos,
                                         **mqm_parsed(gemba, answer)})
+    golden["custom"] = []
+    custom = ("Rate how well the candidate text conveys the meaning of the reference text, on a "
+              "scale from 1 (not at all) to 5 (completely).\n\nReference: {reference}\n"
+              "Candidate: {hypothesis}\n\nAnswer with a single number from 1 to 5.")
+    for name in ["llama", "qwen2"]:
+        folder = ROOT / "tests/fixtures/llm" / name
+        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                         eos_token=config["eos_token"],
+                                         pad_token=config.get("pad_token"))
+        tok.chat_template = config["chat_template"]
+        for line, system in WMT:
+            row = wmt[line]
+            text = custom.replace("{reference}", row["ref_a"]).replace(
+                "{hypothesis}", row["systems"][system])
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                          add_generation_prompt=True)
+            with torch.no_grad():
+                out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=16,
+                                     pad_token_id=tok.pad_token_id or tok.eos_token_id)
+            answer = tok.decode(out[0, len(ids):].tolist(), skip_special_tokens=True)
+            found = re.search(r"(-?\d+(?:\.\d+)?)", answer)
+            golden["custom"].append({
+                "model": name, "line": line, "system": system, "tokens": len(ids),
+                "weighted_1_5": weighted(model, tok, ids, 5),
+                "weighted_0_9": weighted(model, tok, ids, 9, low=0),
+                "answer": answer, "number": float(found.group(1)) if found else None})
     golden["pairwise"] = []
     for name in ["llama", "qwen2", "qwen3"]:
         folder = ROOT / "tests/fixtures/llm" / name

@@ -27,6 +27,7 @@ pub mod bleu;
 pub mod bleurt;
 pub mod chrf;
 pub mod comet;
+pub mod custom_judge;
 pub mod detail;
 pub mod engine;
 pub mod gemba;
@@ -105,6 +106,7 @@ registry::metric_registry! {
             GembaMqmNorm "gemba-mqm-norm",
         ],
         Pairwise("pairwise") = pairwise::PairwiseMetric [Pairwise "pairwise"],
+        Judge("judge") = custom_judge::CustomJudgeMetric [Judge "judge"],
     }
     sets {
         Mauve("mauve"),

@@ -8,6 +8,7 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -759,6 +760,54 @@ test("G-Eval: a hub Qwen2 with its chat template loads, the judge card scores as
   await page.selectOption(`${card} [data-role="dimension"]`, "coherence");
   const gpu = await settled(page, "g-eval", hyp);
   assert.ok(Math.abs(gpu - native(hyp, "g-eval-coherence")) <= 1e-3, `WebGPU ${gpu} vs CLI ${native(hyp, "g-eval-coherence")}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+const QWEN3 = join(ROOT, "tests", "fixtures", "llm", "qwen3");
+
+test("Custom judge and GEMBA-MQM: the prompt is edited on the card and travels in the link, each card says what it cost, equal to the CLI", async () => {
+  HUB["test/tiny-qwen3"] = QWEN3;
+  const { context, page, errors } = await openPage();
+  // A WMT21 translation whose GEMBA-MQM answer the tiny Qwen3 ends (tests/golden/judge_parity.json).
+  const row = JSON.parse(readFileSync(join(ROOT, "tests", "data", "wmt21_de_en.jsonl"), "utf8").split("\n")[0]);
+  const [hyp, ref, src] = [row.systems["Online-W"], row.ref_a, row.src];
+  const native = (metric, kind, extra = []) => cli(["--metrics", metric, "--model", `${kind}=${QWEN3}`, ...extra], hyp, ref, src)[metric];
+  await page.fill("#reference", ref);
+  await page.fill("#source", src);
+  await page.fill("#hypothesis", hyp);
+  await load(page, "test/tiny-qwen3", "cpu");
+  const card = '.card[data-metric="judge"]';
+  const first = await settled(page, "judge", hyp);
+  assert.ok(Math.abs(first - native("judge", "judge")) <= 1e-5, `browser ${first} vs CLI ${native("judge", "judge")}`);
+  assert.match(await page.textContent(`${card} [data-role="parts"]`), /\d+ prompt tokens, \d+ run .* ms/);
+  // The prompt is the user's: edited on the card, it is what the judge reads.
+  const mine = "Is this a good translation of \"{source}\"?\n\n{hypothesis}\n\nAnswer from 1 to 5.";
+  const hash = createHash("sha256").update(mine).digest("hex").slice(0, 12);
+  await page.fill(`${card} [data-role="template"]`, mine);
+  await page.dispatchEvent(`${card} [data-role="template"]`, "change");
+  await page.waitForFunction(({ card, hash }) => document.querySelector(`${card} [data-role="signature"]`).textContent.includes(`prompt:sha256-${hash}`), { card, hash });
+  const edited = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
+  const editedCli = native("judge", "judge", ["--opt", `judge.template=${mine}`]);
+  assert.ok(Math.abs(edited - editedCli) <= 1e-5 && Math.abs(edited - first) > 1e-6, `edited ${edited} vs CLI ${editedCli}, default ${first}`);
+  // A prompt naming a text the judge does not know is refused on the card.
+  await page.fill(`${card} [data-role="template"]`, "{hypothesis} {answer}");
+  await page.dispatchEvent(`${card} [data-role="template"]`, "change");
+  await page.waitForFunction((card) => /the prompt names \{answer\}/.test(document.querySelector(`${card} [data-role="message"]`).textContent), card);
+  await page.fill(`${card} [data-role="template"]`, mine);
+  await page.dispatchEvent(`${card} [data-role="template"]`, "change");
+  await page.waitForFunction(({ card, hash }) => document.querySelector(`${card} [data-role="signature"]`).textContent.includes(`prompt:sha256-${hash}`), { card, hash });
+  // The link carries the edited prompt.
+  await page.click("#copy-link");
+  const url = await page.getAttribute("#copy-link", "data-url");
+  const shared = JSON.parse(Buffer.from(new URL(url).hash.slice("#pair=".length), "base64url").toString("utf8"));
+  assert.equal(shared.c.judge.options.template, mine);
+  // GEMBA-MQM: the few-shot conversation, the answer read as GEMBA reads it.
+  const mqm = '.card[data-metric="gemba-mqm"]';
+  const penalty = await settled(page, "gemba-mqm", hyp);
+  assert.equal(penalty, native("gemba-mqm", "gemba-mqm"));
+  assert.match(await page.textContent(`${mqm} [data-role="parts"]`), /critical 0 · major 0 · minor 0 · .*prompt tokens/);
+  await page.locator(card).screenshot({ path: join(ROOT, "test-artifacts", "custom-judge-card.png") });
   assert.deepEqual(errors, []);
   await context.close();
 });

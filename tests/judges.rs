@@ -56,7 +56,7 @@ fn g_eval_weighted_ratings_match_the_reference() {
         assert!(!truncated);
         assert_eq!(templated, chat);
         assert_eq!(ids.len() as u64, case["tokens"].as_u64().unwrap(), "{case}");
-        let r = block_on(geval::weighted(plm, &[ids], dim.top()))
+        let r = block_on(geval::weighted(plm, &[ids], 1..=dim.top()))
             .unwrap()
             .remove(0);
         let want = case["value"].as_f64().unwrap();
@@ -150,7 +150,16 @@ fn sampled_ratings_repeat_for_a_seed() {
         .unwrap()
     };
     let a = run(7);
-    assert_eq!(a, run(7));
+    let b = run(7);
+    assert_eq!((a[0].value, &a[0].shares), (b[0].value, &b[0].shares));
+    // The second run finds the prompt in the prefix cache: it runs only
+    // the prompt's last token and each answer's tokens but its last (4 answers of
+    // at most 5 tokens).
+    assert_eq!((a[0].tokens, b[0].tokens), (ids.len(), ids.len()));
+    assert!(
+        a[0].decoded > ids.len() && b[0].decoded <= 4 * 5,
+        "{a:?} {b:?}"
+    );
     assert_eq!(a[0].shares.len(), 3);
     assert!(a[0].value >= 0.0 && a[0].mass <= 1.0);
 }
@@ -163,7 +172,7 @@ fn judges_say_what_they_cannot_do() {
         "mlm",
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plm/bert_mlm"),
     );
-    let e = block_on(geval::weighted(&mlm, &[vec![1, 2, 3]], 5))
+    let e = block_on(geval::weighted(&mlm, &[vec![1, 2, 3]], 1..=5))
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a causal language model"), "{e}");
@@ -332,8 +341,8 @@ fn pairwise_preferences_match_the_reference() {
             let want = case[key].as_f64().unwrap();
             assert!((x - want).abs() <= TOLERANCE, "{name} {key}: {x} vs {want}");
         };
-        close(p[0], "hyp_first");
-        close(1.0 - p[1], "hyp_second");
+        close(p[0].0, "hyp_first");
+        close(1.0 - p[1].0, "hyp_second");
         let out = common::score_rows(
             &[serde_json::json!({"hyp": hyp, "ref": r, "src": src})],
             &[
@@ -441,5 +450,102 @@ fn gemba_mqm_answers_match_the_reference() {
         } else {
             common::assert_user_error(&out, "did not end within 500 tokens");
         }
+    }
+}
+
+/// The custom judge with its default prompt: the probability-weighted
+/// rating over 1-5 and 0-9 and the number in the greedy answer equal the
+/// reference's, through the CLI; an answer without a number is an error
+/// that quotes it; a bad template or pattern is refused before any pass.
+#[test]
+fn the_custom_judge_matches_the_reference() {
+    use blindspot::metrics::custom_judge::{self, Template};
+    let g = common::golden("judge_parity.json");
+    let wmt = common::rows("wmt21_de_en.jsonl");
+    let cases = g["custom"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    assert!(
+        cases.iter().any(|c| c["number"].is_null()) && cases.iter().any(|c| c["number"].is_f64())
+    );
+    let template = Template::parse(custom_judge::DEFAULT_TEMPLATE).unwrap();
+    for case in cases {
+        let name = case["model"].as_str().unwrap();
+        let plm = common::cpu_model(name, &fixture(name));
+        let row = &wmt[case["line"].as_u64().unwrap() as usize];
+        let (r, hyp) = (
+            row["ref_a"].as_str().unwrap(),
+            row["systems"][case["system"].as_str().unwrap()]
+                .as_str()
+                .unwrap(),
+        );
+        let text = template.fill(hyp, r, "");
+        let (ids, _, templated) = geval::judge_input(&plm, &text, Role::User, true).unwrap();
+        assert!(templated);
+        assert_eq!(ids.len() as u64, case["tokens"].as_u64().unwrap());
+        let run = |opts: &[&str]| {
+            let mut args = vec![
+                "--metrics".to_owned(),
+                "judge".into(),
+                "--model".into(),
+                format!("judge={}", fixture(name).display()),
+            ];
+            for o in opts {
+                args.extend(["--opt".to_owned(), format!("judge.{o}")]);
+            }
+            common::score_rows(&[serde_json::json!({"hyp": hyp, "ref": r})], &args)
+        };
+        for (opts, key) in [
+            (&[][..], "weighted_1_5"),
+            (&["low=0", "high=9"][..], "weighted_0_9"),
+        ] {
+            let line = &common::jsonl_lines(&run(opts))[0];
+            let want = &case[key];
+            let close =
+                |x: f64, y: f64| assert!((x - y).abs() <= TOLERANCE, "{name} {key}: {x} vs {y}");
+            close(
+                line["judge"].as_f64().unwrap(),
+                want["value"].as_f64().unwrap(),
+            );
+        }
+        let out = run(&["scoring=answer"]);
+        match case["number"].as_f64() {
+            Some(n) => assert_eq!(common::jsonl_lines(&out)[0]["judge"].as_f64(), Some(n)),
+            None => {
+                let answer = case["answer"].as_str().unwrap();
+                common::assert_user_error(&out, "the pattern finds no number in the answer");
+                let quoted = format!("{:?}", answer.trim());
+                assert!(
+                    String::from_utf8_lossy(&out.stderr).contains(&quoted),
+                    "{quoted}"
+                );
+            }
+        }
+    }
+    // Refused before a model is read: a placeholder it does not know, a
+    // pattern that does not compile, ratings that are not digits.
+    let hyp = serde_json::json!({"hyp": "a", "ref": "b"});
+    for (opt, needle) in [
+        (
+            "template={hypothesis} {answer}",
+            "the prompt names {answer}",
+        ),
+        ("scoring=answer", ""),
+        ("high=12", "ratings run from a digit"),
+    ] {
+        let mut args = vec!["--metrics", "judge", "--opt"];
+        let extra = format!("judge.{opt}");
+        args.push(&extra);
+        if needle.is_empty() {
+            args.extend(["--opt", "judge.pattern=("]);
+        }
+        let out = common::score_rows(std::slice::from_ref(&hyp), &args);
+        common::assert_user_error(
+            &out,
+            if needle.is_empty() {
+                "is not a regular expression (unclosed group)"
+            } else {
+                needle
+            },
+        );
     }
 }

@@ -223,7 +223,7 @@ fn int8_stays_near_f32() {
                 true,
             )
             .unwrap();
-            block_on(blindspot::metrics::geval::weighted(plm, &[input], 3))
+            block_on(blindspot::metrics::geval::weighted(plm, &[input], 1..=3))
                 .unwrap()
                 .remove(0)
                 .value

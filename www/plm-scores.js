@@ -167,6 +167,15 @@ function optionControl(p, value) {
     c.value = value === null || value === undefined ? "" : String(value);
     return c;
   }
+  if (p["x-multiline"]) {
+    // A prompt: several lines, edited then applied when the field is left.
+    const c = document.createElement("textarea");
+    c.rows = 6;
+    c.className = "plm-template";
+    c.spellcheck = false;
+    c.value = value === null || value === undefined ? "" : String(value);
+    return c;
+  }
   const c = document.createElement("input");
   const numeric = types.includes("integer") || types.includes("number");
   c.type = numeric ? "number" : "text";
@@ -657,11 +666,15 @@ function drawLearned(el, v, scored, base, truncated) {
   const { score } = scored;
   setValue(el, score.value, score.value.toFixed(4));
   showDelta(el, score.value, base, 4);
-  // The parts the core lists (UniEval's dimensions and sentence count), then what it read.
+  // The parts the core lists (UniEval's dimensions and sentence count), then
+  // what it read and, for an LLM judge, what it cost.
+  const cost = ["tokens", "decoded"];
   const listed = score.parts
-    .filter((p) => p.name !== "truncated")
+    .filter((p) => p.name !== "truncated" && !cost.includes(p.name))
     .map((p) => `${p.name} ${Number.isInteger(p.value) ? p.value : p.value.toFixed(4)}`);
-  el.querySelector('[data-role="parts"]').textContent = [...listed, info(score.metric).reads, `${v.elapsedMs.toFixed(0)} ms`].join(" · ");
+  const tokens = part(score, "tokens");
+  const run = tokens === undefined ? [] : [`${tokens} prompt tokens, ${part(score, "decoded")} run (the rest from the prefix cache)`];
+  el.querySelector('[data-role="parts"]').textContent = [...listed, info(score.metric).reads, ...run, `${v.elapsedMs.toFixed(0)} ms`].join(" · ");
   truncated(part(score, "truncated"));
 }
 

@@ -389,6 +389,7 @@ impl ModelModule for GembaDaMetric {
                     )));
                 }
                 chat = templated;
+                let before = plm.decoded_tokens();
                 let judged = judge(&plm, &ids, o.max_new_tokens, o.seed)
                     .await
                     .map_err(model_error(&plm))?
@@ -403,10 +404,14 @@ impl ModelModule for GembaDaMetric {
                 scores.push(Score {
                     metric: id.as_str(),
                     value: f64::from(judged.score),
-                    parts: vec![
-                        part_of("temperature", f64::from(judged.temperature) / 10.0),
-                        truncated_part(false),
-                    ],
+                    parts: [part_of("temperature", f64::from(judged.temperature) / 10.0)]
+                        .into_iter()
+                        .chain(super::geval::cost_parts(
+                            ids.len(),
+                            plm.decoded_tokens() - before,
+                        ))
+                        .chain([truncated_part(false)])
+                        .collect(),
                     signature: sig_of(chat).to_string(),
                 });
             }

@@ -470,11 +470,14 @@ impl ModelModule for GembaMqmMetric {
                         plm.config.max_tokens()
                     )));
                 }
+                let before = plm.decoded_tokens();
                 let judged = judge(&plm, &ids, o.max_new_tokens)
                     .await
                     .map_err(model_error(&plm))?
                     .map_err(|why| input_error(format!("segment {}: {why}", i + 1)))?;
                 let [critical, major, minor] = judged.errors.0.each_ref().map(|e| e.len() as f64);
+                let [tokens, decoded] =
+                    super::geval::cost_parts(ids.len(), plm.decoded_tokens() - before);
                 scores.push(Score {
                     metric: id.as_str(),
                     value: judged.errors.score(o.range),
@@ -482,6 +485,8 @@ impl ModelModule for GembaMqmMetric {
                         part_of("critical", critical),
                         part_of("major", major),
                         part_of("minor", minor),
+                        tokens,
+                        decoded,
                         truncated_part(false),
                     ],
                     signature: signature.to_string(),

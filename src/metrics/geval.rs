@@ -239,24 +239,37 @@ pub struct Rating {
     /// Σ p(s) over the ratings (probability-weighted), or the share of
     /// sampled answers that parsed to a rating in range.
     pub mass: f64,
-    /// p(s) / Σ p(s) for s = 1..=top (probability-weighted), or the share
+    /// The prompt's tokens.
+    pub tokens: usize,
+    /// Tokens the model ran for this rating: the prompt's that were not in
+    /// its prefix cache, and any answers'.
+    pub decoded: usize,
+    /// p(s) / Σ p(s) for each rating s in order (probability-weighted), or the share
     /// of sampled answers giving s.
     pub shares: Vec<f64>,
 }
 
 /// Probability-weighted ratings of each input (token ids within the
-/// model's limit) on a 1..=top scale. Inputs run one by one in order, each
+/// model's limit) on the scale `ratings` (G-Eval's `1..=top`; single
+/// digits, one token each). Inputs run one by one in order, each
 /// reading only what follows the start it shares with the one before
 /// ([`Plm::next_token_logits`]): a judge's instructions and article are
 /// read once per article, and once while a summary is typed.
-pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Rating>, ModelError> {
+pub async fn weighted(
+    plm: &Plm,
+    inputs: &[Vec<u32>],
+    ratings: std::ops::RangeInclusive<u32>,
+) -> Result<Vec<Rating>, ModelError> {
     require_causal(plm)?;
-    let candidates: Vec<Vec<u32>> = (1..=top)
+    let low = *ratings.start();
+    let candidates: Vec<Vec<u32>> = ratings
         .map(|s| rating_tokens(plm, s))
         .collect::<Result<_, _>>()?;
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
+        let before = plm.decoded_tokens();
         let (row, _) = plm.next_token_logits(ids).await?;
+        let decoded = plm.decoded_tokens() - before;
         let lp = crate::models::generate::log_softmax(&row);
         let p: Vec<f64> = candidates
             .iter()
@@ -273,12 +286,14 @@ pub async fn weighted(plm: &Plm, inputs: &[Vec<u32>], top: u32) -> Result<Vec<Ra
         let value = p
             .iter()
             .enumerate()
-            .map(|(k, q)| (k + 1) as f64 * q)
+            .map(|(k, q)| (low as usize + k) as f64 * q)
             .sum::<f64>()
             / mass;
         out.push(Rating {
             value,
             mass,
+            tokens: ids.len(),
+            decoded,
             shares: p.iter().map(|q| q / mass).collect(),
         });
     }
@@ -297,6 +312,7 @@ pub async fn sampled(
 ) -> Result<Vec<Rating>, ModelError> {
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
+        let before = plm.decoded_tokens();
         let mut answers = Vec::with_capacity(n);
         for k in 0..n {
             let options = GenerateOptions {
@@ -322,6 +338,8 @@ pub async fn sampled(
         out.push(Rating {
             value,
             mass: shares.iter().sum(),
+            tokens: ids.len(),
+            decoded: plm.decoded_tokens() - before,
             shares,
         });
     }
@@ -543,7 +561,7 @@ impl ModelModule for GEvalMetric {
             }
             let top = o.dimension.top();
             let ratings = if o.samples == 0 {
-                weighted(&plm, &inputs, top).await
+                weighted(&plm, &inputs, 1..=top).await
             } else {
                 sampled(&plm, &inputs, top, o.samples, o.temperature, o.seed).await
             }
@@ -559,6 +577,7 @@ impl ModelModule for GEvalMetric {
                         .map(|(k, &q)| part_of(RATING_PARTS[k], q))
                         .collect();
                     parts.push(part_of("mass", r.mass));
+                    parts.extend(cost_parts(r.tokens, r.decoded));
                     parts.push(truncated_part(false));
                     Score {
                         metric: id.as_str(),
@@ -572,6 +591,16 @@ impl ModelModule for GEvalMetric {
         })
         .await
     }
+}
+
+/// What a judge's score cost: `tokens`, the prompt's (both prompts' for a
+/// pairwise judge), and `decoded`, the tokens the model ran for it (what
+/// its prefix cache did not hold, and the answers).
+pub fn cost_parts(tokens: usize, decoded: usize) -> [ScorePart; 2] {
+    [
+        part_of("tokens", tokens as f64),
+        part_of("decoded", decoded as f64),
+    ]
 }
 
 /// The parts naming each rating's share.

@@ -103,17 +103,22 @@ pub fn input(
     super::geval::encode_chat(plm, template, &chatml(&fill(instruction, first, second))?)
 }
 
-/// P(output 1 is best) = p(m) / (p(m) + p(M)) after each input.
-pub async fn first_preferred(plm: &Plm, inputs: &[Vec<u32>]) -> Result<Vec<f64>, ModelError> {
+/// P(output 1 is best) = p(m) / (p(m) + p(M)) after each input, and the
+/// tokens the model ran for it (what its prefix cache did not hold).
+pub async fn first_preferred(
+    plm: &Plm,
+    inputs: &[Vec<u32>],
+) -> Result<Vec<(f64, usize)>, ModelError> {
     super::geval::require_causal(plm)?;
     let (m, big_m) = (single_token(plm, "m")?, single_token(plm, "M")?);
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
+        let before = plm.decoded_tokens();
         let (row, _) = plm.next_token_logits(ids).await?;
         let lp = crate::models::generate::log_softmax(&row);
         let (a, b) = (lp[m as usize], lp[big_m as usize]);
         // exp(a) / (exp(a) + exp(b)), stable.
-        out.push(1.0 / (1.0 + (b - a).exp()));
+        out.push((1.0 / (1.0 + (b - a).exp()), plm.decoded_tokens() - before));
     }
     Ok(out)
 }
@@ -225,9 +230,12 @@ impl ModelModule for PairwiseMetric {
             let sig = signature(&plm.name, &plm.precision_label());
             let scores = p
                 .chunks(2)
-                .map(|pair| {
+                .zip(inputs.chunks(2))
+                .map(|(pair, prompts)| {
                     // The hypothesis first, then second (where output 1 is the reference).
-                    let (first, second) = (pair[0], 1.0 - pair[1]);
+                    let (first, second) = (pair[0].0, 1.0 - pair[1].0);
+                    let tokens = prompts.iter().map(Vec::len).sum();
+                    let [tokens, decoded] = super::geval::cost_parts(tokens, pair[0].1 + pair[1].1);
                     let consistent = (first > 0.5) == (second > 0.5);
                     Score {
                         metric: id.as_str(),
@@ -237,6 +245,8 @@ impl ModelModule for PairwiseMetric {
                             part_of("hyp_second", second),
                             part_of("position_bias", first - second),
                             part_of("consistent", f64::from(u8::from(consistent))),
+                            tokens,
+                            decoded,
                             truncated_part(false),
                         ],
                         signature: sig.to_string(),

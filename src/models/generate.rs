@@ -848,6 +848,7 @@ impl Decoder for ModelDecoder<'_> {
                 ))
             })?;
         let (values, [_, _, v]) = read_back(logits).await?;
+        self.plm.count_decoded(rows * (new - skip));
         // Only a step that ran keeps its record of what the cache holds.
         self.read = read.filter(|_| rows == 1).map(|mut r| {
             r.extend_from_slice(&tokens[0][skip..]);

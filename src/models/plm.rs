@@ -40,6 +40,10 @@ pub struct Plm {
     /// being typed, a sampled answer asked again) reads only what follows
     /// the shared start.
     pub prefix: std::sync::Mutex<Option<(Vec<u32>, super::generate::KvCache)>>,
+    /// Tokens run through a causal or decoder pass one step at a time
+    /// ([`Plm::next_token_logits`], generation), rows counted apart: the
+    /// difference over a call is what it cost after the prefix cache.
+    pub decoded: std::sync::atomic::AtomicUsize,
     /// Its chat template (tokenizer_config.json's or chat_template.jinja),
     /// none for a model without one, or why it could not be read (a model
     /// whose template does not parse still loads for what needs none).
@@ -156,6 +160,7 @@ impl Plm {
                 GPU_LENGTH_STEP
             },
             prefix: std::sync::Mutex::new(None),
+            decoded: std::sync::atomic::AtomicUsize::new(0),
             chat_template,
         })
     }
@@ -474,6 +479,7 @@ impl Plm {
         let logits = with_network!(&self.network, m => m.decode_step(tensor, &mut cache))
             .ok_or_else(|| self.missing_head("causal language-model head"))?;
         let (values, _) = super::read_back(logits).await?;
+        self.count_decoded(ids.len() - shared);
         self.keep_prefix(ids.to_vec(), cache);
         Ok((values, shared))
     }
@@ -504,6 +510,17 @@ impl Plm {
             }
             None => (super::generate::KvCache::new(), 0),
         })
+    }
+
+    /// Adds `tokens` to [`Plm::decoded`].
+    pub(crate) fn count_decoded(&self, tokens: usize) {
+        self.decoded
+            .fetch_add(tokens, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// [`Plm::decoded`] now.
+    pub fn decoded_tokens(&self) -> usize {
+        self.decoded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Keeps `cache`, which holds the keys and values of `read` (one row),

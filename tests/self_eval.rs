@@ -42,6 +42,8 @@ const OPTIONS: SelfEvalOptions = SelfEvalOptions {
     top_k: 50,
     seed: 3,
     beams: 5,
+    evaluation: self_eval::Evaluation::Perplexity,
+    dimension: blindspot::metrics::geval::Dimension::Coherence,
 };
 
 fn run(models: &[(&str, &Plm)], judge: Option<&str>) -> SelfEvalReport {
@@ -63,7 +65,7 @@ fn matrix_findings_and_reproducibility() {
     let report = run(&models, None);
     assert_eq!(report.prompts.len(), 4);
     assert_eq!(report.texts.len(), 12);
-    for row in &report.perplexity {
+    for row in &report.matrix {
         assert_eq!(row.len(), 3);
         assert!(
             row.iter()
@@ -83,7 +85,7 @@ fn matrix_findings_and_reproducibility() {
         };
         assert_eq!(text(0), text(2));
     }
-    assert_eq!(report.perplexity[0], report.perplexity[2]);
+    assert_eq!(report.matrix[0], report.matrix[2]);
     // small vs deeper, judged by the copy of small (the largest model that is
     // neither), and the copy vs deeper, judged by small.
     let pairs: Vec<(usize, usize, usize)> = report
@@ -93,7 +95,7 @@ fn matrix_findings_and_reproducibility() {
         .collect();
     assert_eq!(pairs, [(0, 1, 2), (2, 1, 0)]);
     let f = &report.findings[0];
-    let m = &report.perplexity;
+    let m = &report.matrix;
     assert_eq!(f.evaluator_prefers_own, m[0][0] < m[0][1]);
     assert_eq!(f.judge_prefers_larger, m[2][1] < m[2][0]);
     assert_eq!(report.biased, f.biased);
@@ -269,7 +271,7 @@ fn encoder_decoders_write_by_beam_search_and_score_by_bartscore() {
     ))
     .unwrap();
     assert_eq!(report.texts.len(), 12);
-    for row in &report.perplexity {
+    for row in &report.matrix {
         assert!(
             row.iter()
                 .all(|v| v.is_some_and(|v| v.is_finite() && v > 1.0)),
@@ -285,7 +287,7 @@ fn encoder_decoders_write_by_beam_search_and_score_by_bartscore() {
         .collect();
     let scored = block_on(blindspot::metrics::bartscore::score(&t5, &texts)).unwrap();
     let mean = scored.iter().map(|s| (-s.score).exp()).sum::<f64>() / scored.len() as f64;
-    assert!((report.perplexity[1][0].unwrap() - mean).abs() <= 1e-9 * mean);
+    assert!((report.matrix[1][0].unwrap() - mean).abs() <= 1e-9 * mean);
     // Beam search is deterministic: the same report again.
     let again = block_on(self_eval::run(
         &models,
@@ -307,4 +309,123 @@ fn encoder_decoders_write_by_beam_search_and_score_by_bartscore() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("mix causal LMs and encoder-decoders"), "{e}");
+}
+
+/// The LLM-judge form: three tiny instruction models (Llama, Qwen2, Qwen3
+/// with their chat templates) summarise two SummEval articles greedily and
+/// rate every summary with G-Eval; each summary is the model's greedy
+/// answer to the request, each cell the mean of G-Eval's weighted rating
+/// computed apart, findings rank higher as better, and the CLI's report is
+/// the library's. Models without a chat template are refused.
+#[test]
+fn g_eval_self_preference_matrix() {
+    use blindspot::metrics::geval::{self, Dimension, Role};
+    let dir = |n: &str| root().join("tests/fixtures/llm").join(n);
+    let names = ["llama", "qwen2", "qwen3"];
+    let plms: Vec<Plm> = names
+        .iter()
+        .map(|n| common::cpu_model(n, &dir(n)))
+        .collect();
+    let models: Vec<(&str, &Plm)> = names.iter().copied().zip(plms.iter()).collect();
+    let rows = common::rows("summeval.jsonl");
+    let docs: Vec<String> = [0, 3]
+        .iter()
+        .map(|&i| rows[i]["src"].as_str().unwrap().to_owned())
+        .collect();
+    let options = SelfEvalOptions {
+        evaluation: self_eval::Evaluation::GEval,
+        dimension: Dimension::Coherence,
+        max_new_tokens: 12,
+        ..SelfEvalOptions::default()
+    };
+    let report = block_on(self_eval::run(
+        &models,
+        docs.clone(),
+        &options,
+        None,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    assert!(report.higher_is_better);
+    assert!(
+        report.measure.starts_with("G-Eval coherence (1–5"),
+        "{}",
+        report.measure
+    );
+    assert_eq!(report.texts.len(), 6);
+    let greedy = GenerateOptions {
+        max_new_tokens: 12,
+        decoding: Decoding::Greedy,
+        ..GenerateOptions::default()
+    };
+    for t in &report.texts {
+        let (name, plm) = models[t.generator];
+        let ids = self_eval::summary_request(name, plm, &docs[t.prompt]).unwrap();
+        let out =
+            block_on(plm.generate_ids(&ids, &greedy, async |_| ControlFlow::Continue(()))).unwrap();
+        assert_eq!(
+            plm.tokenizer.decode_text(&out.tokens).unwrap().trim(),
+            t.continuation
+        );
+    }
+    for (e, (_, plm)) in models.iter().enumerate() {
+        for g in 0..models.len() {
+            let mut values = Vec::new();
+            for t in report.texts.iter().filter(|t| t.generator == g) {
+                let text = geval::prompt(Dimension::Coherence, &docs[t.prompt], &t.continuation);
+                let (ids, _, _) = geval::judge_input(plm, &text, Role::System, true).unwrap();
+                values.push(block_on(geval::weighted(plm, &[ids], 1..=5)).unwrap()[0].value);
+            }
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let cell = report.matrix[e][g].unwrap();
+            assert!((cell - mean).abs() <= 1e-5, "{e},{g}: {cell} vs {mean}");
+            assert!((1.0..=5.0).contains(&cell));
+        }
+    }
+    for f in &report.findings {
+        let (own, larger) = (
+            report.matrix[f.evaluator][f.evaluator],
+            report.matrix[f.evaluator][f.larger],
+        );
+        assert_eq!(f.evaluator_prefers_own, own.unwrap() > larger.unwrap());
+    }
+    // The CLI: the same report from the folders.
+    let tmp = std::env::temp_dir().join(format!("self-eval-geval-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let paragraphs = tmp.join("docs.txt");
+    std::fs::write(&paragraphs, docs.join("\n") + "\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blindspot"))
+        .arg("self-eval")
+        .arg("--models")
+        .args(names.map(dir))
+        .arg("--prompts")
+        .arg(&paragraphs)
+        .args([
+            "--evaluation",
+            "g-eval",
+            "--max-new-tokens",
+            "12",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let cli: SelfEvalReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli.texts, report.texts);
+    assert_eq!(cli.matrix, report.matrix);
+    // GPT-2s have no chat template: refused before any text is written.
+    let (small, deeper) = (small(), deeper());
+    let err = block_on(self_eval::run(
+        &[("small", &small), ("deeper", &deeper)],
+        docs,
+        &options,
+        None,
+        async |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("small has no chat template"),
+        "{err}"
+    );
 }

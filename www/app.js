@@ -814,7 +814,7 @@ async function main() {
   initPlmScores(models, wasm, () => state.pinned?.hypothesis ?? null);
   initAnalyses(wasm, models, registry);
   initMauve(models, wasm);
-  initGenerate(models);
+  initGenerate(models, wasm);
   initAttentionView(models);
   await nextTask();
   initLessons(models, wasm, {

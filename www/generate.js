@@ -10,7 +10,7 @@ const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = "blindspot-generate-v1";
 const FIELDS = [
   "gen-input", "gen-method", "gen-max", "gen-min", "gen-no-repeat", "gen-temperature", "gen-top-k", "gen-top-p", "gen-seed", "gen-beams", "gen-length-penalty",
-  "selfeval-paragraphs", "selfeval-kind", "selfeval-beams", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
+  "selfeval-paragraphs", "selfeval-kind", "selfeval-dimension", "selfeval-beams", "selfeval-limit", "selfeval-words", "selfeval-max", "selfeval-seed",
 ];
 /** Paragraphs longer than this are not saved (localStorage holds a few MB). */
 const SAVE_LIMIT = 500_000;
@@ -59,9 +59,12 @@ function refreshButton() {
   $("gen-run").disabled = view.running || !$("gen-model").value;
   const kind = $("selfeval-kind").value;
   for (const el of document.querySelectorAll(".selfeval-beam")) el.hidden = kind !== "seq2-seq-lm";
+  for (const el of document.querySelectorAll(".selfeval-judge")) el.hidden = kind !== "chat-lm";
+  for (const el of document.querySelectorAll(".selfeval-words")) el.hidden = kind === "chat-lm";
   const usable = selfEvalModels().length;
   $("selfeval-run").disabled = view.running || usable < 2 || !$("selfeval-paragraphs").value.trim();
-  $("selfeval-run").title = usable < 2 ? `Load two or more ${kind === "causal-lm" ? "causal LMs (GPT-2)" : "encoder-decoders (BART, T5)"} above` : "";
+  const wanted = { "causal-lm": "causal LMs (GPT-2)", "seq2-seq-lm": "encoder-decoders (BART, T5)", "chat-lm": "instruction models (with a chat template)" }[kind];
+  $("selfeval-run").title = usable < 2 ? `Load two or more ${wanted} above` : "";
   const n = $("selfeval-paragraphs").value.split("\n").filter((l) => l.trim()).length;
   $("selfeval-count").textContent = `${n} paragraph${n === 1 ? "" : "s"}`;
 }
@@ -188,7 +191,7 @@ function selfEvalStatus(text, kind = "muted") {
 }
 
 /** The evaluator x generator table, each evaluator's own texts marked, then the findings. */
-function showSelfEval(report, seq2seq) {
+function showSelfEval(report) {
   const box = $("selfeval-result");
   const names = report.models.map((m) => m.name);
   const table = document.createElement("table");
@@ -197,7 +200,7 @@ function showSelfEval(report, seq2seq) {
   head.insertCell().textContent = "evaluator \\ generator";
   for (const n of names) head.insertCell().textContent = n;
   const body = table.createTBody();
-  report.perplexity.forEach((row, e) => {
+  report.matrix.forEach((row, e) => {
     const tr = body.insertRow();
     tr.insertCell().textContent = names[e];
     row.forEach((v, g) => {
@@ -208,10 +211,8 @@ function showSelfEval(report, seq2seq) {
     });
   });
   const caption = table.createCaption();
-  const how = seq2seq
-    ? `texts (beam search, ${report.options.beams} beams) under each evaluator, exp(−BARTScore) given the prompt`
-    : "continuations (top-k sampling, k = 50) under each evaluator";
-  caption.textContent = `Perplexity of each generator's ${how}, mean over ${report.prompts.length} prompts (lower is better; the diagonal is each evaluator's own texts).`;
+  // The core says what the matrix holds.
+  caption.textContent = `${report.measure}, mean over ${report.prompts.length} prompts (${report.higher_is_better ? "higher" : "lower"} is better; the diagonal is each evaluator's own texts).`;
   const list = document.createElement("ul");
   for (const f of report.findings) {
     const li = document.createElement("li");
@@ -232,7 +233,8 @@ function showSelfEval(report, seq2seq) {
 
 async function runSelfEval() {
   if (view.running) return;
-  const seq2seq = $("selfeval-kind").value === "seq2-seq-lm";
+  const kind = $("selfeval-kind").value;
+  const seq2seq = kind === "seq2-seq-lm";
   const handles = selfEvalModels().map((m) => m.handle);
   let options, limit;
   try {
@@ -243,6 +245,8 @@ async function runSelfEval() {
       top_k: 50,
       seed: number("selfeval-seed", "Seed", { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true }),
       beams: seq2seq ? number("selfeval-beams", "Beams", { min: 1, max: 64, integer: true }) : 5,
+      evaluation: kind === "chat-lm" ? "g-eval" : "perplexity",
+      dimension: $("selfeval-dimension").value,
     };
   } catch (err) {
     selfEvalStatus(err.message, "bad");
@@ -262,7 +266,7 @@ async function runSelfEval() {
       bar.value = done;
       if (!view.stopping) selfEvalStatus(`Generating and scoring: ${done} / ${total}…`);
     });
-    showSelfEval(report, seq2seq);
+    showSelfEval(report);
     selfEvalStatus(`${report.models.length} models, ${report.prompts.length} prompts, ${report.texts.length} texts.`);
   } catch (err) {
     const message = String(err.message ?? err);
@@ -284,8 +288,11 @@ async function stopSelfEval() {
 }
 
 /** Wires the Generate section to the model engine (models come from models.js's events). */
-export function initGenerate(engine) {
+export function initGenerate(engine, wasm) {
   view.engine = engine;
+  // G-Eval's dimensions, as the core lists them for its card.
+  const dimension = wasm.metricChoices().kinds.find((k) => k.kind === "g-eval").options.properties.dimension;
+  dimension.enum.forEach((v, i) => $("selfeval-dimension").append(new Option(dimension["x-labels"]?.[i] ?? v, v)));
   view.models = trackLoadedModels(refreshModels);
   restore();
   refreshMethod();

@@ -43,6 +43,13 @@ pub struct SelfEvalArgs {
     /// Seed of the first prompt's sampling (prompt i draws from seed + i).
     #[arg(long, default_value_t = SelfEvalOptions::default().seed)]
     seed: u64,
+    /// What the evaluators measure: `perplexity` (the paper's), or `g-eval` (instruction
+    /// models summarise each paragraph and rate the summaries with G-Eval).
+    #[arg(long, default_value = "perplexity")]
+    evaluation: self_eval::Evaluation,
+    /// The G-Eval dimension rated (`--evaluation g-eval`).
+    #[arg(long, default_value = "coherence")]
+    dimension: blindspot::metrics::geval::Dimension,
     /// The independent judge, by name (default: for each evaluator and larger generator, the
     /// largest model that is neither).
     #[arg(long)]
@@ -55,11 +62,19 @@ pub struct SelfEvalArgs {
 /// Runs the test and prints the matrix and the findings.
 pub fn run_self_eval(args: &SelfEvalArgs) -> Result<(), CliError> {
     let paragraphs = super::input::read_lines(&args.prompts)?;
-    let prompts: Vec<String> =
-        self_eval::prompts(paragraphs.iter().map(String::as_str), args.prompt_words)
-            .into_iter()
-            .take(args.limit)
-            .collect();
+    let options = SelfEvalOptions {
+        prompt_words: args.prompt_words,
+        max_new_tokens: args.max_new_tokens,
+        top_k: args.top_k,
+        seed: args.seed,
+        beams: args.beams,
+        evaluation: args.evaluation,
+        dimension: args.dimension,
+    };
+    let prompts: Vec<String> = self_eval::inputs(paragraphs.iter().map(String::as_str), &options)
+        .into_iter()
+        .take(args.limit)
+        .collect();
     let names: Vec<String> = args
         .models
         .iter()
@@ -86,13 +101,6 @@ pub fn run_self_eval(args: &SelfEvalArgs) -> Result<(), CliError> {
     }
     let models: Vec<(&str, &blindspot::models::Plm)> =
         names.iter().map(String::as_str).zip(plms.iter()).collect();
-    let options = SelfEvalOptions {
-        prompt_words: args.prompt_words,
-        max_new_tokens: args.max_new_tokens,
-        top_k: args.top_k,
-        seed: args.seed,
-        beams: args.beams,
-    };
     let report = futures::executor::block_on(self_eval::run(
         &models,
         prompts,
@@ -124,9 +132,15 @@ fn print_report(report: &SelfEvalReport) -> Result<(), CliError> {
     let names: Vec<&str> = report.models.iter().map(|m| m.name.as_str()).collect();
     writeln!(
         out,
-        "Perplexity of each generator's continuations (columns) under each evaluator (rows), \
-         mean over {} prompts; lower is better; * marks the evaluator's own texts.",
-        report.prompts.len()
+        "{} (generators in columns, evaluators in rows), mean over {} prompts; {} is better; \
+         * marks the evaluator's own texts.",
+        report.measure,
+        report.prompts.len(),
+        if report.higher_is_better {
+            "higher"
+        } else {
+            "lower"
+        }
     )?;
     let width = names.iter().map(|n| n.len()).max().unwrap_or(8).max(10);
     write!(out, "{:width$}", "")?;
@@ -134,7 +148,7 @@ fn print_report(report: &SelfEvalReport) -> Result<(), CliError> {
         write!(out, "  {n:>width$}")?;
     }
     writeln!(out)?;
-    for (e, row) in report.perplexity.iter().enumerate() {
+    for (e, row) in report.matrix.iter().enumerate() {
         write!(out, "{:width$}", names[e])?;
         for (g, v) in row.iter().enumerate() {
             let cell = match v {

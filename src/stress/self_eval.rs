@@ -14,6 +14,13 @@
 //!
 //! A run's models are all of one kind.
 //!
+//! With instruction models and `evaluation: g-eval`, the same test asks the
+//! LLM-judge question (self-preference, as Panickssery et al. 2024 set it
+//! up for summaries): every model summarises every paragraph (one user
+//! message through its chat template, greedy), then every model rates every
+//! summary with G-Eval's prompt for a dimension (its probability-weighted
+//! 1-5 rating, [`crate::metrics::geval`]); higher is better.
+//!
 //! The bias, as the paper states it: an evaluator ranks its own generator's
 //! texts above those of a larger generator while an independent judge (a
 //! third model: by default the largest that is neither) ranks them the other
@@ -24,9 +31,43 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::geval::{self, Dimension, Role};
+use crate::metrics::spec::named_enum;
 use crate::metrics::{bartscore, perplexity};
 use crate::models::generate::{Decoding, GenerateOptions, Sampling};
 use crate::models::{Head, ModelError, Plm};
+
+/// How the evaluators score the texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Evaluation {
+    /// Perplexity given the input ([BS] §5.4).
+    #[default]
+    Perplexity,
+    /// G-Eval's probability-weighted rating of a summary of the input.
+    GEval,
+}
+
+named_enum!(
+    Evaluation,
+    "self-evaluation measure",
+    [
+        (
+            Perplexity,
+            "perplexity",
+            "perplexity given the prompt ([BS] §5.4)"
+        ),
+        (
+            GEval,
+            "g-eval",
+            "instruction models summarise, and rate summaries with G-Eval"
+        )
+    ]
+);
+
+/// The request each instruction model answers with a summary (one user
+/// message; `{document}` is the paragraph).
+pub const SUMMARY_REQUEST: &str =
+    "Summarize the following article in one or two sentences.\n\nArticle: {document}\n\nSummary:";
 
 /// How the texts are made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +83,10 @@ pub struct SelfEvalOptions {
     pub seed: u64,
     /// Beams of an encoder-decoder's search ([BS]: 5).
     pub beams: usize,
+    /// What the evaluators measure.
+    pub evaluation: Evaluation,
+    /// The G-Eval dimension rated (`evaluation: g-eval`).
+    pub dimension: Dimension,
 }
 
 impl Default for SelfEvalOptions {
@@ -52,6 +97,8 @@ impl Default for SelfEvalOptions {
             top_k: 50,
             seed: 0,
             beams: 5,
+            evaluation: Evaluation::Perplexity,
+            dimension: Dimension::Coherence,
         }
     }
 }
@@ -86,9 +133,10 @@ pub struct Finding {
     pub larger: usize,
     /// The judge.
     pub judge: usize,
-    /// The evaluator gives its own texts the lower perplexity.
+    /// The evaluator scores its own texts better (a lower perplexity, a
+    /// higher rating).
     pub evaluator_prefers_own: bool,
-    /// The judge gives the larger generator's texts the lower perplexity.
+    /// The judge scores the larger generator's texts better.
     pub judge_prefers_larger: bool,
     /// Both: the evaluator prefers itself against the judge.
     pub biased: bool,
@@ -101,10 +149,17 @@ pub struct SelfEvalReport {
     pub models: Vec<ModelInfo>,
     /// The prompts.
     pub prompts: Vec<String>,
-    /// `perplexity[evaluator][generator]`: the mean over prompts of the
-    /// evaluator's perplexity of the generator's continuations (lower is
-    /// better); `None` where no continuation had a token to score.
-    pub perplexity: Vec<Vec<Option<f64>>>,
+    /// What the matrix holds, as a caption's start ("Perplexity of each
+    /// generator's continuations (top-k sampling, k = 50) under each
+    /// evaluator").
+    pub measure: String,
+    /// Whether a larger value in the matrix is better (ratings) or a
+    /// smaller one (perplexities).
+    pub higher_is_better: bool,
+    /// `matrix[evaluator][generator]`: the mean over prompts of the
+    /// evaluator's score of the generator's texts; `None` where no text had
+    /// a token to score.
+    pub matrix: Vec<Vec<Option<f64>>>,
     /// Every pair an evaluator and a larger generator make.
     pub findings: Vec<Finding>,
     /// Whether any finding shows the bias.
@@ -113,6 +168,23 @@ pub struct SelfEvalReport {
     pub texts: Vec<GeneratedText>,
     /// What was run.
     pub options: SelfEvalOptions,
+}
+
+/// The inputs of a run on `paragraphs`: for perplexity, [`prompts`]; for
+/// G-Eval, the paragraphs themselves (trimmed, the empty ones left out).
+pub fn inputs<'a>(
+    paragraphs: impl IntoIterator<Item = &'a str>,
+    options: &SelfEvalOptions,
+) -> Vec<String> {
+    match options.evaluation {
+        Evaluation::Perplexity => prompts(paragraphs, options.prompt_words),
+        Evaluation::GEval => paragraphs
+            .into_iter()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    }
 }
 
 /// The prompts of `paragraphs`: each one's first `words` words, for the
@@ -198,10 +270,13 @@ pub async fn run(
         ));
     }
     if prompts.is_empty() {
-        return Err(ModelError::Input(format!(
-            "no paragraph has more than {} words to make a prompt of",
-            options.prompt_words
-        )));
+        return Err(ModelError::Input(match options.evaluation {
+            Evaluation::Perplexity => format!(
+                "no paragraph has more than {} words to make a prompt of",
+                options.prompt_words
+            ),
+            Evaluation::GEval => "no paragraph to summarise".into(),
+        }));
     }
     let judge = match judge {
         Some(name) => Some(models.iter().position(|(n, _)| *n == name).ok_or_else(|| {
@@ -209,9 +284,30 @@ pub async fn run(
         })?),
         None => None,
     };
+    let seq2seq = kind(models)?;
+    let rating = options.evaluation == Evaluation::GEval;
+    if rating {
+        if seq2seq {
+            return Err(ModelError::Input(
+                "G-Eval's self-preference test asks instruction models (causal LMs with a \
+                 chat template), not encoder-decoders"
+                    .into(),
+            ));
+        }
+        for (name, plm) in models {
+            if geval::chat_template(plm)?.is_none() {
+                return Err(ModelError::Input(format!(
+                    "{name} has no chat template: G-Eval's self-preference test asks \
+                     instruction models for summaries"
+                )));
+            }
+        }
+    }
     let generate = GenerateOptions {
         max_new_tokens: options.max_new_tokens,
-        decoding: if kind(models)? {
+        decoding: if rating {
+            Decoding::Greedy
+        } else if seq2seq {
             Decoding::Beam {
                 beams: options.beams,
                 length_penalty: 1.0,
@@ -229,16 +325,24 @@ pub async fn run(
     let total = models.len() * prompts.len() + models.len();
     let mut done = 0;
     let mut texts = Vec::with_capacity(models.len() * prompts.len());
-    for (g, (_, plm)) in models.iter().enumerate() {
+    for (g, (name, plm)) in models.iter().enumerate() {
         for (p, prompt) in prompts.iter().enumerate() {
-            let seeded = seeded(&generate, options.seed, p);
-            let out = plm
-                .generate(prompt, &seeded, async |_| ControlFlow::Continue(()))
-                .await?;
+            let continuation = if rating {
+                let ids = summary_request(name, plm, prompt)?;
+                let out = plm
+                    .generate_ids(&ids, &generate, async |_| ControlFlow::Continue(()))
+                    .await?;
+                plm.tokenizer.decode_text(&out.tokens)?.trim().to_owned()
+            } else {
+                let seeded = seeded(&generate, options.seed, p);
+                plm.generate(prompt, &seeded, async |_| ControlFlow::Continue(()))
+                    .await?
+                    .text
+            };
             texts.push(GeneratedText {
                 generator: g,
                 prompt: p,
-                continuation: out.text,
+                continuation,
             });
             done += 1;
             if progress(done, total).await.is_break() {
@@ -246,13 +350,17 @@ pub async fn run(
             }
         }
     }
-    let mut perplexity = Vec::with_capacity(models.len());
-    for (_, plm) in models {
-        let pairs: Vec<(&str, &str)> = texts
-            .iter()
-            .map(|t| (prompts[t.prompt].as_str(), t.continuation.as_str()))
-            .collect();
-        let scored = conditional_perplexity(plm, &pairs).await?;
+    let mut matrix = Vec::with_capacity(models.len());
+    for (name, plm) in models {
+        let scored = if rating {
+            rate_summaries(name, plm, &prompts, &texts, options.dimension).await?
+        } else {
+            let pairs: Vec<(&str, &str)> = texts
+                .iter()
+                .map(|t| (prompts[t.prompt].as_str(), t.continuation.as_str()))
+                .collect();
+            conditional_perplexity(plm, &pairs).await?
+        };
         let row = (0..models.len())
             .map(|g| {
                 let values: Vec<f64> = texts
@@ -264,12 +372,31 @@ pub async fn run(
                 (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
             })
             .collect();
-        perplexity.push(row);
+        matrix.push(row);
         done += 1;
         if progress(done, total).await.is_break() {
             return Err(ModelError::Input("stopped".into()));
         }
     }
+    let measure = match (options.evaluation, seq2seq) {
+        (Evaluation::GEval, _) => format!(
+            "G-Eval {} (1–{}, probability-weighted) each evaluator gives each generator's \
+             summaries (greedy, at most {} tokens)",
+            options.dimension,
+            options.dimension.top(),
+            options.max_new_tokens
+        ),
+        (Evaluation::Perplexity, true) => format!(
+            "Perplexity of each generator's texts (beam search, {} beams) under each evaluator, \
+             exp(−BARTScore) given the prompt",
+            options.beams
+        ),
+        (Evaluation::Perplexity, false) => format!(
+            "Perplexity of each generator's continuations (top-k sampling, k = {}) under each \
+             evaluator",
+            options.top_k
+        ),
+    };
     let infos: Vec<ModelInfo> = models
         .iter()
         .map(|(name, plm)| ModelInfo {
@@ -277,16 +404,70 @@ pub async fn run(
             parameters: plm.parameters(),
         })
         .collect();
-    let findings = findings(&infos, &perplexity, judge);
+    let findings = findings(&infos, &matrix, rating, judge);
     Ok(SelfEvalReport {
         biased: findings.iter().any(|f| f.biased),
         models: infos,
         prompts,
-        perplexity,
+        measure,
+        higher_is_better: rating,
+        matrix,
         findings,
         texts,
         options: options.clone(),
     })
+}
+
+/// The summary request for `document`, as `plm`'s chat template renders
+/// one user message, in token ids.
+pub fn summary_request(name: &str, plm: &Plm, document: &str) -> Result<Vec<u32>, ModelError> {
+    let template = geval::chat_template(plm)?
+        .ok_or_else(|| ModelError::Input(format!("{name} has no chat template")))?;
+    let request = SUMMARY_REQUEST.replace("{document}", document);
+    let messages = serde_json::json!([{"role": "user", "content": request}]);
+    let (ids, truncated) = geval::encode_chat(plm, template, &messages)?;
+    if truncated {
+        return Err(ModelError::Input(format!(
+            "a paragraph's summary request is longer than {name}'s limit of {} tokens",
+            plm.config.max_tokens()
+        )));
+    }
+    Ok(ids)
+}
+
+/// `plm`'s G-Eval rating of each text (a summary of its prompt), in the
+/// texts' order. They are read paragraph by paragraph, so the instructions
+/// and the paragraph come from the prefix cache for every summary after
+/// the first.
+async fn rate_summaries(
+    name: &str,
+    plm: &Plm,
+    documents: &[String],
+    texts: &[GeneratedText],
+    dimension: Dimension,
+) -> Result<Vec<Option<f64>>, ModelError> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| (texts[i].prompt, texts[i].generator));
+    let mut inputs = Vec::with_capacity(texts.len());
+    for &i in &order {
+        let t = &texts[i];
+        let text = geval::prompt(dimension, &documents[t.prompt], &t.continuation);
+        let (ids, truncated, _) = geval::judge_input(plm, &text, Role::System, true)?;
+        if truncated {
+            return Err(ModelError::Input(format!(
+                "a G-Eval prompt is longer than {name}'s limit of {} tokens: use shorter \
+                 paragraphs",
+                plm.config.max_tokens()
+            )));
+        }
+        inputs.push(ids);
+    }
+    let ratings = geval::weighted(plm, &inputs, 1..=dimension.top()).await?;
+    let mut out = vec![None; texts.len()];
+    for (&i, r) in order.iter().zip(ratings) {
+        out[i] = Some(r.value);
+    }
+    Ok(out)
 }
 
 /// `options` with prompt `p`'s seed.
@@ -301,12 +482,15 @@ fn seeded(options: &GenerateOptions, base: u64, p: usize) -> GenerateOptions {
 /// Every (evaluator, larger generator) pair, ranked by the evaluator and
 /// an independent judge: `judge` where given, else the model with the most
 /// parameters; never the evaluator or the larger generator (a pair without
-/// such a judge has no finding: the test needs three models).
+/// such a judge has no finding: the test needs three models). `matrix` is
+/// evaluator by generator; `higher_is_better` says which way it ranks.
 pub fn findings(
     models: &[ModelInfo],
-    perplexity: &[Vec<Option<f64>>],
+    matrix: &[Vec<Option<f64>>],
+    higher_is_better: bool,
     judge: Option<usize>,
 ) -> Vec<Finding> {
+    let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
     let mut out = Vec::new();
     for e in 0..models.len() {
         for g in 0..models.len() {
@@ -321,14 +505,14 @@ pub fn findings(
                     .max_by_key(|&j| (models[j].parameters, std::cmp::Reverse(j))),
             };
             let Some(j) = judge else { continue };
-            let (Some(own), Some(larger)) = (perplexity[e][e], perplexity[e][g]) else {
+            let (Some(own), Some(larger)) = (matrix[e][e], matrix[e][g]) else {
                 continue;
             };
-            let (Some(j_own), Some(j_larger)) = (perplexity[j][e], perplexity[j][g]) else {
+            let (Some(j_own), Some(j_larger)) = (matrix[j][e], matrix[j][g]) else {
                 continue;
             };
-            let evaluator_prefers_own = own < larger;
-            let judge_prefers_larger = j_larger < j_own;
+            let evaluator_prefers_own = better(own, larger);
+            let judge_prefers_larger = better(j_larger, j_own);
             out.push(Finding {
                 evaluator: e,
                 larger: g,
@@ -366,7 +550,7 @@ mod tests {
             vec![Some(8.0), Some(7.0), Some(7.5)],
             vec![Some(9.0), Some(6.0), Some(4.0)],
         ];
-        let f = findings(&models, &ppl, None);
+        let f = findings(&models, &ppl, false, None);
         // small vs medium (judge: large), small vs large (judge: medium),
         // medium vs large (judge: small); large has none larger.
         let pairs: Vec<(usize, usize, usize)> =
@@ -383,11 +567,19 @@ mod tests {
             vec![Some(9.0), Some(7.0), Some(6.0)],
             vec![Some(9.0), Some(6.0), Some(4.0)],
         ];
-        assert!(findings(&models, &fair, None).iter().all(|f| !f.biased));
+        assert!(
+            findings(&models, &fair, false, None)
+                .iter()
+                .all(|f| !f.biased)
+        );
+        // Ratings rank the other way: the same numbers as ratings are fair
+        // where they were biased.
+        let as_ratings = findings(&models, &ppl, true, None);
+        assert!(!as_ratings[0].evaluator_prefers_own && !as_ratings[0].biased);
         // A named judge serves only where it is independent; two models give none.
-        let f = findings(&models, &ppl, Some(2));
+        let f = findings(&models, &ppl, false, Some(2));
         assert_eq!(f.len(), 1);
         assert_eq!((f[0].evaluator, f[0].larger, f[0].judge), (0, 1, 2));
-        assert!(findings(&models[..2], &ppl, None).is_empty());
+        assert!(findings(&models[..2], &ppl, false, None).is_empty());
     }
 }

@@ -586,7 +586,7 @@ pub async fn self_eval(
         .map(|&h| model(h))
         .collect::<Result<Vec<_>, _>>()?;
     let models: Vec<(&str, &Plm)> = plms.iter().map(|p| (p.name.as_str(), p.as_ref())).collect();
-    let prompts: Vec<String> = self_eval::prompts(paragraphs.lines(), options.prompt_words)
+    let prompts: Vec<String> = self_eval::inputs(paragraphs.lines(), &options)
         .into_iter()
         .take(limit)
         .collect();

@@ -944,7 +944,7 @@ test("Self-evaluation: three loaded GPT-2s give the CLI's matrix and findings; t
   await page.waitForSelector("#selfeval-result:not([hidden])", { timeout: 120_000 });
   const cells = await page.$$eval("#selfeval-result tbody tr", (rows) => rows.map((r) => [...r.cells].slice(1).map((c) => Number(c.dataset.raw))));
   assert.equal(cells.length, 3);
-  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.perplexity[e][g]) <= 1e-6 * native.perplexity[e][g], `${e},${g}: ${v} vs ${native.perplexity[e][g]}`)));
+  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.matrix[e][g]) <= 1e-6 * native.matrix[e][g], `${e},${g}: ${v} vs ${native.matrix[e][g]}`)));
   assert.equal(await page.$$eval("#selfeval-result td.own", (c) => c.length), 3);
   const findings = await page.$$eval("#selfeval-result li", (li) => li.map((l) => l.dataset.biased === "true"));
   assert.deepEqual(findings, native.findings.map((f) => f.biased));
@@ -988,7 +988,7 @@ test("Self-evaluation, encoder-decoders: BART and two T5s write by beam search a
   assert.equal(cells.length, 3);
   // exp(-BARTScore): the page's f32 products and the CLI's differ in the last bits of a
   // log-likelihood (5e-6 nats here), which the exponential keeps as a relative difference.
-  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.perplexity[e][g]) <= 1e-4 * native.perplexity[e][g], `${e},${g}: ${v} vs ${native.perplexity[e][g]}`)));
+  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.matrix[e][g]) <= 1e-4 * native.matrix[e][g], `${e},${g}: ${v} vs ${native.matrix[e][g]}`)));
   assert.match(await page.textContent("#selfeval-result caption"), /beam search, 3 beams/);
   const findings = await page.$$eval("#selfeval-result li", (li) => li.map((l) => l.dataset.biased === "true"));
   assert.deepEqual(findings, native.findings.map((f) => f.biased));
@@ -1000,6 +1000,36 @@ test("Self-evaluation, encoder-decoders: BART and two T5s write by beam search a
   await page.waitForSelector("body[data-ready]");
   assert.equal(await page.inputValue("#selfeval-kind"), "causal-lm");
   assert.equal(await page.inputValue("#selfeval-beams"), "3");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Self-evaluation, instruction models: Qwen2 and Qwen3 summarise and rate the summaries with G-Eval, as the CLI does", async () => {
+  HUB["test/tiny-qwen2"] = QWEN2;
+  HUB["test/tiny-qwen3"] = QWEN3;
+  const { context, page, errors } = await openPage();
+  const paragraphs = "The committee met on Tuesday and approved the budget after a long debate.\nHeavy rain closed two roads in the valley, and the schools stayed shut.";
+  const file = join(mkdtempSync(join(tmpdir(), "blindspot-docs-")), "docs.txt");
+  writeFileSync(file, paragraphs);
+  const native = JSON.parse(execFileSync(CLI, ["self-eval", "--models", QWEN2, QWEN3, "--prompts", file,
+    "--evaluation", "g-eval", "--dimension", "fluency", "--max-new-tokens", "6", "--json", "-"]).toString());
+  for (const id of ["test/tiny-qwen2", "test/tiny-qwen3"]) await load(page, id, "cpu");
+  await page.fill("#selfeval-paragraphs", paragraphs);
+  await page.selectOption("#selfeval-kind", "chat-lm");
+  assert.equal(await page.isVisible("#selfeval-dimension"), true);
+  assert.equal(await page.isVisible("#selfeval-words"), false);
+  await page.selectOption("#selfeval-dimension", "fluency");
+  await page.fill("#selfeval-max", "6");
+  await page.click("#selfeval-run");
+  await page.waitForSelector("#selfeval-result:not([hidden])", { timeout: 120_000 });
+  const cells = await page.$$eval("#selfeval-result tbody tr", (rows) => rows.map((r) => [...r.cells].slice(1).map((c) => Number(c.dataset.raw))));
+  assert.equal(cells.length, 2);
+  cells.forEach((row, e) => row.forEach((v, g) => assert.ok(Math.abs(v - native.matrix[e][g]) <= 1e-5, `${e},${g}: ${v} vs ${native.matrix[e][g]}`)));
+  assert.match(await page.textContent("#selfeval-result caption"), /G-Eval fluency \(1–3, probability-weighted\).*higher is better/);
+  await page.reload();
+  await page.waitForSelector("body[data-ready]");
+  assert.equal(await page.inputValue("#selfeval-kind"), "chat-lm");
+  assert.equal(await page.inputValue("#selfeval-dimension"), "fluency");
   assert.deepEqual(errors, []);
   await context.close();
 });

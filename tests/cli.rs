@@ -597,7 +597,10 @@ fn metrics_lists_the_registry_as_json() {
             "g-eval-relevance",
             "gemba-da",
             "gemba-da-ref",
-            "pairwise"
+            "gemba-mqm",
+            "gemba-mqm-norm",
+            "pairwise",
+            "custom-judge"
         ]
     );
     assert_eq!(list[0]["higher_is_better"], true);

@@ -485,12 +485,12 @@ fn the_custom_judge_matches_the_reference() {
         let run = |opts: &[&str]| {
             let mut args = vec![
                 "--metrics".to_owned(),
-                "judge".into(),
+                "custom-judge".into(),
                 "--model".into(),
-                format!("judge={}", fixture(name).display()),
+                format!("custom-judge={}", fixture(name).display()),
             ];
             for o in opts {
-                args.extend(["--opt".to_owned(), format!("judge.{o}")]);
+                args.extend(["--opt".to_owned(), format!("custom-judge.{o}")]);
             }
             common::score_rows(&[serde_json::json!({"hyp": hyp, "ref": r})], &args)
         };
@@ -503,13 +503,16 @@ fn the_custom_judge_matches_the_reference() {
             let close =
                 |x: f64, y: f64| assert!((x - y).abs() <= TOLERANCE, "{name} {key}: {x} vs {y}");
             close(
-                line["judge"].as_f64().unwrap(),
+                line["custom-judge"].as_f64().unwrap(),
                 want["value"].as_f64().unwrap(),
             );
         }
         let out = run(&["scoring=answer"]);
         match case["number"].as_f64() {
-            Some(n) => assert_eq!(common::jsonl_lines(&out)[0]["judge"].as_f64(), Some(n)),
+            Some(n) => assert_eq!(
+                common::jsonl_lines(&out)[0]["custom-judge"].as_f64(),
+                Some(n)
+            ),
             None => {
                 let answer = case["answer"].as_str().unwrap();
                 common::assert_user_error(&out, "the pattern finds no number in the answer");
@@ -532,11 +535,11 @@ fn the_custom_judge_matches_the_reference() {
         ("scoring=answer", ""),
         ("high=12", "ratings run from a digit"),
     ] {
-        let mut args = vec!["--metrics", "judge", "--opt"];
-        let extra = format!("judge.{opt}");
+        let mut args = vec!["--metrics", "custom-judge", "--opt"];
+        let extra = format!("custom-judge.{opt}");
         args.push(&extra);
         if needle.is_empty() {
-            args.extend(["--opt", "judge.pattern=("]);
+            args.extend(["--opt", "custom-judge.pattern=("]);
         }
         let out = common::score_rows(std::slice::from_ref(&hyp), &args);
         common::assert_user_error(

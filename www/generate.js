@@ -16,7 +16,7 @@ const FIELDS = [
 const SAVE_LIMIT = 500_000;
 
 /** modelName: the model picked last (kept across reloads). */
-const view = { engine: null, models: null, running: false, stopping: false, modelName: null };
+const view = { engine: null, models: null, running: false, stopping: false, modelName: null, selfEval: null };
 
 /** Models that can write text: a causal LM, or an encoder-decoder with its head. */
 const canGenerate = (m) => m.kinds.includes("causal-lm") || m.kinds.includes("seq2-seq-lm");
@@ -59,7 +59,7 @@ function refreshButton() {
   $("gen-run").disabled = view.running || !$("gen-model").value;
   const kind = $("selfeval-kind").value;
   for (const el of document.querySelectorAll(".selfeval-beam")) el.hidden = kind !== "seq2-seq-lm";
-  for (const el of document.querySelectorAll(".selfeval-judge")) el.hidden = kind !== "chat-lm";
+  for (const el of document.querySelectorAll(".selfeval-rated")) el.hidden = kind !== "chat-lm";
   for (const el of document.querySelectorAll(".selfeval-words")) el.hidden = kind === "chat-lm";
   const usable = selfEvalModels().length;
   $("selfeval-run").disabled = view.running || usable < 2 || !$("selfeval-paragraphs").value.trim();
@@ -245,7 +245,7 @@ async function runSelfEval() {
       top_k: 50,
       seed: number("selfeval-seed", "Seed", { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true }),
       beams: seq2seq ? number("selfeval-beams", "Beams", { min: 1, max: 64, integer: true }) : 5,
-      evaluation: kind === "chat-lm" ? "g-eval" : "perplexity",
+      evaluation: kind === "chat-lm" ? view.selfEval.judged : view.selfEval.perplexity,
       dimension: $("selfeval-dimension").value,
     };
   } catch (err) {
@@ -290,9 +290,9 @@ async function stopSelfEval() {
 /** Wires the Generate section to the model engine (models come from models.js's events). */
 export function initGenerate(engine, wasm) {
   view.engine = engine;
-  // G-Eval's dimensions, as the core lists them for its card.
-  const dimension = wasm.metricChoices().kinds.find((k) => k.kind === "g-eval").options.properties.dimension;
-  dimension.enum.forEach((v, i) => $("selfeval-dimension").append(new Option(dimension["x-labels"]?.[i] ?? v, v)));
+  // The test's measures and G-Eval's dimensions, as the core lists them.
+  view.selfEval = wasm.selfEvalChoices();
+  for (const d of view.selfEval.dimensions) $("selfeval-dimension").append(new Option(d.label, d.value));
   view.models = trackLoadedModels(refreshModels);
   restore();
   refreshMethod();

@@ -58,7 +58,7 @@ async function blindspot(c) {
     },
     /** A custom judge's score of `hypothesis` (the page's scoreModel), timed. */
     async judge(template, reference, hypothesis) {
-      const kind = engine.metricChoices().kinds.find((k) => k.kind === "judge");
+      const kind = engine.metricChoices().kinds.find((k) => k.kind === "custom-judge");
       const spec = { ...kind.defaults, model: c.modelId, template, input: "plain" };
       const start = performance.now();
       const out = await engine.scoreModel({ spec, hypotheses: [hypothesis], references: reference });

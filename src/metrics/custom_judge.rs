@@ -12,7 +12,7 @@
 //!   match of a regular expression in it (its first group where it has
 //!   one) read as a number.
 //!
-//! The template and the pattern go into the signature as the first 12 hex
+//! Metric `custom-judge`. The template and the pattern go into the signature as the first 12 hex
 //! digits of their SHA-256, so two results agree only when both do; the
 //! options (and the page's links) carry them whole.
 
@@ -36,7 +36,7 @@ pub const DEFAULT_TEMPLATE: &str = "Rate how well the candidate text conveys the
 
 /// What the scale is: whatever the prompt asks for.
 pub const AS_PROMPTED: Scale = Scale {
-    id: "judge",
+    id: "as-prompted",
     label: "as prompted",
     digits: 4,
 };
@@ -308,7 +308,7 @@ pub fn signature(o: &CustomJudgeOptions, model: &str, chat: bool, precision: &st
         Scoring::Weighted => format!("weighted-{}-{}", o.low, o.high),
         Scoring::Answer => format!("answer-{}-{}", short_hash(&o.pattern), o.max_new_tokens),
     };
-    Signature::new("judge")
+    Signature::new("custom-judge")
         .with("model", model)
         .with("prompt", format!("sha256-{}", short_hash(&o.template)))
         .with("input", input)
@@ -348,7 +348,7 @@ impl ModelModule for CustomJudgeMetric {
         _: Option<&[Segment<'_>]>,
     ) -> Result<Vec<Column>, EngineError> {
         super::registry::each_alone(group, async |o| {
-            let spec = MetricSpec::Judge(o.clone());
+            let spec = MetricSpec::CustomJudge(o.clone());
             let id = spec.id();
             let input_error = |message: String| EngineError::Input {
                 metric: id,
@@ -377,7 +377,7 @@ impl ModelModule for CustomJudgeMetric {
             if o.max_new_tokens == 0 {
                 return Err(input_error("max_new_tokens must be at least 1".into()));
             }
-            let plm = engine.model(ModelSlot::Judge, o.model.as_deref())?;
+            let plm = engine.model(ModelSlot::CustomJudge, o.model.as_deref())?;
             let (role, chat) = match o.input {
                 Input::User => (Role::User, true),
                 Input::System => (Role::System, true),

@@ -106,7 +106,7 @@ registry::metric_registry! {
             GembaMqmNorm "gemba-mqm-norm",
         ],
         Pairwise("pairwise") = pairwise::PairwiseMetric [Pairwise "pairwise"],
-        Judge("judge") = custom_judge::CustomJudgeMetric [Judge "judge"],
+        CustomJudge("custom-judge") = custom_judge::CustomJudgeMetric [CustomJudge "custom-judge"],
     }
     sets {
         Mauve("mauve"),

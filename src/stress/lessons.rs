@@ -569,7 +569,7 @@ fn spec(id: &str, models: &LessonModels) -> Result<MetricSpec, LessonError> {
         MetricSpec::GembaDa(g) => g.model = Some(judge(models)?),
         MetricSpec::GembaMqm(g) => g.model = Some(judge(models)?),
         MetricSpec::Pairwise(p) => p.model = Some(judge(models)?),
-        MetricSpec::Judge(j) => j.model = Some(judge(models)?),
+        MetricSpec::CustomJudge(j) => j.model = Some(judge(models)?),
         MetricSpec::Menli(m) => m.model = Some(models.nli.clone().ok_or_else(|| {
             LessonError::Needs(format!(
                 "this step asks an NLI model: load one, e.g. {BROWSER_NLI}{}, small enough for a \

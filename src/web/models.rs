@@ -559,6 +559,24 @@ pub async fn generate_text(
     to_js(&out)
 }
 
+/// The self-evaluation test's choices, for the page's controls: its
+/// measures (`perplexity`, and `judged`, the one instruction models rate
+/// each other's summaries by) and G-Eval's dimensions (`{value, label}`).
+#[wasm_bindgen(js_name = selfEvalChoices)]
+pub fn self_eval_choices() -> Result<JsValue, JsError> {
+    use crate::metrics::geval::Dimension;
+    use crate::stress::self_eval::Evaluation;
+    let dimensions: Vec<serde_json::Value> = Dimension::ALL
+        .iter()
+        .map(|d| serde_json::json!({"value": d.as_str(), "label": d.label()}))
+        .collect();
+    to_js(&serde_json::json!({
+        "perplexity": Evaluation::Perplexity.as_str(),
+        "judged": Evaluation::GEval.as_str(),
+        "dimensions": dimensions,
+    }))
+}
+
 /// The self-evaluation test ([`crate::stress::self_eval`], as `blindspot
 /// self-eval` runs it) on loaded models of one kind, causal LMs or
 /// encoder-decoders (`handles`, two or more, each a generator and an

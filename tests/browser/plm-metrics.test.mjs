@@ -777,9 +777,9 @@ test("Custom judge and GEMBA-MQM: the prompt is edited on the card and travels i
   await page.fill("#source", src);
   await page.fill("#hypothesis", hyp);
   await load(page, "test/tiny-qwen3", "cpu");
-  const card = '.card[data-metric="judge"]';
-  const first = await settled(page, "judge", hyp);
-  assert.ok(Math.abs(first - native("judge", "judge")) <= 1e-5, `browser ${first} vs CLI ${native("judge", "judge")}`);
+  const card = '.card[data-metric="custom-judge"]';
+  const first = await settled(page, "custom-judge", hyp);
+  assert.ok(Math.abs(first - native("custom-judge", "custom-judge")) <= 1e-5, `browser ${first} vs CLI ${native("custom-judge", "custom-judge")}`);
   assert.match(await page.textContent(`${card} [data-role="parts"]`), /\d+ prompt tokens, \d+ run .* ms/);
   // The prompt is the user's: edited on the card, it is what the judge reads.
   const mine = "Is this a good translation of \"{source}\"?\n\n{hypothesis}\n\nAnswer from 1 to 5.";
@@ -788,7 +788,7 @@ test("Custom judge and GEMBA-MQM: the prompt is edited on the card and travels i
   await page.dispatchEvent(`${card} [data-role="template"]`, "change");
   await page.waitForFunction(({ card, hash }) => document.querySelector(`${card} [data-role="signature"]`).textContent.includes(`prompt:sha256-${hash}`), { card, hash });
   const edited = Number(await page.getAttribute(`${card} [data-role="value"]`, "data-raw"));
-  const editedCli = native("judge", "judge", ["--opt", `judge.template=${mine}`]);
+  const editedCli = native("custom-judge", "custom-judge", ["--opt", `custom-judge.template=${mine}`]);
   assert.ok(Math.abs(edited - editedCli) <= 1e-5 && Math.abs(edited - first) > 1e-6, `edited ${edited} vs CLI ${editedCli}, default ${first}`);
   // A prompt naming a text the judge does not know is refused on the card.
   await page.fill(`${card} [data-role="template"]`, "{hypothesis} {answer}");
@@ -801,7 +801,7 @@ test("Custom judge and GEMBA-MQM: the prompt is edited on the card and travels i
   await page.click("#copy-link");
   const url = await page.getAttribute("#copy-link", "data-url");
   const shared = JSON.parse(Buffer.from(new URL(url).hash.slice("#pair=".length), "base64url").toString("utf8"));
-  assert.equal(shared.c.judge.options.template, mine);
+  assert.equal(shared.c["custom-judge"].options.template, mine);
   // GEMBA-MQM: the few-shot conversation, the answer read as GEMBA reads it.
   const mqm = '.card[data-metric="gemba-mqm"]';
   const penalty = await settled(page, "gemba-mqm", hyp);

@@ -58,6 +58,17 @@ FILES = {"coherence": "coh", "consistency": "con", "fluency": "flu", "relevance"
 ITEMS = [(0, "M11"), (3, "M8"), (7, "M23")]
 
 
+def load(name):
+    """A tiny model of tests/fixtures/llm and its tokenizer with its chat template."""
+    folder = ROOT / "tests/fixtures/llm" / name
+    model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                     eos_token=config["eos_token"], pad_token=config.get("pad_token"))
+    tok.chat_template = config["chat_template"]
+    return model, tok
+
+
 def rating_tokens(tok, s):
     ids = []
     for text in (str(s), " " + str(s)):
@@ -183,12 +194,7 @@ def main():
     golden = {"_about": "transformers %s, torch %s, fp32 CPU; scripts/judge_golden.py"
                         % (tf.__version__, torch.__version__), "items": ITEMS, "g-eval": []}
     for name in ["llama", "qwen2", "qwen3"]:
-        folder = ROOT / "tests/fixtures/llm" / name
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                         eos_token=config["eos_token"])
-        tok.chat_template = config["chat_template"]
+        model, tok = load(name)
         modes = [("system", True)] + ([("user", True), ("system", False)] if name == "qwen2" else [])
         for role, chat in modes:
             for dim, short in FILES.items():
@@ -209,13 +215,7 @@ def main():
     wmt = [json.loads(line) for line in (ROOT / "tests/data/wmt21_de_en.jsonl").open(encoding="utf-8")]
     golden["gemba-da"] = []
     for name in ["qwen2", "qwen3"]:
-        folder = ROOT / "tests/fixtures/llm" / name
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                         eos_token=config["eos_token"],
-                                         pad_token=config["pad_token"])
-        tok.chat_template = config["chat_template"]
+        model, tok = load(name)
         for line, system in WMT:
             row = wmt[line]
             for which, template in [("source", GEMBA_DA), ("reference", GEMBA_DA_REF)]:
@@ -230,13 +230,7 @@ def main():
     golden["gemba-mqm-parse"] = [mqm_parsed(gemba, a) for a in MQM_ANSWERS]
     golden["gemba-mqm"] = []
     for name in ["llama", "qwen2", "qwen3"]:
-        folder = ROOT / "tests/fixtures/llm" / name
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                         eos_token=config["eos_token"],
-                                         pad_token=config.get("pad_token"))
-        tok.chat_template = config["chat_template"]
+        model, tok = load(name)
         for line, system in WMT:
             row = wmt[line]
             messages = gemba.apply_template(gemba.TEMPLATE_GEMBA_MQM, {
@@ -259,13 +253,7 @@ def main():
               "scale from 1 (not at all) to 5 (completely).\n\nReference: {reference}\n"
               "Candidate: {hypothesis}\n\nAnswer with a single number from 1 to 5.")
     for name in ["llama", "qwen2"]:
-        folder = ROOT / "tests/fixtures/llm" / name
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                         eos_token=config["eos_token"],
-                                         pad_token=config.get("pad_token"))
-        tok.chat_template = config["chat_template"]
+        model, tok = load(name)
         for line, system in WMT:
             row = wmt[line]
             text = custom.replace("{reference}", row["ref_a"]).replace(
@@ -284,12 +272,7 @@ def main():
                 "answer": answer, "number": float(found.group(1)) if found else None})
     golden["pairwise"] = []
     for name in ["llama", "qwen2", "qwen3"]:
-        folder = ROOT / "tests/fixtures/llm" / name
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                         eos_token=config["eos_token"])
-        tok.chat_template = config["chat_template"]
+        model, tok = load(name)
         for line, system in WMT:
             row = wmt[line]
             hyp, ref = row["systems"][system], row["ref_a"]

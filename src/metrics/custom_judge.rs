@@ -21,15 +21,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::engine::{Column, Engine, EngineError, model_error, part_of, truncated_part};
-use super::geval::{Role, cost_parts, judge_input, weighted};
+use super::geval::{Role, answer, cost_parts, judge_input, weighted};
 use super::registry::{About, Card, KindAbout, MetricModule, ModelModule};
 use super::spec::named_enum;
 use super::{
     CorpusAggregation, MetricError, MetricSpec, ModelKind, ModelSlot, Scale, Score, ScorePart,
     Segment, Signature,
 };
-use crate::models::generate::{Decoding, GenerateOptions};
-use crate::models::{ModelError, Plm};
+use crate::models::generate::Decoding;
 
 /// The template a judge starts from.
 pub const DEFAULT_TEMPLATE: &str = "Rate how well the candidate text conveys the meaning of the reference text, on a scale from 1 (not at all) to 5 (completely).\n\nReference: {reference}\nCandidate: {hypothesis}\n\nAnswer with a single number from 1 to 5.";
@@ -317,22 +316,6 @@ pub fn signature(o: &CustomJudgeOptions, model: &str, chat: bool, precision: &st
         .versioned()
 }
 
-/// The judge's greedy answer to `input` (token ids).
-async fn answer(plm: &Plm, input: &[u32], max_new_tokens: usize) -> Result<String, ModelError> {
-    super::geval::require_causal(plm)?;
-    let options = GenerateOptions {
-        max_new_tokens,
-        decoding: Decoding::Greedy,
-        ..GenerateOptions::default()
-    };
-    let out = plm
-        .generate_ids(input, &options, async |_| {
-            std::ops::ControlFlow::Continue(())
-        })
-        .await?;
-    Ok(plm.tokenizer.decode_text(&out.tokens)?)
-}
-
 /// The parts naming each rating's share (`p0` to `p9`).
 const RATING_PARTS: [&str; 10] = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"];
 
@@ -457,7 +440,7 @@ impl ModelModule for CustomJudgeMetric {
                     let mut out = Vec::with_capacity(inputs.len());
                     for (i, ids) in inputs.iter().enumerate() {
                         let before = plm.decoded_tokens();
-                        let said = answer(&plm, ids, o.max_new_tokens)
+                        let (said, _) = answer(&plm, ids, o.max_new_tokens, Decoding::Greedy)
                             .await
                             .map_err(model_error(&plm))?;
                         let value = read_answer(pattern, &said).ok_or_else(|| {

@@ -26,7 +26,7 @@ use super::{
     CorpusAggregation, MetricError, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment,
     Signature,
 };
-use crate::models::generate::{Decoding, End, GenerateOptions, Sampling};
+use crate::models::generate::{Decoding, Sampling};
 use crate::models::{ModelError, Plm};
 
 /// The implementation whose prompts and parsing are reproduced.
@@ -187,19 +187,9 @@ pub async fn judge(
                 seed: seed.wrapping_add(u64::from(step)),
             })
         };
-        let options = GenerateOptions {
-            max_new_tokens,
-            decoding,
-            ..GenerateOptions::default()
-        };
-        let out = plm
-            .generate_ids(input, &options, async |_| {
-                std::ops::ControlFlow::Continue(())
-            })
-            .await?;
-        let text = plm.tokenizer.decode_text(&out.tokens)?;
+        let (text, ended) = super::geval::answer(plm, input, max_new_tokens, decoding).await?;
         last = text.trim().to_owned();
-        if out.end != End::Eos {
+        if !ended {
             // An answer cut for length is no answer (gpt_api.py).
             continue;
         }

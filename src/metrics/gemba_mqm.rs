@@ -29,7 +29,7 @@ use super::spec::named_enum;
 use super::{
     CorpusAggregation, MetricSpec, ModelKind, ModelSlot, Scale, Score, Segment, Signature,
 };
-use crate::models::generate::{Decoding, End, GenerateOptions};
+use crate::models::generate::Decoding;
 use crate::models::{ModelError, Plm};
 
 /// GEMBA-MQM's conversation (`TEMPLATE_GEMBA_MQM`), as JSON messages.
@@ -279,19 +279,9 @@ pub async fn judge(
     input: &[u32],
     max_new_tokens: usize,
 ) -> Result<Result<Judged, String>, ModelError> {
-    super::geval::require_causal(plm)?;
-    let options = GenerateOptions {
-        max_new_tokens,
-        decoding: Decoding::Greedy,
-        ..GenerateOptions::default()
-    };
-    let out = plm
-        .generate_ids(input, &options, async |_| {
-            std::ops::ControlFlow::Continue(())
-        })
-        .await?;
-    let answer = py_strip(&plm.tokenizer.decode_text(&out.tokens)?).to_owned();
-    if out.end != End::Eos {
+    let (text, ended) = super::geval::answer(plm, input, max_new_tokens, Decoding::Greedy).await?;
+    let answer = py_strip(&text).to_owned();
+    if !ended {
         return Ok(Err(format!(
             "the answer did not end within {max_new_tokens} tokens (GEMBA asks again for \
              200 more each time: raise the answer length); it began {:?}",

@@ -315,20 +315,13 @@ pub async fn sampled(
         let before = plm.decoded_tokens();
         let mut answers = Vec::with_capacity(n);
         for k in 0..n {
-            let options = GenerateOptions {
-                max_new_tokens: SAMPLE_TOKENS,
-                decoding: Decoding::Sample(Sampling {
-                    temperature,
-                    top_k: 0,
-                    top_p: 1.0,
-                    seed: seed.wrapping_add(k as u64),
-                }),
-                ..GenerateOptions::default()
-            };
-            let generation = plm
-                .generate_ids(ids, &options, async |_| std::ops::ControlFlow::Continue(()))
-                .await?;
-            let text = plm.tokenizer.decode_text(&generation.tokens)?;
+            let sampling = Decoding::Sample(Sampling {
+                temperature,
+                top_k: 0,
+                top_p: 1.0,
+                seed: seed.wrapping_add(k as u64),
+            });
+            let (text, _) = answer(plm, ids, SAMPLE_TOKENS, sampling).await?;
             answers.push(parse_output(&text));
         }
         let value = answers.iter().sum::<f64>() / n as f64;
@@ -591,6 +584,30 @@ impl ModelModule for GEvalMetric {
         })
         .await
     }
+}
+
+/// A judge's answer to `input` (token ids) decoded as `decoding` (at most
+/// `max_new_tokens`): its text (special tokens left out), and whether the
+/// model ended it rather than the length limit.
+pub async fn answer(
+    plm: &Plm,
+    input: &[u32],
+    max_new_tokens: usize,
+    decoding: Decoding,
+) -> Result<(String, bool), ModelError> {
+    require_causal(plm)?;
+    let options = GenerateOptions {
+        max_new_tokens,
+        decoding,
+        ..GenerateOptions::default()
+    };
+    let out = plm
+        .generate_ids(input, &options, async |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .await?;
+    let text = plm.tokenizer.decode_text(&out.tokens)?;
+    Ok((text, out.end == crate::models::generate::End::Eos))
 }
 
 /// What a judge's score cost: `tokens`, the prompt's (both prompts' for a

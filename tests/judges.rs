@@ -254,12 +254,24 @@ fn a_shared_start_is_read_once() {
     };
     let (reused, fresh_tokens) = (generate(&plm), generate(&fresh));
     assert_eq!(reused, fresh_tokens);
-    let kept = plm.prefix.lock().unwrap().as_ref().unwrap().0.clone();
+    let kept = plm.prefix.lock().unwrap()[0].0.clone();
     assert_eq!(kept, [&a[..], &reused[..5]].concat());
     assert_eq!(
         block_on(plm.next_token_logits(&kept)).unwrap().1,
         kept.len() - 1
     );
+    // Several judges' prompts in turn each find their own start kept: a
+    // prompt that shares nothing with `a` does not push it out.
+    let other: Vec<u32> = b.iter().rev().copied().collect();
+    assert_ne!(other[0], a[0]);
+    block_on(plm.next_token_logits(&a)).unwrap();
+    assert_eq!(block_on(plm.next_token_logits(&other)).unwrap().1, 0);
+    assert_eq!(block_on(plm.next_token_logits(&a)).unwrap().1, a.len() - 1);
+    assert_eq!(
+        block_on(plm.next_token_logits(&other)).unwrap().1,
+        other.len() - 1
+    );
+    assert!(plm.prefix.lock().unwrap().len() <= blindspot::models::plm::PREFIX_ENTRIES);
 }
 
 /// GEMBA-DA's first, greedy answer is transformers' (token count, text,

@@ -43,6 +43,17 @@ impl KvCache {
         Self::default()
     }
 
+    /// Bytes its keys and values hold (f32 on every device).
+    pub fn bytes(&self) -> usize {
+        let own = self.layers.iter().flatten();
+        let cross = self.cross.iter();
+        own.chain(cross)
+            .map(|(k, v)| {
+                4 * (k.dims().iter().product::<usize>() + v.dims().iter().product::<usize>())
+            })
+            .sum()
+    }
+
     /// Tokens the cache holds (per row).
     pub fn tokens(&self) -> usize {
         self.layers

@@ -34,12 +34,14 @@ pub struct Plm {
     /// Passes are padded to a multiple of this many tokens (1 on the CPU,
     /// [`GPU_LENGTH_STEP`] elsewhere).
     pub length_step: usize,
-    /// The last text a causal LM read (through [`Plm::next_token_logits`]
-    /// or a one-row generation) and its keys and values: a text that starts
-    /// the same way (a judge's instructions and article before the summary
-    /// being typed, a sampled answer asked again) reads only what follows
-    /// the shared start.
-    pub prefix: std::sync::Mutex<Option<(Vec<u32>, super::generate::KvCache)>>,
+    /// The last texts a causal LM read (through [`Plm::next_token_logits`]
+    /// or a one-row generation) and their keys and values, the latest
+    /// first, a few and at most [`PREFIX_BYTES`] (the latest always kept): a
+    /// text that starts like one of them (a judge's instructions and article
+    /// before the summary being typed, a sampled answer asked again, each of
+    /// several judges' prompts in turn) reads only what follows the start
+    /// it shares with the closest.
+    pub prefix: std::sync::Mutex<Vec<(Vec<u32>, super::generate::KvCache)>>,
     /// Tokens run through a causal or decoder pass one step at a time
     /// ([`Plm::next_token_logits`], generation), rows counted apart: the
     /// difference over a call is what it cost after the prefix cache.
@@ -159,7 +161,7 @@ impl Plm {
             } else {
                 GPU_LENGTH_STEP
             },
-            prefix: std::sync::Mutex::new(None),
+            prefix: std::sync::Mutex::new(Vec::new()),
             decoded: std::sync::atomic::AtomicUsize::new(0),
             chat_template,
         })
@@ -442,6 +444,13 @@ fn last_hidden(out: &ForwardOutput) -> Tensor<3> {
         .clone()
 }
 
+/// Texts a model keeps the keys and values of for prefix reuse.
+pub const PREFIX_ENTRIES: usize = 8;
+
+/// Bytes those keys and values may hold in all (the latest text's are
+/// kept whatever their size).
+pub const PREFIX_BYTES: usize = 256 << 20;
+
 impl Plm {
     /// A causal LM's next-token logits after `ids` (within its limit),
     /// reusing the keys and values of the longest start `ids` shares with
@@ -484,32 +493,52 @@ impl Plm {
         Ok((values, shared))
     }
 
-    /// The kept prefix cache cut to the start it shares with `ids` (at
-    /// most all but `ids`' last token, whose logits are wanted), and how
-    /// many tokens that is; an empty cache when none is kept. The cache is
-    /// taken out while a pass runs: a failed pass leaves no half-read one.
+    /// The kept prefix cache sharing the longest start with `ids`, cut to
+    /// that start (at most all but `ids`' last token, whose logits are
+    /// wanted), and how many tokens that is; an empty cache when none
+    /// shares a token. The cache is taken out while a pass runs: a failed
+    /// pass leaves no half-read one.
     pub(crate) fn take_prefix(
         &self,
         ids: &[u32],
     ) -> Result<(super::generate::KvCache, usize), ModelError> {
-        let held = self
+        let mut kept = self
             .prefix
             .lock()
-            .map_err(|_| ModelError::Input("the prefix cache was poisoned".into()))?
-            .take();
-        Ok(match held {
-            Some((read, mut cache)) => {
-                let shared = read
-                    .iter()
-                    .zip(ids)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-                    .min(ids.len().saturating_sub(1));
-                cache.truncate(shared);
-                (cache, shared)
+            .map_err(|_| ModelError::Input("the prefix cache was poisoned".into()))?;
+        let shared = |read: &[u32]| read.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        let best = (0..kept.len())
+            .map(|i| (shared(&kept[i].0), i))
+            .max_by_key(|&(n, i)| (n, std::cmp::Reverse(i)));
+        Ok(match best {
+            Some((n, i)) if n > 0 => {
+                let (_, mut cache) = kept.remove(i);
+                let n = n.min(ids.len().saturating_sub(1));
+                cache.truncate(n);
+                (cache, n)
             }
-            None => (super::generate::KvCache::new(), 0),
+            _ => (super::generate::KvCache::new(), 0),
         })
+    }
+
+    /// Keeps `cache`, which holds the keys and values of `read` (one row),
+    /// as the latest prefix; the oldest go past [`PREFIX_ENTRIES`] texts or
+    /// [`PREFIX_BYTES`].
+    pub(crate) fn keep_prefix(&self, read: Vec<u32>, cache: super::generate::KvCache) {
+        let Ok(mut kept) = self.prefix.lock() else {
+            return;
+        };
+        kept.insert(0, (read, cache));
+        kept.truncate(PREFIX_ENTRIES);
+        let mut total = 0;
+        let within = kept
+            .iter()
+            .position(|(_, c)| {
+                total += c.bytes();
+                total > PREFIX_BYTES
+            })
+            .unwrap_or(kept.len());
+        kept.truncate(within.max(1));
     }
 
     /// Adds `tokens` to [`Plm::decoded`].
@@ -521,13 +550,5 @@ impl Plm {
     /// [`Plm::decoded`] now.
     pub fn decoded_tokens(&self) -> usize {
         self.decoded.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Keeps `cache`, which holds the keys and values of `read` (one row),
-    /// for the next text that starts the same way.
-    pub(crate) fn keep_prefix(&self, read: Vec<u32>, cache: super::generate::KvCache) {
-        if let Ok(mut slot) = self.prefix.lock() {
-            *slot = Some((read, cache));
-        }
     }
 }

@@ -267,9 +267,9 @@ pub async fn weighted(
         .collect::<Result<_, _>>()?;
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
-        let before = plm.decoded_tokens();
-        let (row, _) = plm.next_token_logits(ids).await?;
-        let decoded = plm.decoded_tokens() - before;
+        // This pass's own count: other passes may run between its awaits.
+        let (row, reused) = plm.next_token_logits(ids).await?;
+        let decoded = ids.len() - reused;
         let lp = crate::models::generate::log_softmax(&row);
         let p: Vec<f64> = candidates
             .iter()

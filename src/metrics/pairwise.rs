@@ -113,12 +113,11 @@ pub async fn first_preferred(
     let (m, big_m) = (single_token(plm, "m")?, single_token(plm, "M")?);
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
-        let before = plm.decoded_tokens();
-        let (row, _) = plm.next_token_logits(ids).await?;
+        let (row, reused) = plm.next_token_logits(ids).await?;
         let lp = crate::models::generate::log_softmax(&row);
         let (a, b) = (lp[m as usize], lp[big_m as usize]);
         // exp(a) / (exp(a) + exp(b)), stable.
-        out.push((1.0 / (1.0 + (b - a).exp()), plm.decoded_tokens() - before));
+        out.push((1.0 / (1.0 + (b - a).exp()), ids.len() - reused));
     }
     Ok(out)
 }

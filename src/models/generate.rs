@@ -245,7 +245,13 @@ impl Bans<'_> {
     fn apply<T: Copy + PartialOrd>(&self, tokens: &[u32], scores: &mut [T], minus_infinity: T) {
         // A forced token (one score left: ForcedEos's last step) stays, as
         // transformers applies its forced-EOS processor after the bans.
-        if scores.iter().filter(|&&x| x > minus_infinity).count() == 1 {
+        if scores
+            .iter()
+            .filter(|&&x| x > minus_infinity)
+            .take(2)
+            .count()
+            == 1
+        {
             return;
         }
         let mut ban = |t: u32| {

@@ -510,10 +510,11 @@ impl Plm {
         let best = (0..kept.len())
             .map(|i| (shared(&kept[i].0), i))
             .max_by_key(|&(n, i)| (n, std::cmp::Reverse(i)));
+        // At least the last token runs: its logits are the answer.
+        let best = best.map(|(n, i)| (n.min(ids.len().saturating_sub(1)), i));
         Ok(match best {
             Some((n, i)) if n > 0 => {
                 let (_, mut cache) = kept.remove(i);
-                let n = n.min(ids.len().saturating_sub(1));
                 cache.truncate(n);
                 (cache, n)
             }

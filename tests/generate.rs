@@ -163,7 +163,17 @@ fn beams_and_samples_on_the_model() {
         }))
     };
     let one = sample(1);
-    assert_eq!(one.generation, sample(1).generation);
+    // The same text again (its cost aside: the prompt is cached then).
+    let again = sample(1).generation;
+    assert_eq!(
+        (
+            &one.generation.tokens,
+            one.generation.log_prob,
+            one.generation.end
+        ),
+        (&again.tokens, again.log_prob, again.end)
+    );
+    assert!(again.decoded < one.generation.decoded);
     let want = log_prob(&one.generation.tokens);
     assert!((one.generation.log_prob - want).abs() < 1e-3);
     assert!((2..6).any(|seed| sample(seed).generation.tokens != sample(1).generation.tokens));

@@ -319,8 +319,12 @@ fn gemba_da_greedy_answers_match_the_reference() {
             case["ended"].as_bool().unwrap(),
             "{case}"
         );
+        // The same request again gives the same score (its costs differ: the
+        // prompt is in the prefix cache then).
+        let key = |j: Result<gemba::Judged, String>| j.map(|j| (j.score, j.temperature, j.answer));
         let first = block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap();
-        assert_eq!(first, block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap());
+        let again = block_on(gemba::judge(&plm, &ids, 64, 3)).unwrap();
+        assert_eq!(key(first), key(again));
     }
 }
 

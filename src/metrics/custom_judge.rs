@@ -439,19 +439,17 @@ impl ModelModule for CustomJudgeMetric {
                 Some(pattern) => {
                     let mut out = Vec::with_capacity(inputs.len());
                     for (i, ids) in inputs.iter().enumerate() {
-                        let before = plm.decoded_tokens();
-                        let (said, _) = answer(&plm, ids, o.max_new_tokens, Decoding::Greedy)
+                        let said = answer(&plm, ids, o.max_new_tokens, Decoding::Greedy)
                             .await
                             .map_err(model_error(&plm))?;
-                        let value = read_answer(pattern, &said).ok_or_else(|| {
+                        let value = read_answer(pattern, &said.text).ok_or_else(|| {
                             input_error(format!(
                                 "segment {}: the pattern finds no number in the answer {:?}",
                                 i + 1,
-                                said.trim()
+                                said.text.trim()
                             ))
                         })?;
-                        let [tokens, decoded] =
-                            cost_parts(ids.len(), plm.decoded_tokens() - before);
+                        let [tokens, decoded] = cost_parts(ids.len(), said.decoded);
                         out.push(score(value, vec![tokens, decoded, truncated_part(false)]));
                     }
                     out

@@ -163,6 +163,8 @@ pub struct Judged {
     pub temperature: u32,
     /// The answer read.
     pub answer: String,
+    /// Tokens the model ran for all the answers asked.
+    pub decoded: usize,
 }
 
 /// Asks `plm` about `input` (token ids) as `gpt_api.py` asks: greedy, then
@@ -176,6 +178,7 @@ pub async fn judge(
 ) -> Result<Result<Judged, String>, ModelError> {
     super::geval::require_causal(plm)?;
     let mut last = String::new();
+    let mut decoded = 0;
     for step in 0..=10u32 {
         let decoding = if step == 0 {
             Decoding::Greedy
@@ -187,9 +190,10 @@ pub async fn judge(
                 seed: seed.wrapping_add(u64::from(step)),
             })
         };
-        let (text, ended) = super::geval::answer(plm, input, max_new_tokens, decoding).await?;
-        last = text.trim().to_owned();
-        if !ended {
+        let said = super::geval::answer(plm, input, max_new_tokens, decoding).await?;
+        decoded += said.decoded;
+        last = said.text.trim().to_owned();
+        if !said.ended {
             // An answer cut for length is no answer (gpt_api.py).
             continue;
         }
@@ -198,6 +202,7 @@ pub async fn judge(
                 score,
                 temperature: step,
                 answer: last,
+                decoded,
             }));
         }
     }
@@ -379,7 +384,6 @@ impl ModelModule for GembaDaMetric {
                     )));
                 }
                 chat = templated;
-                let before = plm.decoded_tokens();
                 let judged = judge(&plm, &ids, o.max_new_tokens, o.seed)
                     .await
                     .map_err(model_error(&plm))?
@@ -396,10 +400,7 @@ impl ModelModule for GembaDaMetric {
                     value: f64::from(judged.score),
                     parts: [part_of("temperature", f64::from(judged.temperature) / 10.0)]
                         .into_iter()
-                        .chain(super::geval::cost_parts(
-                            ids.len(),
-                            plm.decoded_tokens() - before,
-                        ))
+                        .chain(super::geval::cost_parts(ids.len(), judged.decoded))
                         .chain([truncated_part(false)])
                         .collect(),
                     signature: sig_of(chat).to_string(),

@@ -270,6 +270,8 @@ pub struct Judged {
     pub answer: String,
     /// Its errors.
     pub errors: Errors,
+    /// Tokens the model ran for it.
+    pub decoded: usize,
 }
 
 /// Asks `plm` about `input` (token ids) greedily. `Ok(Err(why))` when the
@@ -279,9 +281,9 @@ pub async fn judge(
     input: &[u32],
     max_new_tokens: usize,
 ) -> Result<Result<Judged, String>, ModelError> {
-    let (text, ended) = super::geval::answer(plm, input, max_new_tokens, Decoding::Greedy).await?;
-    let answer = py_strip(&text).to_owned();
-    if !ended {
+    let said = super::geval::answer(plm, input, max_new_tokens, Decoding::Greedy).await?;
+    let answer = py_strip(&said.text).to_owned();
+    if !said.ended {
         return Ok(Err(format!(
             "the answer did not end within {max_new_tokens} tokens (GEMBA asks again for \
              200 more each time: raise the answer length); it began {:?}",
@@ -289,7 +291,11 @@ pub async fn judge(
         )));
     }
     Ok(match parse_answer(&answer) {
-        Ok(errors) => Ok(Judged { answer, errors }),
+        Ok(errors) => Ok(Judged {
+            answer,
+            errors,
+            decoded: said.decoded,
+        }),
         Err(why) => Err(format!(
             "GEMBA's parser fails on the answer ({why}): {answer:?}"
         )),
@@ -460,14 +466,12 @@ impl ModelModule for GembaMqmMetric {
                         plm.config.max_tokens()
                     )));
                 }
-                let before = plm.decoded_tokens();
                 let judged = judge(&plm, &ids, o.max_new_tokens)
                     .await
                     .map_err(model_error(&plm))?
                     .map_err(|why| input_error(format!("segment {}: {why}", i + 1)))?;
                 let [critical, major, minor] = judged.errors.0.each_ref().map(|e| e.len() as f64);
-                let [tokens, decoded] =
-                    super::geval::cost_parts(ids.len(), plm.decoded_tokens() - before);
+                let [tokens, decoded] = super::geval::cost_parts(ids.len(), judged.decoded);
                 scores.push(Score {
                     metric: id.as_str(),
                     value: judged.errors.score(o.range),

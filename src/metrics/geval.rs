@@ -312,7 +312,7 @@ pub async fn sampled(
 ) -> Result<Vec<Rating>, ModelError> {
     let mut out = Vec::with_capacity(inputs.len());
     for ids in inputs {
-        let before = plm.decoded_tokens();
+        let mut decoded = 0;
         let mut answers = Vec::with_capacity(n);
         for k in 0..n {
             let sampling = Decoding::Sample(Sampling {
@@ -321,8 +321,9 @@ pub async fn sampled(
                 top_p: 1.0,
                 seed: seed.wrapping_add(k as u64),
             });
-            let (text, _) = answer(plm, ids, SAMPLE_TOKENS, sampling).await?;
-            answers.push(parse_output(&text));
+            let said = answer(plm, ids, SAMPLE_TOKENS, sampling).await?;
+            decoded += said.decoded;
+            answers.push(parse_output(&said.text));
         }
         let value = answers.iter().sum::<f64>() / n as f64;
         let share =
@@ -332,7 +333,7 @@ pub async fn sampled(
             value,
             mass: shares.iter().sum(),
             tokens: ids.len(),
-            decoded: plm.decoded_tokens() - before,
+            decoded,
             shares,
         });
     }
@@ -586,15 +587,24 @@ impl ModelModule for GEvalMetric {
     }
 }
 
-/// A judge's answer to `input` (token ids) decoded as `decoding` (at most
-/// `max_new_tokens`): its text (special tokens left out), and whether the
-/// model ended it rather than the length limit.
+/// A judge's answer to a prompt.
+pub struct Answer {
+    /// Its text (special tokens left out).
+    pub text: String,
+    /// The model ended it, not the length limit.
+    pub ended: bool,
+    /// Tokens the model ran for it (the generation's `decoded`).
+    pub decoded: usize,
+}
+
+/// The judge's [`Answer`] to `input` (token ids) decoded as `decoding` (at
+/// most `max_new_tokens`).
 pub async fn answer(
     plm: &Plm,
     input: &[u32],
     max_new_tokens: usize,
     decoding: Decoding,
-) -> Result<(String, bool), ModelError> {
+) -> Result<Answer, ModelError> {
     require_causal(plm)?;
     let options = GenerateOptions {
         max_new_tokens,
@@ -606,8 +616,11 @@ pub async fn answer(
             std::ops::ControlFlow::Continue(())
         })
         .await?;
-    let text = plm.tokenizer.decode_text(&out.tokens)?;
-    Ok((text, out.end == crate::models::generate::End::Eos))
+    Ok(Answer {
+        text: plm.tokenizer.decode_text(&out.tokens)?,
+        ended: out.end == crate::models::generate::End::Eos,
+        decoded: out.decoded,
+    })
 }
 
 /// What a judge's score cost: `tokens`, the prompt's (both prompts' for a

@@ -351,6 +351,11 @@ pub struct Generation {
     pub log_prob: f64,
     /// Why it ended.
     pub end: End,
+    /// Tokens the model ran for it, rows counted apart (the prompt's that
+    /// its prefix cache did not hold, and the new ones fed back); 0 where
+    /// the decoder does not count.
+    #[serde(skip)]
+    pub decoded: usize,
 }
 
 /// A model that reads tokens and gives the next token's logits, row by row.
@@ -482,6 +487,7 @@ async fn one_path(
                 let _ = on_step(&tokens).await;
             }
             return Ok(Generation {
+                decoded: 0,
                 tokens,
                 log_prob,
                 end,
@@ -705,6 +711,7 @@ impl BeamSearch<'_> {
             _ => end,
         };
         Generation {
+            decoded: 0,
             tokens: h.tokens,
             log_prob: h.log_prob,
             end,
@@ -769,6 +776,8 @@ pub struct ModelDecoder<'a> {
     /// ends; `None` once it holds anything else (a source, several rows, a
     /// failed step).
     read: Option<Vec<u32>>,
+    /// Tokens run so far, rows counted apart.
+    ran: usize,
 }
 
 impl<'a> ModelDecoder<'a> {
@@ -787,6 +796,7 @@ impl<'a> ModelDecoder<'a> {
             plm,
             cache: KvCache::new(),
             read: Some(Vec::new()),
+            ran: 0,
         })
     }
 
@@ -865,7 +875,7 @@ impl Decoder for ModelDecoder<'_> {
                 ))
             })?;
         let (values, [_, _, v]) = read_back(logits).await?;
-        self.plm.count_decoded(rows * (new - skip));
+        self.ran += rows * (new - skip);
         // Only a step that ran keeps its record of what the cache holds.
         self.read = read.filter(|_| rows == 1).map(|mut r| {
             r.extend_from_slice(&tokens[0][skip..]);
@@ -966,6 +976,7 @@ impl Plm {
                             tokens: Vec::new(),
                             log_prob: 0.0,
                             end: End::Length,
+                            decoded: 0,
                         });
                     }
                     options.max_new_tokens -= 1;
@@ -985,13 +996,21 @@ impl Plm {
         // A checkpoint that names `forced_eos_token_id` (BART's) ends a text
         // that reaches the length limit with it, as transformers does.
         let forced = self.config.decoder().and_then(|d| d.forced_eos_token_id);
-        match forced.filter(|_| options.stop_at_eos) {
+        let (generation, ran) = match forced.filter(|_| options.stop_at_eos) {
             Some(id) => {
                 let mut forced = ForcedEos::new(decoder, id, options.max_new_tokens);
-                generate_counting(&mut forced, &prompt, counted, options, eos, on_step).await
+                let g = generate_counting(&mut forced, &prompt, counted, options, eos, on_step);
+                (g.await?, forced.inner.ran)
             }
-            None => generate_counting(&mut decoder, &prompt, counted, options, eos, on_step).await,
-        }
+            None => {
+                let g = generate_counting(&mut decoder, &prompt, counted, options, eos, on_step);
+                (g.await?, decoder.ran)
+            }
+        };
+        Ok(Generation {
+            decoded: ran,
+            ..generation
+        })
     }
 }
 

@@ -42,10 +42,6 @@ pub struct Plm {
     /// several judges' prompts in turn) reads only what follows the start
     /// it shares with the closest.
     pub prefix: std::sync::Mutex<Vec<(Vec<u32>, super::generate::KvCache)>>,
-    /// Tokens run through a causal or decoder pass one step at a time
-    /// ([`Plm::next_token_logits`], generation), rows counted apart: the
-    /// difference over a call is what it cost after the prefix cache.
-    pub decoded: std::sync::atomic::AtomicUsize,
     /// Its chat template (tokenizer_config.json's or chat_template.jinja),
     /// none for a model without one, or why it could not be read (a model
     /// whose template does not parse still loads for what needs none).
@@ -162,7 +158,6 @@ impl Plm {
                 GPU_LENGTH_STEP
             },
             prefix: std::sync::Mutex::new(Vec::new()),
-            decoded: std::sync::atomic::AtomicUsize::new(0),
             chat_template,
         })
     }
@@ -488,7 +483,6 @@ impl Plm {
         let logits = with_network!(&self.network, m => m.decode_step(tensor, &mut cache))
             .ok_or_else(|| self.missing_head("causal language-model head"))?;
         let (values, _) = super::read_back(logits).await?;
-        self.count_decoded(ids.len() - shared);
         self.keep_prefix(ids.to_vec(), cache);
         Ok((values, shared))
     }
@@ -540,16 +534,5 @@ impl Plm {
             })
             .unwrap_or(kept.len());
         kept.truncate(within.max(1));
-    }
-
-    /// Adds `tokens` to [`Plm::decoded`].
-    pub(crate) fn count_decoded(&self, tokens: usize) {
-        self.decoded
-            .fetch_add(tokens, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// [`Plm::decoded`] now.
-    pub fn decoded_tokens(&self) -> usize {
-        self.decoded.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -1,18 +1,19 @@
 // Greedy generation speed in headless Chromium, Blindspot's engine (the
 // production build's wasm, burn-flex, one thread) against transformers.js
 // (onnxruntime-web's wasm, one thread) on the same model and prompt
-// (GPT-2-small-shaped, or SmolLM2-135M-shaped), fp32 and int8 (q8), with
+// (GPT-2-small-shaped, or SmolLM2-135M-shaped), fp32, int8 (q8) and 4-bit
+// (q4: transformers.js's MatMulNBits file, Blindspot's q4), with
 // their key/value caches: tokens per second after the first token (the
 // decoding steps), the prompt's pass (first token; prefill tokens/s), load
 // time. The two tools alternate, a fresh browser each; both must generate
 // the same token ids at fp32 (same weights, greedy). With KEYSTROKES > 0,
 // then Blindspot's live judge: a custom judge's score of a ~300-token prompt
-// cold and per keystroke, the prefix cached (f32 and int8).
+// cold and per keystroke, the prefix cached (each precision).
 //
 //   make dist
 //   (cd ../shared/bench/tjs-bench && npm ci)
 //   ~/.cache/onnx-venv/bin/python scripts/generate_bench_model.py [gpt2|smollm2-135m]
-//   node benches/browser_generate.mjs [ROUNDS] [NEW_TOKENS] [MODEL] [PROMPT_WORDS] [KEYSTROKES]
+//   [DTYPES=fp32,q8,q4] node benches/browser_generate.mjs [ROUNDS] [NEW_TOKENS] [MODEL] [PROMPT_WORDS] [KEYSTROKES]
 //
 // MODEL: gpt2-small-random (default) or smollm2-135m-random; PROMPT_WORDS:
 // words of the prompt (default: the 17-token sentence). Prints one JSON line
@@ -32,6 +33,8 @@ const newTokens = Number(process.argv[3] ?? 64);
 const modelId = process.argv[4] ?? "gpt2-small-random";
 const promptWords = Number(process.argv[5] ?? 0);
 const keystrokes = Number(process.argv[6] ?? 0);
+// Precisions, transformers.js's names (Blindspot's: f32, int8, q4).
+const DTYPES = (process.env.DTYPES ?? "fp32,q8,q4").split(",");
 // Longer prompts are WMT21 references (tests/data), joined.
 const wmt = (await readFile(join(ROOT, "tests", "data", "wmt21_de_en.jsonl"), "utf8")).trim().split("\n").map((l) => JSON.parse(l).ref_a);
 const words = (n) => wmt.join(" ").split(/\s+/).slice(0, n).join(" ");
@@ -85,7 +88,7 @@ async function run(cfg, entry = "runBench") {
 const results = [];
 try {
   for (let r = 0; r < rounds; r++) {
-    for (const dtype of ["fp32", "q8"]) {
+    for (const dtype of DTYPES) {
       for (const tool of r % 2 ? ["tjs", "blindspot"] : ["blindspot", "tjs"]) {
         const res = { round: r + 1, ...(await run({ tool, dtype, newTokens, modelId, ...(prompt ? { prompt } : {}) })) };
         results.push(res);
@@ -94,7 +97,7 @@ try {
     }
   }
   for (let k = 0; keystrokes > 0 && k < rounds; k++) {
-    for (const dtype of ["fp32", "q8"]) {
+    for (const dtype of DTYPES) {
       // A ~200-word reference: with the instructions, about 300 tokens.
       const res = await run({ dtype, modelId, keystrokes, reference: words(200), hypothesis: "The committee approved the budget after a long debate" }, "runKeystrokes");
       console.log(JSON.stringify(res));
@@ -106,7 +109,7 @@ try {
 }
 
 const of = (tool, dtype) => results.filter((x) => x.tool === tool && x.dtype === dtype);
-for (const dtype of ["fp32", "q8"]) {
+for (const dtype of DTYPES) {
   const ours = of("blindspot", dtype), theirs = of("tjs", dtype);
   const ratios = ours.map((o, i) => o.decode_tokens_per_s / theirs[i].decode_tokens_per_s);
   const same = ours.every((o, i) => JSON.stringify(o.tokens) === JSON.stringify(theirs[i].tokens));

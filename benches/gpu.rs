@@ -221,7 +221,7 @@ fn bench_encoders(c: &mut Criterion) {
         // block), rounded on the CPU, the quantized tensors moved as they are,
         // so the GPU runs burn's quantized matmul.
         let on_cpu = if int8 {
-            blindspot::models::weights::quantize(on_cpu, false)
+            blindspot::models::weights::quantize(on_cpu, blindspot::models::Precision::Int8, false)
         } else {
             on_cpu
         };

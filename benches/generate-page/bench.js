@@ -44,7 +44,7 @@ async function blindspot(c) {
   await engine.default({ module_or_path: SITE + wasm });
   const dir = `/models/${c.modelId}/`;
   const [config, tokenizer, weights] = await Promise.all(["config.json", "tokenizer.json", "model.safetensors"].map((f) => bytes(dir + f)));
-  const precision = c.dtype === "q8" ? "int8" : "f32";
+  const precision = { q8: "int8", q4: "q4" }[c.dtype] ?? "f32";
   const info = await engine.loadModel(c.modelId, new TextDecoder().decode(config), tokenizer, [weights],
     undefined, "cpu", precision, undefined, undefined, undefined);
   const options = { max_new_tokens: c.newTokens, decoding: { method: "greedy" }, stop_at_eos: false };

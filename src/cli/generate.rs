@@ -30,7 +30,7 @@ pub struct GenerateArgs {
     /// continues each input, or an encoder-decoder (BART, T5), which reads it as its source.
     #[arg(long)]
     model: PathBuf,
-    /// Weight precision: `f32` or `q8`.
+    /// Weight precision: `f32`, `q8` (int8) or `q4` (4-bit levels, int8 storage).
     #[arg(long, default_value = "f32")]
     quant: Precision,
     /// Inputs (prompts, or sources for an encoder-decoder); without any, one per line of

@@ -17,7 +17,7 @@ pub struct PrepareArgs {
     model_dir: PathBuf,
     /// Output `.bpk` file.
     out: PathBuf,
-    /// Weight precision: `q8` (int8, per-block scales) or `f32`.
+    /// Weight precision: `q8` (int8, per-block scales), `q4` (4-bit levels in int8 storage) or `f32`.
     #[arg(long, default_value = "q8")]
     quant: Precision,
 }
@@ -31,7 +31,7 @@ pub struct EmbedArgs {
     /// Layer to print (default: the last).
     #[arg(long)]
     layer: Option<usize>,
-    /// Weight precision: `f32` or `q8`.
+    /// Weight precision: `f32`, `q8` (int8) or `q4` (4-bit levels, int8 storage).
     #[arg(long, default_value = "f32")]
     quant: Precision,
     /// Texts to encode.
@@ -45,7 +45,7 @@ pub struct AttentionArgs {
     /// Checkpoint folder or prepared `.bpk` file of a BERT-family encoder or GPT-2.
     #[arg(long)]
     model: PathBuf,
-    /// Weight precision: `f32` or `q8`.
+    /// Weight precision: `f32`, `q8` (int8) or `q4` (4-bit levels, int8 storage).
     #[arg(long, default_value = "f32")]
     quant: Precision,
     /// Texts to read.
@@ -228,17 +228,17 @@ fn model_name(path: &std::path::Path) -> String {
 }
 
 /// Loads a checkpoint folder or `.bpk` on the chosen device (`--device`),
-/// named as [`model_name`] says, at `precision` (an int8 `.bpk` always at int8);
+/// named as [`model_name`] says, at `precision` (an int8 or q4 `.bpk` always at its own);
 /// errors name the path.
 pub(crate) fn load_plm(path: &std::path::Path, precision: Precision) -> Result<Plm, CliError> {
     let files = ModelFiles::from_path(path).map_err(|e| model_error(path, e))?;
     let name = model_name(path);
     let device = device().map_err(|e| model_error(path, e))?;
-    // A prepared int8 file loads at int8 (its fp32 weights are gone).
-    let precision = if files.stored_precision == Precision::Int8 {
-        Precision::Int8
-    } else {
-        precision
+    // A prepared int8 or q4 file loads at its own precision whatever was
+    // asked (its f32 weights are gone).
+    let precision = match files.stored_precision {
+        Precision::F32 => precision,
+        stored => stored,
     };
     let integer = BACKEND.get() == Some(&Backend::CpuI16);
     let mut plm = Plm::load_with(&name, files, &device, precision, integer)

@@ -19,7 +19,7 @@ pub struct SelfEvalArgs {
     /// A model is named by its folder or file name.
     #[arg(long, num_args = 2.., required = true)]
     models: Vec<PathBuf>,
-    /// Weight precision: `f32` or `q8`.
+    /// Weight precision: `f32`, `q8` (int8) or `q4` (4-bit levels, int8 storage).
     #[arg(long, default_value = "f32")]
     quant: Precision,
     /// Paragraphs, one per line (WikiText's, for the paper's test): each gives a prompt.

@@ -264,13 +264,13 @@ impl Network {
             }
         }
         let on_cpu =
-            precision == Precision::Int8 || config.comet.is_some() || compute != FloatDType::F32;
+            precision != Precision::F32 || config.comet.is_some() || compute != FloatDType::F32;
         let device = if on_cpu { &cpu } else { target };
         let mut network = Self::build(config, device)?;
-        if stored == Precision::Int8 && precision == Precision::F32 {
-            return Err(ModelError::Unsupported(
-                "this prepared file holds int8 weights; load it at int8".into(),
-            ));
+        if stored != Precision::F32 && precision != stored {
+            return Err(ModelError::Unsupported(format!(
+                "this prepared file holds {stored} weights; load it at {stored}"
+            )));
         }
         with_network!(&mut network, m => weights::load(m, source, config))?;
         // An int8 load from f32 weights rounds what [`prepare`] rounds, the
@@ -278,11 +278,11 @@ impl Network {
         // numbers whether the page rounded the hub's file or the site served a
         // prepared one: the path of `prepare` and then of a load of its file.
         let network = match (stored, precision) {
-            (Precision::Int8, _) => map_network!(network, m => dequantize_lookups(m)),
-            (Precision::F32, Precision::Int8) => {
-                map_network!(network, m => dequantize_lookups(quantize(m, true)))
-            }
             (Precision::F32, Precision::F32) => network,
+            (Precision::F32, p) => {
+                map_network!(network, m => dequantize_lookups(quantize(m, p, true)))
+            }
+            _ => map_network!(network, m => dequantize_lookups(m)),
         };
         // Compute is dequantized unless `keep_int8` (the caller then packs
         // the projections for integer products, [`PackedWeights`]):
@@ -292,7 +292,7 @@ impl Network {
         // are expanded to f32 once, after loading: int8 is what is
         // downloaded and cached, the numbers are the int8 model's, the
         // speed is f32's.
-        let mut network = if precision == Precision::Int8 && !keep_int8 {
+        let mut network = if precision != Precision::F32 && !keep_int8 {
             map_network!(network, m => dequantize_all(m))
         } else {
             network

@@ -129,7 +129,7 @@ impl Plm {
             )));
         }
         let integer = integer
-            && precision == Precision::Int8
+            && precision != Precision::F32
             && *device == Device::flex()
             && device.settings().float_dtype == FloatDType::F32;
         let network = Network::load(

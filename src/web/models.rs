@@ -232,11 +232,11 @@ pub async fn load_model(
             },
         },
     };
-    // A prepared int8 file loads at int8 whatever was asked (its f32 weights are gone).
-    let precision = if files.stored_precision == Precision::Int8 {
-        Precision::Int8
-    } else {
-        precision
+    // A prepared int8 or q4 file loads at its own precision whatever was
+    // asked (its f32 weights are gone).
+    let precision = match files.stored_precision {
+        Precision::F32 => precision,
+        stored => stored,
     };
     let (device, backend) = device_for(&backend).await?;
     let plm = Plm::load(&name, files, &device, precision).map_err(js_err)?;

@@ -123,6 +123,16 @@ test("MiniLM on WebGPU and on the CPU in the browser matches the native engine",
     assert.ok(dot / Math.sqrt(na * nb) >= 0.99, `${backend} int8 token ${t} cosine ${dot / Math.sqrt(na * nb)}`);
   }
   }
+  // q4 on the CPU: the integer products of the 4-bit values, as the native
+  // computes them, and farther from int8 than from the native q4.
+  const q4 = await loadAndEmbed(page, MINILM, "cpu", "q4");
+  assert.equal(q4.error, undefined, q4.error);
+  assert.equal(q4.info.precision, "q4");
+  const dQ4 = maxDiff(q4.embedding, nativeEmbedding({ device: ["--device", "cpu-i16"], quant: ["--quant", "q4"] }));
+  const dQ4Int8 = maxDiff(q4.embedding, nativeInt8.cpu);
+  console.log(`MiniLM q4 on cpu vs the native q4: max |diff| ${dQ4.toExponential(2)} (vs int8: ${dQ4Int8.toExponential(2)})`);
+  assert.ok(dQ4 <= 1e-2, `cpu q4 differs from the native by ${dQ4}`);
+  assert.ok(dQ4 * 2 < dQ4Int8, `q4 is about as close to int8 (${dQ4Int8}) as to the native q4 (${dQ4})`);
   assert.deepEqual(errors, []);
   await context.close();
 });

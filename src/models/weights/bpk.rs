@@ -48,10 +48,11 @@ impl ModelFiles {
 /// tokenizer (and COMET's hparams) in its metadata, ready for a site to host.
 pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, ModelError> {
     let config = files.config()?;
-    if files.stored_precision == Precision::Int8 && precision == Precision::F32 {
-        return Err(ModelError::Unsupported(
-            "cannot prepare an f32 file from int8 weights".into(),
-        ));
+    let stored = files.stored_precision;
+    if stored != Precision::F32 && precision != stored {
+        return Err(ModelError::Unsupported(format!(
+            "cannot prepare a {precision} file from {stored} weights"
+        )));
     }
     // Load as stored, then quantize projections and lookup tables for storage.
     let network = Network::load(
@@ -62,10 +63,7 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
         &Device::flex(),
         false,
     )?;
-    let network = match precision {
-        Precision::Int8 => map_network!(network, m => quantize(m, true)),
-        Precision::F32 => network,
-    };
+    let network = map_network!(network, m => quantize(m, precision, true));
     let mut store = BurnpackStore::from_bytes(None)
         .metadata(META_CONFIG, files.config_json)
         .metadata(META_PRECISION, precision.to_string());

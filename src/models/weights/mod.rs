@@ -42,11 +42,16 @@ pub enum Precision {
     /// [`QUANT_BLOCK`] values; computed dequantized, or as integer products
     /// ([`super::qgemm`]) on the browser's CPU.
     Int8,
+    /// Linear-layer weights rounded to 4 bits (−7..=7, burn's Q4S), one f32
+    /// scale per block of [`QUANT_BLOCK`] values, held in int8's storage
+    /// (embedding tables int8): computed as int8 is. The numbers are 4-bit
+    /// ones; files and memory are int8's size.
+    Q4,
 }
 
-/// A precision name that is none of f32, fp32, none, q8, int8.
+/// A precision name that is none of f32, fp32, none, q8, int8, q4, int4.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown precision `{0}` (f32 or q8)")]
+#[error("unknown precision `{0}` (f32, q8 or q4)")]
 pub struct UnknownPrecision(pub String);
 
 impl std::str::FromStr for Precision {
@@ -55,17 +60,19 @@ impl std::str::FromStr for Precision {
         match s {
             "f32" | "fp32" | "none" => Ok(Self::F32),
             "q8" | "int8" => Ok(Self::Int8),
+            "q4" | "int4" => Ok(Self::Q4),
             other => Err(UnknownPrecision(other.to_owned())),
         }
     }
 }
 
-/// The name signatures and the page use (`f32`, `int8`), as serialised.
+/// The name signatures and the page use (`f32`, `int8`, `q4`), as serialised.
 impl std::fmt::Display for Precision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::F32 => "f32",
             Self::Int8 => "int8",
+            Self::Q4 => "q4",
         })
     }
 }

@@ -1,6 +1,7 @@
 //! int8 quantization in burn's Q8S scheme (symmetric, one f32 scale per
 //! block of [`QUANT_BLOCK`] values), computed as burn computes it but in one
-//! pass, and casts of a whole module.
+//! pass; q4 (4-bit levels, −7..=7, one scale per block, as burn's Q4S
+//! rounds) held in the same int8 storage; and casts of a whole module.
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::quantization::{
@@ -9,7 +10,7 @@ use burn::tensor::quantization::{
 };
 use burn::tensor::{DType, Device, FloatDType, Shape, Tensor, TensorData};
 
-use super::QUANT_BLOCK;
+use super::{Precision, QUANT_BLOCK};
 
 /// The int8 scheme: symmetric Q8S, one f32 scale per [`QUANT_BLOCK`] values.
 pub fn int8_scheme() -> QuantScheme {
@@ -20,16 +21,24 @@ pub fn int8_scheme() -> QuantScheme {
 }
 
 /// Quantizes the weights of every linear projection (attention, feed-forward,
-/// heads) to int8 for compute; with `lookups`, the embedding tables too
-/// ([`Network::load`] turns them back to f32, rounded, since a lookup would
-/// otherwise dequantize the whole table on every pass). Norms and biases
-/// stay f32, and so does a matrix whose width is not a multiple of
-/// [`QUANT_BLOCK`] (a 3-class NLI head).
-pub fn quantize<M: Module>(module: M, lookups: bool) -> M {
+/// heads) to `precision` for compute; with `lookups`, the embedding tables
+/// too, to int8 at either precision ([`Network::load`] turns them back to
+/// f32, rounded, since a lookup would otherwise dequantize the whole table
+/// on every pass). Norms and biases stay f32, and so does a matrix whose
+/// width is not a multiple of [`QUANT_BLOCK`] (a 3-class NLI head). At q4 a
+/// projection's values are 4-bit levels in int8's storage ([`int8_scheme`]):
+/// every int8 path (prepared files, integer products) carries them as they
+/// are. At f32 the module is returned as it is.
+pub fn quantize<M: Module>(module: M, precision: Precision, lookups: bool) -> M {
+    let levels = match precision {
+        Precision::F32 => return module,
+        Precision::Int8 => QuantValue::Q8S,
+        Precision::Q4 => QuantValue::Q4S,
+    };
     module.map(&mut Int8Mapper {
         path: Vec::new(),
         scheme: int8_scheme(),
-        mode: Mode::Quantize { lookups },
+        mode: Mode::Quantize { lookups, levels },
     })
 }
 
@@ -53,7 +62,11 @@ pub(crate) fn dequantize_all<M: Module>(module: M) -> M {
 }
 
 enum Mode {
-    Quantize { lookups: bool },
+    /// Projections rounded to `levels` (Q8S or Q4S), lookups to Q8S.
+    Quantize {
+        lookups: bool,
+        levels: QuantValue,
+    },
     DequantizeLookups,
     DequantizeAll,
 }
@@ -120,7 +133,11 @@ fn quantize_int8<const D: usize>(tensor: Tensor<D>, scheme: &QuantScheme) -> Ten
     let data = tensor.into_data();
     match data.as_slice::<f32>() {
         Ok(values) => {
-            Tensor::from_data(int8_rounded(values, data.shape(), scheme, &scales), &device)
+            let range = scheme.value.range();
+            Tensor::from_data(
+                int8_rounded(values, data.shape(), scheme, &scales, range),
+                &device,
+            )
         }
         Err(_) => Tensor::from_data(data, &device).quantize(scheme, qparams),
     }
@@ -164,10 +181,16 @@ fn int8_scales<const D: usize>(
     )
 }
 
-/// `values` (row-major, `scales.len()` whole blocks) rounded to int8 one
-/// block at a time, as burn-flex's `quantize` rounds them.
-fn int8_rounded(values: &[f32], shape: &Shape, scheme: &QuantScheme, scales: &[f32]) -> TensorData {
-    let (a, b) = scheme.value.range();
+/// `values` (row-major, `scales.len()` whole blocks) rounded to the integers
+/// `a..=b` one block at a time, as burn-flex's `quantize` rounds them, and
+/// stored in `scheme`.
+fn int8_rounded(
+    values: &[f32],
+    shape: &Shape,
+    scheme: &QuantScheme,
+    scales: &[f32],
+    (a, b): (f32, f32),
+) -> TensorData {
     let mut out = Vec::with_capacity(values.len());
     for (chunk, &scale) in values.chunks_exact(QUANT_BLOCK as usize).zip(scales) {
         let inv = 1.0 / scale;
@@ -188,6 +211,38 @@ fn round_to_int8(t: f32, a: f32, b: f32) -> i8 {
     rounded.clamp(a as i32, b as i32) as i8
 }
 
+/// `tensor` (whole blocks per row) rounded to 4-bit levels as burn's Q4S
+/// rounds (symmetric: the scale is a block's largest magnitude over 7, the
+/// values `(x / scale).round().clamp(-7, 7)`), held in [`int8_scheme`]'s
+/// storage. Read on the CPU (quantization happens there at load and in
+/// `prepare`), whatever the device and float type.
+fn quantize_q4<const D: usize>(tensor: Tensor<D>) -> Tensor<D> {
+    let device = tensor.device();
+    let shape = tensor.shape();
+    let values = tensor
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("f32 after convert");
+    let (a, b) = QuantValue::Q4S.range();
+    let dtype = ScaleDtype::F32;
+    let scales: Vec<f32> = values
+        .chunks_exact(QUANT_BLOCK as usize)
+        .map(|block| {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            // burn's `compute_q_params`: 2 · max(|min|, |max|) / (b − a).
+            match dtype.round_up(2.0 * amax / (b - a)) {
+                s if s > 0.0 && s.is_finite() => s,
+                _ => dtype.round_up(f32::MIN_POSITIVE),
+            }
+        })
+        .collect();
+    Tensor::from_data(
+        int8_rounded(&values, &shape, &int8_scheme(), &scales, (a, b)),
+        &device,
+    )
+}
+
 /// `tensor` dequantized to f32 ([`int8_values`] where it applies).
 fn dequantize<const D: usize>(tensor: Tensor<D>) -> Tensor<D> {
     match int8_values(&tensor) {
@@ -206,7 +261,7 @@ struct Int8Mapper {
 }
 
 /// Modules whose `weight` is a linear projection.
-pub(super) const PROJECTIONS: [&str; 23] = [
+pub(super) const PROJECTIONS: &[&str] = &[
     "query",
     "key",
     "value",
@@ -230,6 +285,20 @@ pub(super) const PROJECTIONS: [&str; 23] = [
     "pos_query_proj",
     "attention_output",
     "in_proj",
+    // Llama, Qwen2 and Qwen3.
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "lm_head",
+    // T5.
+    "q",
+    "k",
+    "v",
+    "o",
+    "wi_0",
+    "wi_1",
+    "wo",
 ];
 
 /// Modules whose `weight` is a lookup table.
@@ -263,7 +332,7 @@ impl ModuleMapper for Int8Mapper {
                 }
                 param.map(dequantize)
             }
-            Mode::Quantize { lookups } => {
+            Mode::Quantize { lookups, levels } => {
                 let dims = param.shape().dims::<D>();
                 let wanted = is_projection || (lookups && is_lookup);
                 let quantized = matches!(param.val().dtype(), DType::QFloat(_));
@@ -271,7 +340,11 @@ impl ModuleMapper for Int8Mapper {
                     return param;
                 }
                 let scheme = self.scheme;
-                param.map(|tensor| quantize_int8(tensor, &scheme))
+                if is_projection && levels == QuantValue::Q4S {
+                    param.map(quantize_q4)
+                } else {
+                    param.map(|tensor| quantize_int8(tensor, &scheme))
+                }
             }
         }
     }
@@ -383,6 +456,52 @@ mod tests {
         // A width that is not whole blocks goes through burn.
         let odd = Tensor::<2>::from_data(TensorData::new(vec![1.0f32; 40], [2, 20]), &device);
         assert!(int8_scales(&odd, &scheme, &Tensor::zeros([2], &device)).is_none());
+    }
+
+    /// q4 rounds as burn's own Q4S quantization (values and scales), held
+    /// in int8's scheme so every int8 path reads it.
+    #[test]
+    fn q4_rounding_is_burns_q4s() {
+        let device = Device::flex();
+        let q4s = QuantScheme::default()
+            .with_value(QuantValue::Q4S)
+            .with_store(QuantStore::Native)
+            .per_block([QUANT_BLOCK], ScaleDtype::F32);
+        let decoded = |data: TensorData| {
+            let DType::QFloat(scheme) = data.dtype() else {
+                panic!("{:?}", data.dtype())
+            };
+            let shape = data.shape().clone();
+            QuantizedBytes {
+                bytes: data.into_bytes(),
+                scheme,
+                shape,
+            }
+            .into_vec_i8()
+        };
+        let mut special = vec![0.0f32; 32]; // a zero block
+        // Scale 1 (the block's largest magnitude is 7): ties at every half.
+        special.extend((0..32).map(|i| if i == 0 { 7.0 } else { (i % 15) as f32 - 7.5 }));
+        for [rows, cols] in [[2, 32], [37, 64], [8, 96]] {
+            let mut values: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919) % 1000) as f32 / 97.0 - 5.0)
+                .collect();
+            values[..special.len()].copy_from_slice(&special);
+            let tensor = Tensor::<2>::from_data(TensorData::new(values, [rows, cols]), &device);
+            let qparams =
+                compute_q_params(&q4s, compute_range(&q4s, &tensor, &Calibration::MinMax));
+            let (burn_values, burn_scales) =
+                decoded(tensor.clone().quantize(&q4s, qparams).into_data());
+            let ours = quantize_q4(tensor.clone());
+            assert_eq!(ours.dtype(), DType::QFloat(int8_scheme()));
+            let (values, scales) = decoded(ours.clone().into_data());
+            assert_eq!(values, burn_values, "[{rows}, {cols}]");
+            assert_eq!(scales.block, burn_scales.block, "[{rows}, {cols}]");
+            assert!(values.iter().all(|v| (-7..=7).contains(v)));
+            // Read back as any int8 weight is.
+            let dequantized = int8_values(&ours).unwrap();
+            assert_eq!(dequantized[32 + 3], values[32 + 3] as f32 * scales.block[1]);
+        }
     }
 
     #[test]

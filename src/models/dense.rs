@@ -70,6 +70,21 @@ pub fn project<const D: usize>(
     linear(x, w, bias.map(|b| b.val()))
 }
 
+/// `x Eᵀ` for a head tied to the embedding table `E` (`[vocab, hidden]`):
+/// through the table's integer packing when the model has one
+/// ([`PackedWeights::add_tied_head`]), else [`linear`] of the transposed
+/// table.
+pub fn project_tied<const D: usize>(x: Tensor<D>, table: &Param<Tensor<2>>) -> Tensor<D> {
+    let t = table.val();
+    if x.device() == Device::flex()
+        && x.dtype() == DType::F32
+        && let Some(p) = registry::find(table.id, &t)
+    {
+        return p.project(x, None);
+    }
+    linear(x, t.transpose(), None)
+}
+
 /// The projections of one loaded model packed once for their CPU products,
 /// found by their parameters' ids while this value lives; dropping it (with
 /// its model) frees them.
@@ -82,6 +97,23 @@ impl PackedWeights {
     /// quantized weight parameter is `id`.
     pub fn add_integer(&mut self, id: ParamId, values: &[f32], k: usize, n: usize) {
         self.add(id, Packing::Integer(QuantMatrix::new(values, k, n)));
+    }
+
+    /// Packs the head tied to the f32 embedding table `table` (`[vocab,
+    /// hidden]`, on the CPU) of parameter `id` as 16-bit integers, for
+    /// [`project_tied`]: an int8 model's head is then integer products too.
+    pub fn add_tied_head(&mut self, id: ParamId, table: FlexTensor) {
+        let &[n, k] = table.layout().shape().as_slice() else {
+            return;
+        };
+        if table.dtype() != DType::F32 {
+            return;
+        }
+        let matrix = match dense(&table).as_slice::<f32>() {
+            Some(values) => QuantMatrix::new_transposed(values, k, n),
+            None => return,
+        };
+        self.add(id, Packing::TiedHead { table, matrix });
     }
 
     /// Packs each f32 weight (`[in, out]`, on the CPU) into rten-gemm's
@@ -124,7 +156,7 @@ impl PackedWeights {
     pub fn integers(&self) -> usize {
         self.0
             .iter()
-            .filter(|p| matches!(***p, Packing::Integer(_)))
+            .filter(|p| matches!(***p, Packing::Integer(_) | Packing::TiedHead { .. }))
             .count()
     }
 }
@@ -133,6 +165,14 @@ impl PackedWeights {
 enum Packing {
     /// An int8 weight's values as 16-bit integers: the browser's products.
     Integer(QuantMatrix),
+    /// A tied head's weight (the transposed f32 embedding table) as 16-bit
+    /// integers, beside the table they were packed from: only that very
+    /// table runs them (an f32 load of the same prepared file shares its
+    /// parameter ids, not its storage).
+    TiedHead {
+        table: FlexTensor,
+        matrix: QuantMatrix,
+    },
     /// An f32 weight in rten-gemm's panels (natively), beside the weight
     /// whose storage they were packed from.
     Panels {
@@ -145,6 +185,7 @@ impl std::fmt::Debug for Packing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Packing::Integer(q) => f.debug_tuple("Integer").field(q).finish(),
+            Packing::TiedHead { matrix, .. } => f.debug_tuple("TiedHead").field(matrix).finish(),
             Packing::Panels { panels, .. } => f
                 .debug_struct("Panels")
                 .field("rows", &panels.rows())
@@ -170,15 +211,15 @@ impl Packing {
     }
 
     /// Whether this packing runs the weight `w`: an integer packing a
-    /// quantized weight of its shape, panels the very storage and layout
-    /// they were packed from (a weight read again, or changed, has other
-    /// storage).
+    /// quantized weight of its shape, panels and a tied head the very
+    /// storage and layout they were packed from (a weight read again, or
+    /// changed, has other storage).
     fn runs(&self, w: &Tensor<2>) -> bool {
         match self {
             Packing::Integer(q) => {
                 matches!(w.dtype(), DType::QFloat(_)) && w.dims() == [q.rows(), q.cols()]
             }
-            Packing::Panels { weight, .. } => {
+            Packing::TiedHead { table: weight, .. } | Packing::Panels { weight, .. } => {
                 w.device() == Device::flex() && w.dtype() == DType::F32 && {
                     let w = primitive(w.clone());
                     w.layout() == weight.layout()
@@ -191,7 +232,7 @@ impl Packing {
     /// `x W + b` for `x` on the CPU in f32.
     fn project<const D: usize>(&self, x: Tensor<D>, bias: Option<Tensor<1>>) -> Tensor<D> {
         let (d_in, d_out) = match self {
-            Packing::Integer(q) => (q.rows(), q.cols()),
+            Packing::Integer(q) | Packing::TiedHead { matrix: q, .. } => (q.rows(), q.cols()),
             Packing::Panels { panels, .. } => (panels.rows(), panels.cols()),
         };
         let mut dims = x.dims();
@@ -203,7 +244,7 @@ impl Packing {
         let b = b.as_ref().map(dense);
         let bias = b.as_ref().map(|b| b.as_slice::<f32>().expect("dense f32"));
         let out = match self {
-            Packing::Integer(q) => q.matmul(x, rows, bias),
+            Packing::Integer(q) | Packing::TiedHead { matrix: q, .. } => q.matmul(x, rows, bias),
             Packing::Panels { panels, .. } => {
                 rten_product(x, GemmInputB::Packed(panels), bias, rows, d_in, d_out)
             }

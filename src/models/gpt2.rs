@@ -8,7 +8,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 use super::ModelError;
 use super::config::{Activation, Common, Family, Head, ModelConfig, Sizes, fields, need};
-use super::dense::linear;
+use super::dense::project_tied;
 use super::generate::{KvCache, LayerCache, attend_appending};
 use super::network::{Architecture, owned_map};
 use super::{Batch, activate};
@@ -160,7 +160,7 @@ impl Gpt2Model {
     /// Next-token logits `[batch, tokens, vocab]` from the final hidden
     /// state (the head is the token embedding matrix).
     pub fn lm_logits(&self, last_hidden: Tensor<3>) -> Tensor<3> {
-        linear(last_hidden, self.wte.weight.val().transpose(), None)
+        project_tied(last_hidden, &self.wte.weight)
     }
 }
 
@@ -265,6 +265,10 @@ impl Architecture for Gpt2Model {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.wte.weight.val()
+    }
+
+    fn tied_head(&self) -> Option<&Param<Tensor<2>>> {
+        Some(&self.wte.weight)
     }
 
     /// Each block's causal attention over its normed input.

@@ -10,7 +10,7 @@
 //! Module names mirror the checkpoint's (`model.layers.N.self_attn.q_proj`
 //! ...), so loading only drops the `model.` prefix.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig, RmsNorm, RmsNormConfig};
 use burn::tensor::activation;
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -282,11 +282,7 @@ impl LlamaModel {
     pub fn lm_logits(&self, last_hidden: Tensor<3>) -> Tensor<3> {
         match &self.lm_head {
             Some(head) => head.project(last_hidden),
-            None => dense::linear(
-                last_hidden,
-                self.embed_tokens.weight.val().transpose(),
-                None,
-            ),
+            None => dense::project_tied(last_hidden, &self.embed_tokens.weight),
         }
     }
 }
@@ -557,6 +553,10 @@ impl Architecture for LlamaModel {
 
     fn input_embeddings(&self) -> Tensor<2> {
         self.embed_tokens.weight.val()
+    }
+
+    fn tied_head(&self) -> Option<&Param<Tensor<2>>> {
+        self.lm_head.is_none().then_some(&self.embed_tokens.weight)
     }
 
     /// Each layer's causal attention over its normed input.

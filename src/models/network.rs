@@ -5,7 +5,7 @@
 //! any network goes through [`with_network!`] and [`map_network!`] rather
 //! than matching every variant.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::store::ModuleSnapshot;
 use burn::tensor::{Bool, Device, FloatDType, Int, Tensor};
 
@@ -46,6 +46,12 @@ pub trait Architecture: Module + ModuleSnapshot + Sized {
 
     /// The input token-embedding table `[vocab, hidden]`.
     fn input_embeddings(&self) -> Tensor<2>;
+
+    /// The embedding table a causal LM's head reads transposed, when it is
+    /// tied to it ([`super::dense::project_tied`]).
+    fn tied_head(&self) -> Option<&Param<Tensor<2>>> {
+        None
+    }
 
     /// Next-token logits `[batch, tokens, vocab]` of a causal LM.
     fn causal_lm_logits(&self, _last_hidden: Tensor<3>) -> Option<Tensor<3>> {
@@ -317,7 +323,7 @@ impl Network {
     /// projection on the CPU into rten-gemm's panels: they run while the
     /// value this returns lives.
     pub fn packed_weights(&self, panels: bool) -> PackedWeights {
-        with_network!(self, m => weights::packed_weights(m, panels))
+        with_network!(self, m => weights::packed_weights(m, panels, m.tied_head()))
     }
 
     /// The empty module tree `config` describes, on `device`: a COMET

@@ -47,43 +47,62 @@ impl QuantMatrix {
     /// Quantizes `w` (`[k, n]`, row-major) per output column.
     pub fn new(w: &[f32], k: usize, n: usize) -> Self {
         assert_eq!(w.len(), k * n, "a [{k}, {n}] weight has {k}·{n} values");
-        let mut amax = vec![0.0f32; n];
-        for row in w.chunks_exact(n) {
-            for (m, &v) in amax.iter_mut().zip(row) {
-                *m = m.max(v.abs());
-            }
-        }
-        // A NaN or infinite weight makes its column's outputs NaN.
-        for row in w.chunks_exact(n) {
-            for (m, v) in amax.iter_mut().zip(row) {
-                if !v.is_finite() {
-                    *m = f32::NAN;
+        Self::build(w, k, n, false)
+    }
+
+    /// Quantizes the `[k, n]` weight whose transpose `wt` (`[n, k]`,
+    /// row-major) holds: an embedding table `[vocab, hidden]` read as a tied
+    /// head's weight `[hidden, vocab]`, without a transposed copy.
+    pub fn new_transposed(wt: &[f32], k: usize, n: usize) -> Self {
+        assert_eq!(wt.len(), k * n, "a [{n}, {k}] table has {k}·{n} values");
+        Self::build(wt, k, n, true)
+    }
+
+    /// `values` hold `w[r][c]` at `r * n + c`, or at `c * k + r` when
+    /// `transposed`; each pass reads them in their order.
+    fn build(values: &[f32], k: usize, n: usize, transposed: bool) -> Self {
+        // (row, column, value) in storage order.
+        let each = |f: &mut dyn FnMut(usize, usize, f32)| {
+            if transposed {
+                for (c, col) in values.chunks_exact(k).enumerate() {
+                    for (r, &v) in col.iter().enumerate() {
+                        f(r, c, v);
+                    }
+                }
+            } else {
+                for (r, row) in values.chunks_exact(n).enumerate() {
+                    for (c, &v) in row.iter().enumerate() {
+                        f(r, c, v);
+                    }
                 }
             }
-        }
+        };
+        let mut amax = vec![0.0f32; n];
+        let mut finite = vec![true; n];
+        each(&mut |_, c, v| {
+            amax[c] = amax[c].max(v.abs());
+            finite[c] &= v.is_finite();
+        });
+        // A NaN or infinite weight makes its column's outputs NaN.
         let scale: Vec<f32> = amax
             .iter()
-            .map(|&m| {
-                if m > 0.0 || m.is_nan() {
-                    m / W_MAX as f32
-                } else {
-                    1.0
-                }
+            .zip(&finite)
+            .map(|(&m, &finite)| match (m, finite) {
+                (_, false) => f32::NAN,
+                (m, true) if m > 0.0 => m / W_MAX as f32,
+                _ => 1.0,
             })
             .collect();
         let k2 = k.next_multiple_of(2);
         let panels = n.div_ceil(NR);
         let mut data = vec![0i16; panels * k2 * NR];
         let inv: Vec<f32> = scale.iter().map(|s| 1.0 / s).collect();
-        for (r, row) in w.chunks_exact(n).enumerate() {
-            let at = (r / 2) * 2 * NR + r % 2;
-            for (c, (&v, &inv)) in row.iter().zip(&inv).enumerate() {
-                let q = (v * inv)
-                    .round_ties_even()
-                    .clamp(-W_MAX as f32, W_MAX as f32);
-                data[(c / NR) * k2 * NR + at + (c % NR) * 2] = q as i16;
-            }
-        }
+        each(&mut |r, c, v| {
+            let q = (v * inv[c])
+                .round_ties_even()
+                .clamp(-W_MAX as f32, W_MAX as f32);
+            data[(c / NR) * k2 * NR + (r / 2) * 2 * NR + r % 2 + (c % NR) * 2] = q as i16;
+        });
         QuantMatrix {
             k,
             n,
@@ -475,6 +494,25 @@ mod tests {
             assert!(worst <= bound, "{m}x{k}x{n}: off by {worst} > {bound}");
             // And far tighter in practice than that worst case.
             assert!(worst < 2e-3 * (k as f32).sqrt(), "{m}x{k}x{n}: {worst}");
+        }
+    }
+
+    /// A table read transposed packs as its explicit transpose does, NaN
+    /// column included.
+    #[test]
+    fn a_transposed_table_packs_as_its_transpose() {
+        for (k, n) in [(1, 2), (7, 9), (33, 17), (64, 24)] {
+            let mut wt = values(k * n, 5 + k as u32); // [n, k]
+            wt[k] = f32::NAN; // column 1
+            let w: Vec<f32> = (0..k * n).map(|i| wt[(i % n) * k + i / n]).collect();
+            let (a, b) = (
+                QuantMatrix::new(&w, k, n),
+                QuantMatrix::new_transposed(&wt, k, n),
+            );
+            assert_eq!(a.data, b.data, "{k}x{n}");
+            let bits = |q: &QuantMatrix| q.scale.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "{k}x{n}");
+            assert!(b.scale[1].is_nan());
         }
     }
 

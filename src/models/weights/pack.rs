@@ -63,10 +63,15 @@ impl ModuleVisitor for Packer<'_> {
     }
 }
 
-/// Packs every int8 projection of `module` for integer products and, with
-/// `panels`, every f32 projection on the CPU into rten-gemm's panels: they
-/// run while the value this returns lives.
-pub(crate) fn packed_weights<M: Module>(module: &M, panels: bool) -> PackedWeights {
+/// Packs every int8 projection of `module` for integer products, and then
+/// its head tied to the embedding table `tied` when that is an f32 table on
+/// the CPU; with `panels`, every f32 projection on the CPU into rten-gemm's
+/// panels: they run while the value this returns lives.
+pub(crate) fn packed_weights<M: Module>(
+    module: &M,
+    panels: bool,
+    tied: Option<&Param<Tensor<2>>>,
+) -> PackedWeights {
     let mut packed = PackedWeights::default();
     let mut packer = Packer {
         path: Vec::new(),
@@ -77,5 +82,13 @@ pub(crate) fn packed_weights<M: Module>(module: &M, panels: bool) -> PackedWeigh
     module.visit(&mut packer);
     let f32_weights = packer.f32_weights;
     packed.add_panels(f32_weights);
+    if let Some(table) = tied
+        && packed.integers() > 0
+    {
+        let t = table.val();
+        if t.device() == Device::flex() && t.dtype() == DType::F32 {
+            packed.add_tied_head(table.id, primitive(t));
+        }
+    }
     packed
 }

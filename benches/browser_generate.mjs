@@ -85,12 +85,16 @@ async function run(cfg, entry = "runBench") {
   }
 }
 
+// Blindspot loads `model.<precision>.bpk` where the model's folder has one.
+const ENGINE_PRECISION = { fp32: "f32", q8: "int8", q4: "q4" };
+const prepared = async (dtype) => stat(join(MODELS, modelId, `model.${ENGINE_PRECISION[dtype]}.bpk`)).then(() => true, () => false);
+
 const results = [];
 try {
   for (let r = 0; r < rounds; r++) {
     for (const dtype of DTYPES) {
       for (const tool of r % 2 ? ["tjs", "blindspot"] : ["blindspot", "tjs"]) {
-        const res = { round: r + 1, ...(await run({ tool, dtype, newTokens, modelId, ...(prompt ? { prompt } : {}) })) };
+        const res = { round: r + 1, ...(await run({ tool, dtype, newTokens, modelId, prepared: await prepared(dtype), ...(prompt ? { prompt } : {}) })) };
         results.push(res);
         console.log(JSON.stringify(res));
       }
@@ -99,7 +103,7 @@ try {
   for (let k = 0; keystrokes > 0 && k < rounds; k++) {
     for (const dtype of DTYPES) {
       // A ~200-word reference: with the instructions, about 300 tokens.
-      const res = await run({ dtype, modelId, keystrokes, reference: words(200), hypothesis: "The committee approved the budget after a long debate" }, "runKeystrokes");
+      const res = await run({ dtype, modelId, keystrokes, prepared: await prepared(dtype), reference: words(200), hypothesis: "The committee approved the budget after a long debate" }, "runKeystrokes");
       console.log(JSON.stringify(res));
       console.error(`keystroke ${dtype}: ${res.prompt_tokens}-token prompt, cold ${res.cold_ms.toFixed(0)} ms (${res.cold_decoded} tokens run), keystroke median ${res.keystroke_ms.toFixed(0)} ms (${res.keystroke_decoded} tokens run)`);
     }

@@ -9,6 +9,13 @@ once for both tools in the folder layout each reads. Shapes:
   head, RoPE theta 100000), the judges' smallest, with GPT-2's 50257-token
   vocabulary instead of its 49152 (0.5% more parameters) so that any text's
   ids fit;
+- `qwen2.5-0.5b`: Qwen2.5-0.5B-Instruct's Qwen2 (24 layers, width 896, 14
+  query and 2 key/value heads, query/key/value biases, a 4864-wide SwiGLU,
+  its 151936-token vocabulary, embeddings tied to the head, RoPE theta 1e6);
+  GPT-2's tokenizer reads the text, so only the first 50257 ids occur, and
+  the embedding and head have Qwen's size. About 2 GB in f32: Blindspot's
+  page loads it from prepared int8 and q4 files (`blindspot prepare DIR
+  DIR/model.int8.bpk --quant q8`, and `model.q4.bpk --quant q4`);
 
 both with GPT-2's tokenizer. Layouts:
 
@@ -41,11 +48,13 @@ import tempfile
 
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHAPE = sys.argv[1] if len(sys.argv) > 1 else "gpt2"
-NAMES = {"gpt2": "gpt2-small-random", "smollm2-135m": "smollm2-135m-random"}
+NAMES = {"gpt2": "gpt2-small-random", "smollm2-135m": "smollm2-135m-random",
+         "qwen2.5-0.5b": "qwen2.5-0.5b-random"}
 if SHAPE not in NAMES:
     raise SystemExit(f"unknown shape {SHAPE}: one of {', '.join(NAMES)}")
 OUT = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else (
@@ -61,6 +70,15 @@ def build():
         model = GPT2LMHeadModel(config).eval()
         model.config.architectures = ["GPT2LMHeadModel"]
         return model, 50257, 12, 64
+    if SHAPE == "qwen2.5-0.5b":
+        config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                             num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                             max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                             tie_word_embeddings=True, use_sliding_window=False,
+                             bos_token_id=50256, eos_token_id=50256, attn_implementation="eager")
+        model = Qwen2ForCausalLM(config).eval()
+        model.config.architectures = ["Qwen2ForCausalLM"]
+        return model, 151936, 2, 64
     config = LlamaConfig(vocab_size=50257, hidden_size=576, intermediate_size=1536,
                          num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                          max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,

@@ -43,10 +43,13 @@ async function blindspot(c) {
   const engine = await import(SITE + glue);
   await engine.default({ module_or_path: SITE + wasm });
   const dir = `/models/${c.modelId}/`;
-  const [config, tokenizer, weights] = await Promise.all(["config.json", "tokenizer.json", "model.safetensors"].map((f) => bytes(dir + f)));
   const precision = { q8: "int8", q4: "q4" }[c.dtype] ?? "f32";
-  const info = await engine.loadModel(c.modelId, new TextDecoder().decode(config), tokenizer, [weights],
-    undefined, "cpu", precision, undefined, undefined, undefined);
+  // A prepared file (`model.<precision>.bpk`, written by `blindspot prepare`)
+  // where the runner found one: a model too large to load from f32 files.
+  const weightsFile = c.prepared ? `model.${precision}.bpk` : "model.safetensors";
+  const [config, tokenizer, weights] = await Promise.all(["config.json", "tokenizer.json", weightsFile].map((f) => bytes(dir + f)));
+  const info = await engine.loadModel(c.modelId, new TextDecoder().decode(config), tokenizer, c.prepared ? [] : [weights],
+    c.prepared ? weights : undefined, "cpu", precision, undefined, undefined, undefined);
   const options = { max_new_tokens: c.newTokens, decoding: { method: "greedy" }, stop_at_eos: false };
   return {
     precision: info.precision,

@@ -727,7 +727,7 @@ fn prepare_writes_an_int8_file_that_embed_reads() {
             .args(["--quant", "q8"]),
         None,
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Int8"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MB, int8)"));
     // The fixture has no tokenizer: embed says so instead of guessing one.
     let out = run(
         bin()

@@ -79,7 +79,7 @@ pub fn run_prepare(args: &PrepareArgs) -> Result<(), CliError> {
     let bytes = weights::prepare(files, args.quant).map_err(|e| model_error(&args.model_dir, e))?;
     super::write_file(&args.out, &bytes)?;
     eprintln!(
-        "wrote {} ({:.1} MB, {:?})",
+        "wrote {} ({:.1} MB, {})",
         args.out.display(),
         bytes.len() as f64 / 1e6,
         args.quant

@@ -324,8 +324,8 @@ test("bad model sources give clear errors, never a panic", async () => {
   assert.match(r.error, /is not a Hugging Face model id/);
   // A precision the engine does not know: refused before any download, by
   // loadModel and by the panel (which keeps its own choice).
-  r = await loadAndEmbed(page, MINILM, "cpu", "q4");
-  assert.match(r.error, /unknown precision `q4`/);
+  r = await loadAndEmbed(page, MINILM, "cpu", "q3");
+  assert.match(r.error, /unknown precision `q3` \(f32, q8 or q4\)/);
   const panelFailed = await page.evaluate(async (id) =>
     (await import("./models.js")).loadModels([{ id, backend: "cpu", precision: "fp16" }]), MINILM);
   assert.deepEqual(panelFailed, [MINILM]);

@@ -43,6 +43,31 @@ pub struct QuantMatrix {
     scale: Vec<f32>,
 }
 
+/// `f(row, column, value)` over the `[k, n]` weight `values` hold (at
+/// `r * n + c`, or at `c * k + r` when `transposed`), in storage order.
+/// Generic, not `dyn`: it runs once per weight at load.
+fn in_storage_order(
+    values: &[f32],
+    k: usize,
+    n: usize,
+    transposed: bool,
+    mut f: impl FnMut(usize, usize, f32),
+) {
+    if transposed {
+        for (c, col) in values.chunks_exact(k).enumerate() {
+            for (r, &v) in col.iter().enumerate() {
+                f(r, c, v);
+            }
+        }
+    } else {
+        for (r, row) in values.chunks_exact(n).enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                f(r, c, v);
+            }
+        }
+    }
+}
+
 impl QuantMatrix {
     /// Quantizes `w` (`[k, n]`, row-major) per output column.
     pub fn new(w: &[f32], k: usize, n: usize) -> Self {
@@ -61,25 +86,9 @@ impl QuantMatrix {
     /// `values` hold `w[r][c]` at `r * n + c`, or at `c * k + r` when
     /// `transposed`; each pass reads them in their order.
     fn build(values: &[f32], k: usize, n: usize, transposed: bool) -> Self {
-        // (row, column, value) in storage order.
-        let each = |f: &mut dyn FnMut(usize, usize, f32)| {
-            if transposed {
-                for (c, col) in values.chunks_exact(k).enumerate() {
-                    for (r, &v) in col.iter().enumerate() {
-                        f(r, c, v);
-                    }
-                }
-            } else {
-                for (r, row) in values.chunks_exact(n).enumerate() {
-                    for (c, &v) in row.iter().enumerate() {
-                        f(r, c, v);
-                    }
-                }
-            }
-        };
         let mut amax = vec![0.0f32; n];
         let mut finite = vec![true; n];
-        each(&mut |_, c, v| {
+        in_storage_order(values, k, n, transposed, |_, c, v| {
             amax[c] = amax[c].max(v.abs());
             finite[c] &= v.is_finite();
         });
@@ -97,7 +106,7 @@ impl QuantMatrix {
         let panels = n.div_ceil(NR);
         let mut data = vec![0i16; panels * k2 * NR];
         let inv: Vec<f32> = scale.iter().map(|s| 1.0 / s).collect();
-        each(&mut |r, c, v| {
+        in_storage_order(values, k, n, transposed, |r, c, v| {
             let q = (v * inv[c])
                 .round_ties_even()
                 .clamp(-W_MAX as f32, W_MAX as f32);

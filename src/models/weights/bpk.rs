@@ -51,7 +51,7 @@ pub fn prepare(files: ModelFiles, precision: Precision) -> Result<Vec<u8>, Model
     let stored = files.stored_precision;
     if stored != Precision::F32 && precision != stored {
         return Err(ModelError::Unsupported(format!(
-            "cannot prepare a {precision} file from {stored} weights"
+            "cannot prepare a file at {precision} from {stored} weights"
         )));
     }
     // Load as stored, then quantize projections and lookup tables for storage.
